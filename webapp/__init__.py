@@ -1,0 +1,1 @@
+"""Fixit Arena web app (Streamlit)."""
