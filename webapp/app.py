@@ -1,0 +1,39 @@
+"""Fixit Arena web app: the router. Run with ``streamlit run webapp/app.py`` (or ``make run``).
+
+Only navigation lives here; every page is a short script under ``webapp/pages/``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `streamlit run webapp/app.py` puts webapp/ on sys.path, not the repository root the layers live in.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+
+st.set_page_config(page_title="Fixit Arena", page_icon="🛠️", layout="wide")
+
+_PAGES = Path(__file__).resolve().parent / "pages"
+
+navigation = st.navigation(
+    {
+        "Arena": [
+            st.Page(_PAGES / "arena.py", title="Arena (anonymous)", icon="⚔️", default=True),
+            st.Page(_PAGES / "side_by_side.py", title="Side by side (named)", icon="👥"),
+            st.Page(_PAGES / "chat.py", title="Chat (single model)", icon="💬"),
+        ],
+        "Results": [
+            st.Page(_PAGES / "leaderboard.py", title="Leaderboard", icon="🏆"),
+            st.Page(_PAGES / "dataset.py", title="Dataset", icon="📦"),
+        ],
+        "More": [
+            st.Page(_PAGES / "about.py", title="About", icon="ℹ️"),
+            st.Page(_PAGES / "admin.py", title="Admin", icon="🔐"),
+        ],
+    }
+)
+navigation.run()
