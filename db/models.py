@@ -1,0 +1,252 @@
+"""SQLAlchemy 2.0 models: the data contract of ``../shared/DESIGN.md`` as tables.
+
+Enumerations are plain strings with a named CHECK constraint (portable, readable in any SQL shell, and
+easy to extend in a migration). Timestamps are timezone-aware UTC in Python; SQLite stores naive UTC.
+
+``votes`` repeats a few immutable facts of its battle (the two contestants, mode, scenario) and carries
+the flags that decide whether it counts (revealed before the vote, flagged, had corrections). This is
+deliberate: the leaderboard aggregation is then one indexed ``GROUP BY`` over one table, so its cost
+grows with the number of model pairs, not with joins over millions of battles and conversations.
+The repository keeps those copies in step inside the same transactions that change the battle.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any, Literal, get_args
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+Mode = Literal["anonymous", "named", "direct", "auto"]
+BattleStatus = Literal["open", "voted", "abandoned", "flagged"]
+Side = Literal["a", "b"]
+Role = Literal["system", "user", "assistant"]
+MessageKind = Literal["request", "correction", "reply"]
+GraderLabel = Literal["correct", "partial", "garbage"]
+Outcome = Literal["fixed", "not_fixed", "unknown"]
+JudgedBy = Literal["person", "grader"]
+Choice = Literal["a", "b", "tie", "both_bad"]
+
+MODES: tuple[str, ...] = get_args(Mode)
+BATTLE_STATUSES: tuple[str, ...] = get_args(BattleStatus)
+SIDES: tuple[str, ...] = get_args(Side)
+ROLES: tuple[str, ...] = get_args(Role)
+MESSAGE_KINDS: tuple[str, ...] = get_args(MessageKind)
+GRADER_LABELS: tuple[str, ...] = get_args(GraderLabel)
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+JUDGED_BY: tuple[str, ...] = get_args(JudgedBy)
+CHOICES: tuple[str, ...] = get_args(Choice)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> dt.datetime:
+    """Now, timezone-aware UTC (the only clock the repository uses)."""
+    return dt.datetime.now(dt.UTC)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """A timestamp that is always timezone-aware UTC in Python, whatever the backend returns.
+
+    Naive datetimes are refused on the way in: guessing their zone is how data sets get shifted by hours.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: pass a timezone-aware (UTC) datetime")
+        value = value.astimezone(dt.UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def one_of(column: str, values: tuple[str, ...], name: str | None = None) -> CheckConstraint:
+    """A named CHECK constraint that keeps ``column`` inside ``values`` (an enum as a constrained string)."""
+    listed = ", ".join(f"'{v}'" for v in values)
+    return CheckConstraint(f"{column} IN ({listed})", name=name or column)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Contestant(Base):
+    """A model that can take part in battles. Disabled contestants stay for history, out of the sampler."""
+
+    __tablename__ = "contestants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(100), unique=True)
+    display_name: Mapped[str] = mapped_column(String(200))
+    family: Mapped[str] = mapped_column(String(100), default="")
+    source: Mapped[str] = mapped_column(String(500), default="")
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Visitor(Base):
+    """An anonymous visitor: a random id from the browser and a salted hash of the address (never exported)."""
+
+    __tablename__ = "visitors"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    anon_id: Mapped[str] = mapped_column(String(64), unique=True)
+    address_hash: Mapped[str | None] = mapped_column(String(128), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Battle(Base):
+    __tablename__ = "battles"
+    __table_args__ = (
+        one_of("mode", MODES),
+        one_of("status", BATTLE_STATUSES),
+        Index("ix_battles_visitor_status", "visitor_id", "status", "updated_at"),
+        Index("ix_battles_status_updated", "status", "updated_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=lambda: str(uuid.uuid4()))
+    mode: Mapped[str] = mapped_column(String(16))
+    scenario: Mapped[str] = mapped_column(String(100), index=True)
+    visitor_id: Mapped[int | None] = mapped_column(ForeignKey("visitors.id"))
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    revealed_before_vote: Mapped[bool] = mapped_column(Boolean, default=False)
+    revealed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    flag_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    closed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+    conversations: Mapped[list[Conversation]] = relationship(
+        back_populates="battle", order_by="Conversation.side"
+    )
+
+
+class Conversation(Base):
+    """One side of a battle: its contestant, system prompt and sampling params."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (
+        one_of("side", SIDES),
+        UniqueConstraint("battle_id", "side", name="uq_conversations_battle_side"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    battle_id: Mapped[str] = mapped_column(ForeignKey("battles.id"))
+    side: Mapped[str] = mapped_column(String(1))
+    contestant_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"), index=True)
+    system_prompt: Mapped[str] = mapped_column(Text, default="")
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    battle: Mapped[Battle] = relationship(back_populates="conversations")
+    contestant: Mapped[Contestant] = relationship()
+
+
+class Message(Base):
+    """One turn of one side. Retried replies are kept and marked ``superseded`` (nothing is deleted)."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        one_of("role", ROLES),
+        one_of("kind", MESSAGE_KINDS),
+        one_of("grader_label", GRADER_LABELS),
+        UniqueConstraint("conversation_id", "position", name="uq_messages_conversation_position"),
+        Index("ix_messages_kind_created", "kind", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"))
+    position: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    first_try: Mapped[bool] = mapped_column(Boolean, default=False)
+    superseded: Mapped[bool] = mapped_column(Boolean, default=False)
+    ttft_ms: Mapped[float | None] = mapped_column(Float)
+    total_ms: Mapped[float | None] = mapped_column(Float)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    grader_label: Mapped[str | None] = mapped_column(String(16))
+    grader_mistakes: Mapped[list[str] | None] = mapped_column(JSON)
+
+
+class Correction(Base):
+    """A correction event: faulty reply -> feedback -> the reply that followed, and its judged outcome."""
+
+    __tablename__ = "corrections"
+    __table_args__ = (
+        one_of("outcome", OUTCOMES),
+        one_of("judged_by", JUDGED_BY),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    battle_id: Mapped[str] = mapped_column(ForeignKey("battles.id"), index=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"), index=True)
+    faulty_message_id: Mapped[int] = mapped_column(ForeignKey("messages.id"))
+    feedback_message_id: Mapped[int] = mapped_column(ForeignKey("messages.id"), unique=True)
+    next_reply_message_id: Mapped[int | None] = mapped_column(ForeignKey("messages.id"))
+    outcome: Mapped[str] = mapped_column(String(16), default="unknown")
+    judged_by: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    judged_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+
+class Vote(Base):
+    """The one vote of a battle, with copies of the facts the leaderboard filters on (see module doc)."""
+
+    __tablename__ = "votes"
+    __table_args__ = (
+        one_of("choice", CHOICES),
+        one_of("mode", MODES),
+        Index("ix_votes_pairs", "mode", "model_a_id", "model_b_id", "choice"),
+        Index("ix_votes_created", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    battle_id: Mapped[str] = mapped_column(ForeignKey("battles.id"), unique=True)
+    visitor_id: Mapped[int | None] = mapped_column(ForeignKey("visitors.id"), index=True)
+    choice: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    model_a_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"))
+    model_b_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"))
+    mode: Mapped[str] = mapped_column(String(16))
+    scenario: Mapped[str] = mapped_column(String(100))
+    revealed: Mapped[bool] = mapped_column(Boolean, default=False)
+    flagged: Mapped[bool] = mapped_column(Boolean, default=False)
+    with_corrections: Mapped[bool] = mapped_column(Boolean, default=False)
