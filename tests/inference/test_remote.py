@@ -1,0 +1,458 @@
+"""RemoteChatModel against small OpenAI-compatible streaming servers on 127.0.0.1: the edge of our world.
+
+Each test hands a threaded ``http.server`` a *script*: a function ``(handler, attempt) -> None`` that
+writes the whole HTTP answer for the ``attempt``-th request (0-based), so a test reads like the exchange
+it stages (normal, slow, failing, malformed, hanging up, cancelled). The server records every request
+(headers, JSON body) and whether the client hung up.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from inference.protocol import (
+    CancelToken,
+    ChatMessage,
+    ChatModel,
+    GenerationParams,
+    GenerationResult,
+    StreamEvent,
+    TextDelta,
+)
+from inference.remote import RemoteChatModel, request_body
+
+Script = Callable[["Handler", int], None]
+
+
+@dataclass
+class Recorded:
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    client_closed: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 -- keep test output quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 -- http.server's naming
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length))
+        rec = self.server.recorded
+        with rec.lock:
+            attempt = len(rec.requests)
+            rec.requests.append(body)
+            rec.headers.append({k.lower(): v for k, v in self.headers.items()})
+            rec.paths.append(self.path)
+        try:
+            self.server.script(self, attempt)
+        except (BrokenPipeError, ConnectionResetError):
+            rec.client_closed.set()
+        self.close_connection = True
+
+    # --- pieces a script writes -------------------------------------------------------------------
+    def start_sse(self, *, content_type: str = "text/event-stream") -> None:
+        """Status 200 with chunked transfer encoding, as uvicorn-based engines (vLLM) answer."""
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        self.wfile.flush()
+
+    def raw(self, text: str) -> None:
+        data = text.encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def event(self, payload: dict[str, Any] | str) -> None:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        self.raw(f"data: {data}\n\n")
+
+    def delta(self, text: str, *, finish_reason: str | None = None) -> None:
+        self.event(chunk(text, finish_reason=finish_reason))
+
+    def done(self) -> None:
+        self.raw("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def error_status(self, status: int, message: str, *, retry_after: str | None = None) -> None:
+        body = json.dumps({"error": {"message": message, "type": "server_error"}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def hang_up(self) -> None:
+        """Drop the TCP connection in the middle of the answer (no final chunk)."""
+        self.wfile.flush()
+        self.connection.shutdown(2)
+
+    def wait_for_client_close(self, timeout: float) -> bool:
+        """Block until the client closes its side (recv returns EOF) or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if readable:
+                try:
+                    if not self.connection.recv(1):
+                        self.server.recorded.client_closed.set()
+                        return True
+                except OSError:
+                    self.server.recorded.client_closed.set()
+                    return True
+        return False
+
+
+def chunk(text: str, *, finish_reason: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "model": "tiny",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish_reason}],
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, script: Script) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.script = script
+        self.recorded = Recorded()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+@contextmanager
+def serve(script: Script) -> Iterator[_Server]:
+    server = _Server(script)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+# --- helpers ---------------------------------------------------------------------------------------------
+
+HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Say hello.")]
+
+
+def model_for(server: _Server, **kwargs: Any) -> RemoteChatModel:
+    options: dict[str, Any] = {"connect_timeout": 2.0, "read_timeout": 2.0, "max_retries": 2, "backoff": 0.01}
+    options.update(kwargs)
+    return RemoteChatModel("remote-tiny", server.base_url, "tiny", **options)
+
+
+def run(model: RemoteChatModel, *, params: GenerationParams | None = None,
+        cancel: CancelToken | None = None) -> tuple[list[str], GenerationResult]:
+    deltas: list[str] = []
+    results: list[GenerationResult] = []
+    for event in model.stream(HELLO, params or GenerationParams(max_new_tokens=16), cancel=cancel):
+        if isinstance(event, TextDelta):
+            assert not results, "a delta came after the final result"
+            deltas.append(event.text)
+        else:
+            results.append(event)
+    assert len(results) == 1, "the stream must end with exactly one GenerationResult"
+    return deltas, results[0]
+
+
+def say(*words: str, finish: str = "stop", usage: tuple[int, int] | None = None) -> Script:
+    def script(h: Handler, attempt: int) -> None:
+        h.start_sse()
+        h.event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+        for word in words[:-1]:
+            h.delta(word)
+        h.delta(words[-1], finish_reason=finish)
+        if usage is not None:
+            h.event({"choices": [], "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}})
+        h.done()
+
+    return script
+
+
+def fail_then(failures: int, then: Script, *, status: int = 503) -> Script:
+    def script(h: Handler, attempt: int) -> None:
+        if attempt < failures:
+            h.error_status(status, f"overloaded (attempt {attempt})")
+        else:
+            then(h, attempt)
+
+    return script
+
+
+# --- a normal exchange ---------------------------------------------------------------------------------
+
+
+def test_streams_deltas_and_reports_usage_and_timings() -> None:
+    with serve(say("Hel", "lo", " world", usage=(21, 3))) as server:
+        model = RemoteChatModel("remote-tiny", server.base_url, "tiny", api_key="sk-test-123")
+        assert isinstance(model, ChatModel)
+        deltas, result = run(model, params=GenerationParams(max_new_tokens=7, temperature=0.5, top_p=0.9))
+
+    assert deltas == ["Hel", "lo", " world"]
+    assert result.text == "Hello world"
+    assert (result.finish_reason, result.error) == ("stop", None)
+    assert (result.prompt_tokens, result.new_tokens) == (21, 3)
+    assert result.ttft_ms is not None and 0 < result.ttft_ms <= result.total_ms
+    rec = server.recorded
+    assert rec.paths == ["/v1/chat/completions"]
+    assert rec.headers[0]["authorization"] == "Bearer sk-test-123"
+    body = rec.requests[0]
+    assert body["model"] == "tiny" and body["stream"] is True
+    assert body["messages"] == [{"role": "system", "content": "Be brief."},
+                                {"role": "user", "content": "Say hello."}]
+    assert (body["max_tokens"], body["temperature"], body["top_p"]) == (7, 0.5, 0.9)
+
+
+def test_base_url_with_v1_prefix_and_no_key_sends_no_authorization() -> None:
+    with serve(say("ok")) as server:
+        model = RemoteChatModel("r", server.base_url + "/v1/", "tiny")
+        _, result = run(model)
+    assert result.text == "ok"
+    assert server.recorded.paths == ["/v1/chat/completions"]
+    assert "authorization" not in server.recorded.headers[0]
+    assert "sk-" not in repr(RemoteChatModel("r", "http://h:1", "m", api_key="sk-secret"))
+
+
+@pytest.mark.parametrize(("engine_reason", "ours"), [("length", "length"), ("eos_token", "stop"),
+                                                      ("stop", "stop")])
+def test_finish_reason_is_mapped_and_tokens_counted_without_usage(engine_reason: str, ours: str) -> None:
+    with serve(say("a", "b", "c", "d", finish=engine_reason)) as server:
+        _, result = run(model_for(server))
+    assert result.finish_reason == ours
+    assert (result.prompt_tokens, result.new_tokens) == (0, 4)  # no usage sent: one token per chunk
+
+
+def test_server_abort_reason_is_an_error() -> None:
+    with serve(say("partial", finish="abort")) as server:
+        _, result = run(model_for(server))
+    assert result.finish_reason == "error" and "abort" in (result.error or "")
+    assert result.text == "partial"
+
+
+def test_request_body_sends_top_k_and_seed_only_when_set() -> None:
+    plain = request_body(model="m", messages=HELLO, params=GenerationParams())
+    assert "top_k" not in plain and "seed" not in plain
+    tuned = request_body(model="m", messages=HELLO, params=GenerationParams(top_k=40, seed=7))
+    assert (tuned["top_k"], tuned["seed"]) == (40, 7)
+
+
+@pytest.mark.parametrize("kwargs", [{"base_url": "ftp://h/"}, {"base_url": "localhost:8000"},
+                                    {"read_timeout": 0}, {"connect_timeout": -1}, {"max_retries": -1},
+                                    {"model": ""}])
+def test_bad_configuration_is_refused(kwargs: dict[str, Any]) -> None:
+    options: dict[str, Any] = {"slug": "r", "base_url": "http://127.0.0.1:9", "model": "m"}
+    options.update(kwargs)
+    with pytest.raises(ValueError):
+        RemoteChatModel(**options)
+
+
+# --- slow, failing and malformed servers -----------------------------------------------------------------
+
+
+def test_slow_server_times_out_after_bounded_retries() -> None:
+    def silent(h: Handler, attempt: int) -> None:
+        time.sleep(1.5)
+
+    with serve(silent) as server:
+        started = time.perf_counter()
+        deltas, result = run(model_for(server, read_timeout=0.2, max_retries=1))
+        elapsed = time.perf_counter() - started
+    assert deltas == []
+    assert result.finish_reason == "error" and "timed out" in (result.error or "")
+    assert len(server.recorded.requests) == 2  # the first try and one retry
+    assert elapsed < 1.4  # gave up on read_timeout, did not wait for the server
+
+
+def test_slow_first_attempt_is_retried() -> None:
+    fast = say("late", " but fine")
+
+    def script(h: Handler, attempt: int) -> None:
+        if attempt == 0:
+            time.sleep(1.0)
+            return
+        fast(h, attempt)
+
+    with serve(script) as server:
+        _, result = run(model_for(server, read_timeout=0.2))
+    assert (result.text, result.finish_reason) == ("late but fine", "stop")
+    assert len(server.recorded.requests) == 2
+
+
+def test_5xx_then_success_is_retried_with_backoff() -> None:
+    with serve(fail_then(2, say("recovered"))) as server:
+        started = time.perf_counter()
+        _, result = run(model_for(server, max_retries=2, backoff=0.1))
+        elapsed = time.perf_counter() - started
+    assert (result.text, result.finish_reason) == ("recovered", "stop")
+    assert len(server.recorded.requests) == 3
+    assert elapsed >= 0.1 + 0.2  # backoff doubles: 0.1 s then 0.2 s
+
+
+def test_5xx_forever_gives_a_clear_error() -> None:
+    with serve(fail_then(99, say("never"), status=500)) as server:
+        deltas, result = run(model_for(server, max_retries=2))
+    assert deltas == [] and result.text == ""
+    assert result.finish_reason == "error"
+    assert "HTTP 500" in (result.error or "") and "overloaded (attempt 2)" in (result.error or "")
+    assert len(server.recorded.requests) == 3
+
+
+def test_client_errors_are_not_retried_and_keep_the_key_secret() -> None:
+    with serve(fail_then(99, say("never"), status=401)) as server:
+        model = RemoteChatModel("r", server.base_url, "tiny", api_key="sk-very-secret", backoff=0.01)
+        _, result = run(model)
+    assert result.finish_reason == "error" and "HTTP 401" in (result.error or "")
+    assert "sk-very-secret" not in (result.error or "")
+    assert len(server.recorded.requests) == 1
+
+
+def test_malformed_event_is_a_clear_error_and_not_retried() -> None:
+    def script(h: Handler, attempt: int) -> None:
+        h.start_sse()
+        h.delta("fine ")
+        h.raw('data: {"choices": [{"delta": {"content": "bro\n\n')
+        h.done()
+
+    with serve(script) as server:
+        deltas, result = run(model_for(server))
+    assert deltas == ["fine "] and result.text == "fine "
+    assert result.finish_reason == "error" and "malformed" in (result.error or "")
+    assert len(server.recorded.requests) == 1
+
+
+def test_non_stream_answer_is_refused() -> None:
+    def script(h: Handler, attempt: int) -> None:
+        h.start_sse(content_type="text/html")
+        h.raw("<html>proxy login</html>")
+        h.done()
+
+    with serve(script) as server:
+        _, result = run(model_for(server))
+    assert result.finish_reason == "error" and "text/event-stream" in (result.error or "")
+
+
+def test_error_event_mid_stream_ends_the_reply() -> None:
+    def script(h: Handler, attempt: int) -> None:
+        h.start_sse()
+        h.delta("so far")
+        h.event({"error": {"message": "engine overloaded"}})
+        h.done()
+
+    with serve(script) as server:
+        _, result = run(model_for(server))
+    assert (result.text, result.finish_reason) == ("so far", "error")
+    assert "engine overloaded" in (result.error or "")
+
+
+def test_connection_refused_is_retried_then_reported() -> None:
+    with serve(say("x")) as server:
+        url = server.base_url
+    model = RemoteChatModel("r", url, "tiny", max_retries=1, backoff=0.01, connect_timeout=0.5)
+    _, result = run(model)
+    assert result.finish_reason == "error" and "cannot connect" in (result.error or "")
+
+
+# --- disconnects and cancellation ------------------------------------------------------------------------
+
+
+def test_mid_stream_disconnect_is_an_error_and_not_retried() -> None:
+    def script(h: Handler, attempt: int) -> None:
+        h.start_sse()
+        h.delta("a")
+        h.delta("b")
+        h.hang_up()
+
+    with serve(script) as server:
+        deltas, result = run(model_for(server, max_retries=3))
+    assert deltas == ["a", "b"] and result.text == "ab"
+    assert result.finish_reason == "error" and result.error
+    assert len(server.recorded.requests) == 1  # the visitor already saw text: no second attempt
+
+
+def test_disconnect_before_the_first_token_is_retried() -> None:
+    good = say("second", " try")
+
+    def script(h: Handler, attempt: int) -> None:
+        if attempt == 0:
+            h.start_sse()
+            h.event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+            h.hang_up()
+        else:
+            good(h, attempt)
+
+    with serve(script) as server:
+        deltas, result = run(model_for(server))
+    assert deltas == ["second", " try"] and result.finish_reason == "stop"
+    assert len(server.recorded.requests) == 2
+
+
+def _one_token_then_silence(h: Handler, attempt: int) -> None:
+    h.start_sse()
+    h.delta("first")
+    h.wait_for_client_close(timeout=10)
+
+
+def test_cancel_while_the_server_is_silent_closes_the_connection() -> None:
+    cancel = CancelToken()
+    with serve(_one_token_then_silence) as server:
+        events: list[StreamEvent] = []
+        started = time.perf_counter()
+        for event in model_for(server, read_timeout=30).stream(HELLO, GenerationParams(), cancel=cancel):
+            events.append(event)
+            if isinstance(event, TextDelta):
+                cancel.cancel()
+        elapsed = time.perf_counter() - started
+        assert server.recorded.client_closed.wait(timeout=3), "the server never saw the client hang up"
+    result = events[-1]
+    assert isinstance(result, GenerationResult)
+    assert (result.text, result.finish_reason, result.error) == ("first", "cancelled", None)
+    assert elapsed < 3  # did not wait for read_timeout
+    assert len(server.recorded.requests) == 1
+
+
+def test_abandoned_stream_closes_the_connection() -> None:
+    with serve(_one_token_then_silence) as server:
+        stream = model_for(server, read_timeout=30).stream(HELLO, GenerationParams())
+        assert isinstance(stream, Generator)
+        assert next(stream) == TextDelta("first")
+        stream.close()  # a visitor who left: the generator is dropped
+        assert server.recorded.client_closed.wait(timeout=3)
+
+
+def test_cancelled_before_start_sends_nothing() -> None:
+    cancel = CancelToken()
+    cancel.cancel()
+    with serve(say("x")) as server:
+        deltas, result = run(model_for(server), cancel=cancel)
+    assert deltas == [] and result.finish_reason == "cancelled"
+    assert server.recorded.requests == []
