@@ -1,1 +1,29 @@
-"""Fixit Arena scenarios: what a battle is about, its grader and correction writer, the automatic arena."""
+"""Fixit Arena scenarios: what a battle is about, its grader and correction writer, the automatic arena.
+
+The public face for the web app: ``get_scenario(slug)``, ``list_scenarios()``, ``Scenario.grade`` and
+``Scenario.correction``. Importing this package imports nothing heavy (no jax, no database).
+"""
+
+from __future__ import annotations
+
+from scenarios.base import Scenario, ScenarioError, Turn
+from scenarios.calendar import CALENDAR, FREE_CHAT
+from scenarios.grader import Grade, Mistake, grade_reply
+
+_SCENARIOS: dict[str, Scenario] = {s.slug: s for s in (CALENDAR, FREE_CHAT)}
+
+__all__ = ["Grade", "Mistake", "Scenario", "ScenarioError", "Turn", "get_scenario", "grade_reply",
+           "list_scenarios"]
+
+
+def get_scenario(slug: str) -> Scenario:
+    """The scenario named ``slug``; ScenarioError (a ValueError) listing the known slugs otherwise."""
+    try:
+        return _SCENARIOS[slug]
+    except KeyError:
+        raise ScenarioError(f"unknown scenario {slug!r}; known: {', '.join(_SCENARIOS)}") from None
+
+
+def list_scenarios() -> list[Scenario]:
+    """Every scenario, the graded calendar first."""
+    return list(_SCENARIOS.values())
