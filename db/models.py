@@ -118,7 +118,7 @@ class Contestant(Base):
 
 
 class Visitor(Base):
-    """An anonymous visitor: a random id from the browser and a salted hash of the address (never exported)."""
+    """An anonymous visitor: a random browser id and a salted hash of the address (never exported)."""
 
     __tablename__ = "visitors"
 

@@ -1,0 +1,577 @@
+"""Battle actions: open, append messages, corrections, votes, reveal, flag, resume, abandon.
+
+Each function is one transaction. Writers lock the battle row first (``SELECT ... FOR UPDATE`` on
+PostgreSQL; on SQLite the whole write transaction is ``BEGIN IMMEDIATE``), so two tabs or two replicas
+acting on the same battle queue up instead of both passing a check and both writing. The unique
+constraint on ``votes.battle_id`` is the last line of defence behind that.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Engine, exists, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.checks import (
+    contestant_by_slug,
+    contestant_view,
+    require_aware,
+    require_choice,
+    require_text,
+    retry_read,
+)
+from db.engine import read_session, write_session
+from db.errors import BattleClosed, InvalidInput, NotFound, VoteRefused
+from db.models import (
+    CHOICES,
+    GRADER_LABELS,
+    JUDGED_BY,
+    MESSAGE_KINDS,
+    MODES,
+    OUTCOMES,
+    SIDES,
+    Battle,
+    Contestant,
+    Conversation,
+    Correction,
+    Message,
+    Visitor,
+    Vote,
+    utcnow,
+)
+from db.views import BattleView, ConversationView, CorrectionView, MessageView, VoteView
+
+DEFAULT_MAX_CHARS = 12_000
+ROLE_OF_KIND = {"request": "user", "correction": "user", "reply": "assistant"}
+SINGLE_SIDED_MODES = ("direct", "auto")
+
+
+# --- reading -----------------------------------------------------------------------------------------
+
+
+def _message_view(row: Message, side: str) -> MessageView:
+    return MessageView(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        side=side,
+        position=row.position,
+        role=row.role,
+        kind=row.kind,
+        content=row.content,
+        created_at=row.created_at,
+        first_try=row.first_try,
+        superseded=row.superseded,
+        ttft_ms=row.ttft_ms,
+        total_ms=row.total_ms,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        finish_reason=row.finish_reason,
+        error=row.error,
+        grader_label=row.grader_label,
+        grader_mistakes=tuple(row.grader_mistakes) if row.grader_mistakes is not None else None,
+    )
+
+
+def _correction_view(row: Correction, side: str) -> CorrectionView:
+    return CorrectionView(
+        id=row.id,
+        battle_id=row.battle_id,
+        side=side,
+        faulty_message_id=row.faulty_message_id,
+        feedback_message_id=row.feedback_message_id,
+        next_reply_message_id=row.next_reply_message_id,
+        outcome=row.outcome,
+        judged_by=row.judged_by,
+        created_at=row.created_at,
+        judged_at=row.judged_at,
+    )
+
+
+def _vote_view(row: Vote) -> VoteView:
+    return VoteView(
+        id=row.id,
+        battle_id=row.battle_id,
+        choice=row.choice,
+        visitor_id=row.visitor_id,
+        created_at=row.created_at,
+        revealed=row.revealed,
+        flagged=row.flagged,
+    )
+
+
+def _battle_view(session: Session, battle: Battle) -> BattleView:
+    conversations = session.execute(
+        select(Conversation, Contestant)
+        .join(Contestant, Contestant.id == Conversation.contestant_id)
+        .where(Conversation.battle_id == battle.id)
+        .order_by(Conversation.side)
+    ).all()
+    side_of = {conv.id: conv.side for conv, _ in conversations}
+    messages: dict[int, list[MessageView]] = {conv.id: [] for conv, _ in conversations}
+    for msg in session.scalars(
+        select(Message)
+        .where(Message.conversation_id.in_(list(side_of)))
+        .order_by(Message.conversation_id, Message.position)
+    ):
+        messages[msg.conversation_id].append(_message_view(msg, side_of[msg.conversation_id]))
+    corrections: dict[int, list[CorrectionView]] = {conv.id: [] for conv, _ in conversations}
+    for corr in session.scalars(
+        select(Correction).where(Correction.battle_id == battle.id).order_by(Correction.id)
+    ):
+        corrections[corr.conversation_id].append(_correction_view(corr, side_of[corr.conversation_id]))
+    vote = session.scalar(select(Vote).where(Vote.battle_id == battle.id))
+    sides = {
+        conv.side: ConversationView(
+            id=conv.id,
+            side=conv.side,
+            contestant=contestant_view(contestant),
+            system_prompt=conv.system_prompt,
+            params=dict(conv.params or {}),
+            messages=tuple(messages[conv.id]),
+            corrections=tuple(corrections[conv.id]),
+        )
+        for conv, contestant in conversations
+    }
+    return BattleView(
+        id=battle.id,
+        mode=battle.mode,
+        scenario=battle.scenario,
+        status=battle.status,
+        visitor_id=battle.visitor_id,
+        revealed_before_vote=battle.revealed_before_vote,
+        revealed_at=battle.revealed_at,
+        flag_reason=battle.flag_reason,
+        created_at=battle.created_at,
+        updated_at=battle.updated_at,
+        closed_at=battle.closed_at,
+        sides=sides,
+        vote=_vote_view(vote) if vote is not None else None,
+    )
+
+
+@retry_read
+def get_battle(engine: Engine, *, battle_id: str) -> BattleView:
+    """The whole battle (both conversations, corrections, vote), for rendering and resuming."""
+    with read_session(engine) as session:
+        battle = session.get(Battle, battle_id)
+        if battle is None:
+            raise NotFound(f"no battle {battle_id!r}")
+        return _battle_view(session, battle)
+
+
+@retry_read
+def resume_open_battle(engine: Engine, *, visitor_id: int, mode: str | None = None) -> BattleView | None:
+    """The visitor's most recently active open battle (of ``mode`` if given), or None."""
+    if mode is not None:
+        require_choice(mode, MODES, what="mode")
+    with read_session(engine) as session:
+        query = select(Battle).where(Battle.visitor_id == visitor_id, Battle.status == "open")
+        if mode is not None:
+            query = query.where(Battle.mode == mode)
+        battle = session.scalar(query.order_by(Battle.updated_at.desc(), Battle.created_at.desc()).limit(1))
+        return _battle_view(session, battle) if battle is not None else None
+
+
+# --- writing -----------------------------------------------------------------------------------------
+
+
+def _lock_battle(session: Session, battle_id: str) -> Battle:
+    battle = session.scalar(select(Battle).where(Battle.id == battle_id).with_for_update())
+    if battle is None:
+        raise NotFound(f"no battle {battle_id!r}")
+    return battle
+
+
+def _conversation(session: Session, battle_id: str, side: str) -> Conversation:
+    conv = session.scalar(
+        select(Conversation).where(Conversation.battle_id == battle_id, Conversation.side == side)
+    )
+    if conv is None:
+        raise NotFound(f"battle {battle_id} has no side {side!r}")
+    return conv
+
+
+def _side_of(session: Session, conversation_id: int) -> str:
+    return session.scalar(select(Conversation.side).where(Conversation.id == conversation_id)) or "?"
+
+
+def open_battle(
+    engine: Engine,
+    *,
+    mode: str,
+    scenario: str,
+    contestant_a: str,
+    contestant_b: str | None = None,
+    visitor_id: int | None = None,
+    system_prompt: str = "",
+    system_prompt_b: str | None = None,
+    params_a: dict[str, Any] | None = None,
+    params_b: dict[str, Any] | None = None,
+) -> BattleView:
+    """Open a battle between two enabled contestants (one for ``direct``/``auto`` modes).
+
+    ``system_prompt`` goes to both sides unless ``system_prompt_b`` differs; params are the sampling
+    settings each side uses (stored for the dataset).
+    """
+    require_choice(mode, MODES, what="mode")
+    require_text(scenario, what="scenario", max_chars=100)
+    require_text(system_prompt, what="system prompt", max_chars=50_000, allow_empty=True)
+    if contestant_b is None and mode not in SINGLE_SIDED_MODES:
+        raise InvalidInput(f"a {mode} battle needs two contestants")
+    if contestant_b is not None and contestant_b == contestant_a:
+        raise InvalidInput("a contestant cannot battle itself")
+    with write_session(engine) as session:
+        if visitor_id is not None and session.get(Visitor, visitor_id) is None:
+            raise NotFound(f"no visitor {visitor_id}")
+        picks = [("a", contestant_a, system_prompt, params_a)]
+        if contestant_b is not None:
+            picks.append(("b", contestant_b, system_prompt_b or system_prompt, params_b))
+        now = utcnow()
+        battle = Battle(mode=mode, scenario=scenario, visitor_id=visitor_id, created_at=now, updated_at=now)
+        session.add(battle)
+        session.flush()
+        for side, slug, prompt, params in picks:
+            contestant = contestant_by_slug(session, slug)
+            if not contestant.enabled:
+                raise InvalidInput(f"contestant {slug!r} is disabled")
+            session.add(
+                Conversation(
+                    battle_id=battle.id,
+                    side=side,
+                    contestant_id=contestant.id,
+                    system_prompt=prompt,
+                    params=dict(params or {}),
+                )
+            )
+        session.flush()
+        return _battle_view(session, battle)
+
+
+def _check_reply_fields(
+    *, ttft_ms: float | None, total_ms: float | None, prompt_tokens: int | None, completion_tokens: int | None
+) -> None:
+    for name, value in (
+        ("ttft_ms", ttft_ms),
+        ("total_ms", total_ms),
+        ("prompt_tokens", prompt_tokens),
+        ("completion_tokens", completion_tokens),
+    ):
+        if value is not None and value < 0:
+            raise InvalidInput(f"{name} must be >= 0")
+
+
+def _append(
+    session: Session,
+    *,
+    battle_id: str,
+    side: str,
+    kind: str,
+    content: str,
+    max_chars: int,
+    replaces_message_id: int | None = None,
+    **reply_fields: Any,
+) -> tuple[Message, Correction | None]:
+    require_choice(side, SIDES, what="side")
+    require_choice(kind, MESSAGE_KINDS, what="kind")
+    errored = kind == "reply" and bool(reply_fields.get("error"))
+    require_text(content, what=f"{kind} text", max_chars=max_chars, allow_empty=errored)
+    reply_only = replaces_message_id is not None or any(v is not None for v in reply_fields.values())
+    if kind != "reply" and reply_only:
+        raise InvalidInput("timing, tokens, errors, grader labels and retries belong to replies only")
+    _check_reply_fields(
+        **{k: reply_fields.get(k) for k in ("ttft_ms", "total_ms", "prompt_tokens", "completion_tokens")}
+    )
+    if reply_fields.get("grader_label") is not None:
+        require_choice(reply_fields["grader_label"], GRADER_LABELS, what="grader label")
+    battle = _lock_battle(session, battle_id)
+    if battle.status != "open":
+        raise BattleClosed(battle.id, battle.status)
+    conv = _conversation(session, battle_id, side)
+    last_position = session.scalar(
+        select(func.max(Message.position)).where(Message.conversation_id == conv.id)
+    )
+    standing_replies = select(Message).where(
+        Message.conversation_id == conv.id, Message.kind == "reply", Message.superseded.is_(False)
+    )
+    now = utcnow()
+    message = Message(
+        conversation_id=conv.id,
+        position=0 if last_position is None else last_position + 1,
+        role=ROLE_OF_KIND[kind],
+        kind=kind,
+        content=content,
+        created_at=now,
+        **{k: (list(v) if k == "grader_mistakes" and v is not None else v) for k, v in reply_fields.items()},
+    )
+    correction: Correction | None = None
+    if kind == "correction":
+        faulty = session.scalar(standing_replies.order_by(Message.position.desc()).limit(1))
+        if faulty is None:
+            raise InvalidInput(f"side {side} has no reply to correct yet")
+        session.add(message)
+        session.flush()
+        correction = Correction(
+            battle_id=battle_id,
+            conversation_id=conv.id,
+            faulty_message_id=faulty.id,
+            feedback_message_id=message.id,
+            created_at=now,
+        )
+        session.add(correction)
+    elif kind == "reply":
+        any_reply = session.scalar(
+            select(exists().where(Message.conversation_id == conv.id, Message.kind == "reply"))
+        )
+        message.first_try = not any_reply
+        replaced: Message | None = None
+        if replaces_message_id is not None:
+            replaced = session.get(Message, replaces_message_id)
+            if replaced is None or replaced.conversation_id != conv.id or replaced.kind != "reply":
+                raise InvalidInput(f"message {replaces_message_id} is not a reply of side {side}")
+            if replaced.superseded:
+                raise InvalidInput(f"message {replaces_message_id} was already replaced")
+            replaced.superseded = True
+        session.add(message)
+        session.flush()
+        pending = select(Correction).where(Correction.conversation_id == conv.id)
+        if replaced is not None:
+            pending = pending.where(
+                (Correction.next_reply_message_id == replaced.id) | Correction.next_reply_message_id.is_(None)
+            )
+        else:
+            pending = pending.where(Correction.next_reply_message_id.is_(None))
+        for corr in session.scalars(pending):
+            corr.next_reply_message_id = message.id
+    else:
+        session.add(message)
+        session.flush()
+    battle.updated_at = now
+    return message, correction
+
+
+def append_message(
+    engine: Engine,
+    *,
+    battle_id: str,
+    side: str,
+    kind: str,
+    content: str,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    ttft_ms: float | None = None,
+    total_ms: float | None = None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    finish_reason: str | None = None,
+    error: str | None = None,
+    grader_label: str | None = None,
+    grader_mistakes: list[str] | tuple[str, ...] | None = None,
+    replaces_message_id: int | None = None,
+) -> MessageView:
+    """Append one turn to one side of an open battle.
+
+    ``kind='correction'`` also records the correction event (faulty reply = that side's latest standing
+    reply). A ``reply`` completes any pending correction of its side. ``replaces_message_id`` marks a
+    retried reply superseded (kept, never deleted) and hands its correction link to the new reply.
+    A failed generation is a reply with ``error`` set (its text may be empty).
+    """
+    with write_session(engine) as session:
+        message, _ = _append(
+            session,
+            battle_id=battle_id,
+            side=side,
+            kind=kind,
+            content=content,
+            max_chars=max_chars,
+            replaces_message_id=replaces_message_id,
+            ttft_ms=ttft_ms,
+            total_ms=total_ms,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            finish_reason=finish_reason,
+            error=error,
+            grader_label=grader_label,
+            grader_mistakes=grader_mistakes,
+        )
+        return _message_view(message, side)
+
+
+def record_correction(
+    engine: Engine, *, battle_id: str, side: str, content: str, max_chars: int = DEFAULT_MAX_CHARS
+) -> CorrectionView:
+    """Send feedback on a side's latest reply: the feedback message and the correction event, together."""
+    with write_session(engine) as session:
+        _, correction = _append(
+            session, battle_id=battle_id, side=side, kind="correction", content=content, max_chars=max_chars
+        )
+        assert correction is not None
+        session.flush()
+        return _correction_view(correction, side)
+
+
+def set_correction_outcome(
+    engine: Engine, *, correction_id: int, outcome: str, judged_by: str
+) -> CorrectionView:
+    """Record whether the reply after a correction fixed the mistake, and who judged it.
+
+    Judging ``fixed``/``not_fixed`` needs the reply that followed; ``unknown`` can be set any time.
+    """
+    require_choice(outcome, OUTCOMES, what="outcome")
+    require_choice(judged_by, JUDGED_BY, what="judged_by")
+    with write_session(engine) as session:
+        corr = session.scalar(select(Correction).where(Correction.id == correction_id).with_for_update())
+        if corr is None:
+            raise NotFound(f"no correction {correction_id}")
+        if outcome != "unknown" and corr.next_reply_message_id is None:
+            raise InvalidInput("no reply followed this correction yet: nothing to judge")
+        corr.outcome = outcome
+        corr.judged_by = judged_by
+        corr.judged_at = utcnow()
+        session.flush()
+        return _correction_view(corr, _side_of(session, corr.conversation_id))
+
+
+def set_grader_label(
+    engine: Engine, *, message_id: int, label: str, mistakes: list[str] | tuple[str, ...] | None = None
+) -> MessageView:
+    """Attach the grader's label (and the mistakes it found) to a reply, at any time."""
+    require_choice(label, GRADER_LABELS, what="grader label")
+    with write_session(engine) as session:
+        msg = session.get(Message, message_id)
+        if msg is None:
+            raise NotFound(f"no message {message_id}")
+        if msg.kind != "reply":
+            raise InvalidInput("only replies carry grader labels")
+        msg.grader_label = label
+        msg.grader_mistakes = list(mistakes) if mistakes is not None else None
+        session.flush()
+        return _message_view(msg, _side_of(session, msg.conversation_id))
+
+
+def record_vote(
+    engine: Engine,
+    *,
+    battle_id: str,
+    choice: str,
+    visitor_id: int | None = None,
+    accept_revealed: bool = False,
+) -> VoteView:
+    """Record the one vote of a battle and close it.
+
+    Refused (:class:`VoteRefused`) when the battle already has a vote, is abandoned or flagged, belongs to
+    another visitor, has a side without a reply, or — unless ``accept_revealed`` — had its identities
+    revealed before the vote. With ``accept_revealed=True`` such a vote is stored with ``revealed=True``
+    and the leaderboard leaves it out (the web app's identity guard: "recorded but not counted").
+    """
+    require_choice(choice, CHOICES, what="choice")
+    try:
+        with write_session(engine) as session:
+            battle = _lock_battle(session, battle_id)
+            if battle.status == "voted":
+                raise VoteRefused("already_voted", "this battle already has its vote")
+            if battle.status != "open":
+                raise VoteRefused("closed", f"this battle is {battle.status}")
+            if battle.visitor_id is not None and visitor_id is not None and battle.visitor_id != visitor_id:
+                raise VoteRefused("not_owner", "this battle belongs to another visitor")
+            convs = {
+                c.side: c
+                for c in session.scalars(select(Conversation).where(Conversation.battle_id == battle_id))
+            }
+            if set(convs) != {"a", "b"}:
+                raise VoteRefused("single_side", "a one-model chat has nothing to vote between")
+            for side, conv in sorted(convs.items()):
+                has_reply = session.scalar(
+                    select(
+                        exists().where(
+                            Message.conversation_id == conv.id,
+                            Message.kind == "reply",
+                            Message.superseded.is_(False),
+                        )
+                    )
+                )
+                if not has_reply:
+                    raise VoteRefused("not_ready", f"side {side} has not replied yet")
+            if battle.revealed_before_vote and not accept_revealed:
+                raise VoteRefused("revealed", "identities were revealed before the vote")
+            now = utcnow()
+            with_corrections = session.scalar(select(exists().where(Correction.battle_id == battle_id)))
+            vote = Vote(
+                battle_id=battle_id,
+                visitor_id=visitor_id if visitor_id is not None else battle.visitor_id,
+                choice=choice,
+                created_at=now,
+                model_a_id=convs["a"].contestant_id,
+                model_b_id=convs["b"].contestant_id,
+                mode=battle.mode,
+                scenario=battle.scenario,
+                revealed=battle.revealed_before_vote,
+                flagged=False,
+                with_corrections=bool(with_corrections),
+            )
+            session.add(vote)
+            battle.status = "voted"
+            battle.closed_at = now
+            battle.updated_at = now
+            session.flush()
+            return _vote_view(vote)
+    except IntegrityError as exc:  # a racing writer got there first (the unique key held the line)
+        raise VoteRefused("already_voted", "this battle already has its vote") from exc
+
+
+def mark_revealed(engine: Engine, *, battle_id: str) -> BattleView:
+    """Record that the contestants' names were shown; before a vote this makes the vote not count."""
+    with write_session(engine) as session:
+        battle = _lock_battle(session, battle_id)
+        now = utcnow()
+        has_vote = session.scalar(select(exists().where(Vote.battle_id == battle_id)))
+        if not has_vote:
+            battle.revealed_before_vote = True
+        if battle.revealed_at is None:
+            battle.revealed_at = now
+        battle.updated_at = now
+        session.flush()
+        return _battle_view(session, battle)
+
+
+def flag_battle(engine: Engine, *, battle_id: str, reason: str) -> BattleView:
+    """Moderation: take a battle (and its vote) out of the leaderboard. Nothing is deleted."""
+    require_text(reason, what="reason", max_chars=2_000)
+    with write_session(engine) as session:
+        battle = _lock_battle(session, battle_id)
+        battle.status = "flagged"
+        battle.flag_reason = reason
+        battle.updated_at = utcnow()
+        session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=True))
+        session.flush()
+        return _battle_view(session, battle)
+
+
+def unflag_battle(engine: Engine, *, battle_id: str) -> BattleView:
+    """Undo a flag: the battle returns as voted (if it has a vote) or abandoned (it cannot reopen)."""
+    with write_session(engine) as session:
+        battle = _lock_battle(session, battle_id)
+        if battle.status != "flagged":
+            raise InvalidInput(f"battle {battle_id} is not flagged")
+        has_vote = session.scalar(select(exists().where(Vote.battle_id == battle_id)))
+        battle.status = "voted" if has_vote else "abandoned"
+        battle.flag_reason = None
+        battle.updated_at = utcnow()
+        session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=False))
+        session.flush()
+        return _battle_view(session, battle)
+
+
+def abandon_stale_battles(engine: Engine, *, older_than: dt.datetime) -> int:
+    """Close open battles with no activity since ``older_than``; returns how many were closed."""
+    require_aware(older_than, what="older_than")
+    with write_session(engine) as session:
+        now = utcnow()
+        result = session.execute(
+            update(Battle)
+            .where(Battle.status == "open", Battle.updated_at < older_than)
+            .values(status="abandoned", closed_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
