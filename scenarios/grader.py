@@ -19,8 +19,9 @@ Rules, decided for Fixit Arena and applied the same way by people reading the gr
   compared, so ``time="5:00 PM"`` for 17:00 is one mistake and ``time="5:00 AM"`` is two.
 * **The year**: with ``year_known=False`` (turn 1 never says it) any year is one ``wrong_year`` mistake.
 * **Labels**: ``garbage`` when no recognisable call is found (then ``mistakes`` is empty); else
-  ``many`` for three or more distinct mistake kinds, ``partial`` for one or two, ``correct`` for none.
-  Mistakes are listed in the order a person would correct them (``MISTAKE_ORDER``).
+  ``many`` for three or more mistakes, counted per finding (a 12-hour time *and* a slashed date are two
+  ``bad_format`` mistakes), ``partial`` for one or two, ``correct`` for none. ``mistakes`` lists the
+  distinct kinds in the order a person would correct them (``MISTAKE_ORDER``); ``findings`` has each.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def grade_reply(reply: str, *, target: str, year_known: bool) -> Grade:
 def _build(findings: tuple[Finding, ...], *, call: ParsedCall | None) -> Grade:
     ordered = tuple(sorted(findings, key=lambda f: MISTAKE_ORDER.index(f.kind)))
     kinds = list(dict.fromkeys(f.kind for f in ordered))
-    label: Label = "many" if len(kinds) >= 3 else "partial" if kinds else "correct"
+    label: Label = "many" if len(ordered) >= 3 else "partial" if kinds else "correct"
     return Grade(label=label, mistakes=kinds, findings=ordered, call=call)
 
 
