@@ -1,0 +1,108 @@
+"""Turn a catalogue entry into a ready ChatModel, whatever its source; estimate its memory first.
+
+One path for every source: ``tiny:`` builds a random test model, ``gguf:``/``pkg:`` go through the
+family GGUF loaders, ``preset:`` through keras-hub's ``from_preset`` (kaggle://, hf://, folders), and
+``remote:`` becomes an OpenAI-compatible client. Local models are built inside an optional keras
+distribution scope, on the calling thread: the pool calls this from the model's own worker thread,
+because keras distribution state is thread-local.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from inference.catalogue import CatalogueEntry
+from inference.chat_template import get_template
+from inference.families.base import LoadedModel
+from inference.protocol import ChatModel
+
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Peak resident memory ~ 3x the weights: dequantized host copy + keras variables + compiled buffers.
+_WEIGHT_FACTOR = 3.0
+_RUNTIME_MB = 300
+
+
+class ModelBuildError(RuntimeError):
+    """A model that cannot be built; the message is a one-line fix."""
+
+
+def load_weights(entry: CatalogueEntry, *, cache_dir: Path) -> LoadedModel:
+    """The backbone and tokenizer of a local (non-remote) entry."""
+    kind, rest = entry.source_kind, entry.source_rest
+    if kind == "tiny":
+        from inference.tiny import load_tiny
+
+        return load_tiny(rest, dtype=entry.dtype, context_length=entry.context_length)
+    if kind in ("gguf", "pkg"):
+        from inference.families import load_gguf  # the loaders' entry point
+        from inference.sources import resolve_source
+
+        path = resolve_source(entry.source, cache_dir=cache_dir)
+        return load_gguf(path, dtype=entry.dtype)
+    if kind == "preset":
+        from inference.preset import load_preset
+
+        template = get_template(entry.template)
+        return load_preset(rest, family=entry.family, dtype=entry.dtype, template=template)
+    raise ModelBuildError(f"model {entry.slug!r}: source kind {kind!r} has no local weights")
+
+
+def build_chat_model(
+    entry: CatalogueEntry,
+    *,
+    cache_dir: Path,
+    api_key: str | None = None,
+    distribution: Any | None = None,
+    warm_up: bool = True,
+) -> ChatModel:
+    """A ready ChatModel for ``entry``; local models are compiled for their smallest bucket.
+
+    ``distribution`` is a ``keras.distribution.Distribution`` (e.g. ``ModelParallel`` with a family
+    layout map); variables are created and functions compiled inside its scope on this thread.
+    """
+    if entry.source_kind == "remote":
+        from inference.remote import RemoteChatModel
+
+        return RemoteChatModel(entry.slug, entry.source_rest, entry.remote_model or "", api_key=api_key)
+    from inference.local import LocalChatModel
+
+    scope = distribution.scope() if distribution is not None else contextlib.nullcontext()
+    with scope:
+        loaded = load_weights(entry, cache_dir=cache_dir)
+        model = LocalChatModel(
+            entry.slug, loaded, get_template(entry.template), context_length=entry.context_length
+        )
+        if warm_up:
+            model.warm_up()
+    return model
+
+
+def estimate_memory_mb(entry: CatalogueEntry, *, cache_dir: Path) -> int:
+    """Resident memory the model will need, in MB, before loading it (the pool's budget check)."""
+    if entry.memory_mb is not None:
+        return entry.memory_mb
+    kind = entry.source_kind
+    if kind == "remote":
+        return 0
+    if kind == "tiny":
+        return 50
+    if kind == "preset":
+        raise ModelBuildError(
+            f"model {entry.slug!r}: a preset cannot be sized before download; set memory_mb in the catalogue"
+        )
+    from inference.sources import resolve_source
+
+    path = resolve_source(entry.source, cache_dir=cache_dir)
+    parameters = gguf_parameter_count(path)
+    weights_mb = parameters * _DTYPE_BYTES[entry.dtype] / 2**20
+    return int(weights_mb * _WEIGHT_FACTOR) + _RUNTIME_MB
+
+
+def gguf_parameter_count(path: Path) -> int:
+    """Number of weights in a GGUF file, read from its header (memory-mapped, nothing dequantized)."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    return int(sum(int(t.n_elements) for t in reader.tensors))

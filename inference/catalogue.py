@@ -1,0 +1,191 @@
+"""The contestant catalogue: which models exist, where their weights come from, how they chat.
+
+A TOML file (``inference/catalogue.toml``; ``ARENA_CATALOGUE_PATH`` overrides it) with one ``[[model]]``
+table per contestant. It is validated completely at start-up: a bad entry stops the process with one
+line naming the entry and the field, instead of failing minutes later inside a loader.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inference.protocol import GenerationParams
+
+SOURCE_KINDS = ("gguf", "pkg", "preset", "remote", "tiny")
+FAMILIES = ("llama", "gemma", "gemma3", "mistral", "remote")
+DTYPES = ("float32", "bfloat16", "float16")
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_FIELDS = {
+    "slug", "name", "family", "source", "dtype", "template", "context_length", "enabled", "sampling",
+    "memory_mb", "remote_model", "description",
+}
+_SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "seed"}
+
+
+class CatalogueError(ValueError):
+    """A catalogue that cannot be used; the message names the file, the entry and the field."""
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """One contestant. ``source`` is ``kind:rest`` with kind in :data:`SOURCE_KINDS`."""
+
+    slug: str
+    name: str
+    family: str
+    source: str
+    template: str
+    dtype: str = "float32"
+    context_length: int = 2048
+    enabled: bool = True
+    sampling: GenerationParams = field(default_factory=GenerationParams)
+    memory_mb: int | None = None  # overrides the pool's estimate (needed for presets it cannot size)
+    remote_model: str | None = None  # the engine's model name, for ``remote:`` sources
+    description: str = ""
+
+    @property
+    def source_kind(self) -> str:
+        return self.source.partition(":")[0]
+
+    @property
+    def source_rest(self) -> str:
+        return self.source.partition(":")[2]
+
+
+def load_catalogue(path: Path) -> list[CatalogueEntry]:
+    """Read and validate the catalogue file at ``path``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogueError(f"cannot read catalogue {path}: {exc.strerror or exc}; "
+                             "fix ARENA_CATALOGUE_PATH") from exc
+    return parse_catalogue(text, origin=str(path))
+
+
+def parse_catalogue(text: str, *, origin: str = "<catalogue>") -> list[CatalogueEntry]:
+    """Validate catalogue TOML ``text``; ``origin`` names it in error messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{origin}: not valid TOML: {exc}") from exc
+    unknown = set(data) - {"model"}
+    if unknown:
+        raise CatalogueError(f"{origin}: unknown top-level key(s) {sorted(unknown)}; entries go in [[model]]")
+    raw_entries = data.get("model", [])
+    if not isinstance(raw_entries, list):
+        raise CatalogueError(f"{origin}: 'model' must be an array of tables ([[model]])")
+    entries = [_entry(raw, origin=origin, position=i) for i, raw in enumerate(raw_entries)]
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.slug in seen:
+            raise CatalogueError(f"{origin}: entry {entry.slug!r}: field 'slug' is used twice")
+        seen.add(entry.slug)
+    return entries
+
+
+def enabled(entries: Sequence[CatalogueEntry]) -> list[CatalogueEntry]:
+    return [e for e in entries if e.enabled]
+
+
+def find(entries: Sequence[CatalogueEntry], slug: str) -> CatalogueEntry:
+    """The entry ``slug``; a KeyError whose message lists the known slugs."""
+    for entry in entries:
+        if entry.slug == slug:
+            return entry
+    known = ", ".join(e.slug for e in entries) or "none"
+    raise KeyError(f"unknown model {slug!r}; known: {known} (see `python -m inference list`)")
+
+
+def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
+    label = f"entry #{position + 1}"
+    if not isinstance(raw, dict):
+        raise CatalogueError(f"{origin}: {label} is not a table")
+    if isinstance(raw.get("slug"), str):
+        label = f"entry {raw['slug']!r}"
+
+    def fail(name: str, why: str) -> CatalogueError:
+        return CatalogueError(f"{origin}: {label}: field '{name}' {why}")
+
+    extra = set(raw) - _FIELDS
+    if extra:
+        raise fail(sorted(extra)[0], f"is unknown (known fields: {', '.join(sorted(_FIELDS))})")
+
+    def text(name: str, *, required: bool = True) -> str | None:
+        value = raw.get(name)
+        if value is None:
+            if required:
+                raise fail(name, "is missing")
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise fail(name, "must be a non-empty string")
+        return value
+
+    slug = text("slug") or ""
+    if not _SLUG.match(slug):
+        raise fail("slug", "must be lower-case letters, digits, '.', '_' or '-' (at most 64)")
+    family = text("family") or ""
+    if family not in FAMILIES:
+        raise fail("family", f"is {family!r}; use one of {', '.join(FAMILIES)}")
+    source = text("source") or ""
+    kind, _, rest = source.partition(":")
+    if kind not in SOURCE_KINDS or not rest:
+        raise fail("source", f"is {source!r}; write KIND:VALUE with KIND one of {', '.join(SOURCE_KINDS)}")
+    is_remote = kind == "remote"
+    if is_remote != (family == "remote"):
+        raise fail("family", "must be 'remote' exactly when the source is remote:URL")
+    template = text("template", required=not is_remote) or ""
+    if template:
+        _check_template(template, fail)
+    dtype = text("dtype", required=False) or "float32"
+    if dtype not in DTYPES:
+        raise fail("dtype", f"is {dtype!r}; use one of {', '.join(DTYPES)}")
+    context_length = raw.get("context_length", 2048)
+    if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 16:
+        raise fail("context_length", "must be an integer >= 16")
+    is_enabled = raw.get("enabled", True)
+    if not isinstance(is_enabled, bool):
+        raise fail("enabled", "must be true or false")
+    memory_mb = raw.get("memory_mb")
+    if memory_mb is not None and (not isinstance(memory_mb, int) or memory_mb < 1):
+        raise fail("memory_mb", "must be a positive integer (megabytes)")
+    remote_model = text("remote_model", required=is_remote)
+    return CatalogueEntry(
+        slug=slug,
+        name=text("name") or "",
+        family=family,
+        source=source,
+        template=template,
+        dtype=dtype,
+        context_length=context_length,
+        enabled=is_enabled,
+        sampling=_sampling(raw.get("sampling", {}), fail),
+        memory_mb=memory_mb,
+        remote_model=remote_model,
+        description=text("description", required=False) or "",
+    )
+
+
+def _check_template(name: str, fail: Any) -> None:
+    from inference.chat_template import all_templates
+
+    known = all_templates()
+    if name not in known:
+        raise fail("template", f"is {name!r}; use one of {', '.join(sorted(known))}")
+
+
+def _sampling(raw: Any, fail: Any) -> GenerationParams:
+    if not isinstance(raw, dict):
+        raise fail("sampling", "must be a table ([model.sampling])")
+    extra = set(raw) - _SAMPLING_FIELDS
+    if extra:
+        known = ", ".join(sorted(_SAMPLING_FIELDS))
+        raise fail(f"sampling.{sorted(extra)[0]}", f"is unknown (known: {known})")
+    try:
+        return GenerationParams(**raw)
+    except (TypeError, ValueError) as exc:
+        raise fail("sampling", f"is invalid: {exc}") from exc

@@ -1,0 +1,149 @@
+"""Jitted prefill and single-step decode over a keras-hub CausalLM's own KV-cache internals.
+
+keras-hub's ``generate()`` compiles one while-loop per (max_length, stop tokens, sampler) and cannot
+stream. Here we compile two small functions instead: ``prefill`` (prompt -> last logits + cache) and
+``step`` (one token + cache -> logits + cache), with the weights passed as arguments through a
+``keras.StatelessScope`` exactly like keras-hub's own JAX generate function. Sampling happens on the
+host, so greedy/temperature/top-p/top-k are plain runtime values and never trigger a recompile.
+
+Shapes are bucketed: the prompt is right-padded to a power-of-two bucket and the cache length is a
+power-of-two bucket too, so a handful of compilations serve every request. Padding after the prompt is
+harmless: attention is causal, and the decode step overwrites cache slots in order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+MIN_PROMPT_BUCKET = 32
+MIN_CACHE_BUCKET = 128
+
+
+def bucket(n: int, *, minimum: int, maximum: int) -> int:
+    """Smallest power of two >= ``n`` (and >= ``minimum``), capped at ``maximum``."""
+    if n > maximum:
+        raise ValueError(f"length {n} exceeds the maximum {maximum}")
+    size = minimum
+    while size < n:
+        size *= 2
+    return min(size, maximum)
+
+
+def causal_lm_for(backbone: Any) -> Any:
+    """The keras-hub CausalLM task wrapping ``backbone`` (no preprocessor: we tokenize ourselves)."""
+    import keras_hub
+
+    pairs = [
+        ("Gemma3Backbone", "Gemma3CausalLM"),
+        ("Llama3Backbone", "Llama3CausalLM"),
+        ("LlamaBackbone", "LlamaCausalLM"),
+        ("MistralBackbone", "MistralCausalLM"),
+        ("GemmaBackbone", "GemmaCausalLM"),
+    ]
+    for backbone_name, task_name in pairs:  # most specific first: Llama3Backbone subclasses LlamaBackbone
+        if isinstance(backbone, getattr(keras_hub.models, backbone_name)):
+            return getattr(keras_hub.models, task_name)(backbone=backbone, preprocessor=None)
+    raise TypeError(f"no streaming support for backbone {type(backbone).__name__}")
+
+
+class KVRunner:
+    """Owns the compiled prefill/step functions of one model. Use from one thread (the model's owner)."""
+
+    def __init__(self, causal_lm: Any, *, max_length: int) -> None:
+        import jax
+        import keras
+
+        self.lm = causal_lm
+        self.max_length = max_length
+        self.vocabulary_size = int(causal_lm.backbone.vocabulary_size)
+        self._is_gemma3 = type(causal_lm).__name__ == "Gemma3CausalLM"
+        self._owner = threading.get_ident()
+        lm = causal_lm
+
+        def stateless(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapped(state: Any, *args: Any) -> Any:
+                trainable, non_trainable = state
+                mapping = list(zip(lm.trainable_variables, trainable, strict=True))
+                mapping += list(zip(lm.non_trainable_variables, non_trainable, strict=True))
+                with keras.StatelessScope(state_mapping=mapping):
+                    return fn(*args)
+
+            return wrapped
+
+        def prefill(token_ids: Any, length: Any, cache_length: int) -> Any:
+            cache = self._empty_cache(cache_length)
+            logits, _, cache = lm.call_with_cache(token_ids, cache, 0)
+            last = jax.lax.dynamic_index_in_dim(logits[0], length - 1, axis=0, keepdims=False)
+            return last.astype("float32"), cache
+
+        def step(cache: Any, token: Any, index: Any) -> Any:
+            logits, _, cache = lm.call_with_cache(token, cache, index)
+            return logits[0, 0].astype("float32"), cache
+
+        self._prefill = jax.jit(stateless(prefill), static_argnums=(3,))
+        self._step = jax.jit(stateless(step), donate_argnums=(1,))
+        self._compiled: set[tuple[str, int, int]] = set()
+
+    def _state(self) -> tuple[list[Any], list[Any]]:
+        # ``v.value`` keeps a distribution's sharding on the arrays.
+        return (
+            [v.value for v in self.lm.trainable_variables],
+            [v.value for v in self.lm.non_trainable_variables],
+        )
+
+    def _empty_cache(self, length: int) -> Any:
+        from keras import ops
+
+        backbone = self.lm.backbone
+        kv_heads = backbone.num_key_value_heads
+        head_dim = getattr(backbone, "head_dim", None) or backbone.hidden_dim // backbone.num_query_heads
+        dtype = self.lm.compute_dtype
+        if self._is_gemma3:
+            shape = [1, length, kv_heads, head_dim]
+            return tuple((ops.zeros(shape, dtype=dtype), ops.zeros(shape, dtype=dtype))
+                         for _ in range(backbone.num_layers))
+        return ops.zeros([1, backbone.num_layers, 2, length, kv_heads, head_dim], dtype=dtype)
+
+    def cache_length_for(self, total: int) -> int:
+        """The cache bucket that holds ``total`` tokens (prompt + new)."""
+        return bucket(total, minimum=min(MIN_CACHE_BUCKET, self.max_length), maximum=self.max_length)
+
+    def prefill(self, prompt_ids: list[int], *, cache_length: int) -> tuple[np.ndarray, Any]:
+        """Run the prompt; returns the next-token logits (float32, host) and the filled cache."""
+        n = len(prompt_ids)
+        if not 0 < n <= cache_length:
+            raise ValueError(f"prompt of {n} tokens does not fit a cache of {cache_length}")
+        width = bucket(n, minimum=min(MIN_PROMPT_BUCKET, cache_length), maximum=cache_length)
+        tokens = np.zeros((1, width), dtype="int32")
+        tokens[0, :n] = prompt_ids
+        self._compiled.add(("prefill", width, cache_length))
+        logits, cache = self._prefill(self._state(), tokens, np.int32(n), cache_length)
+        return np.asarray(logits), cache
+
+    def step(self, cache: Any, token: int, index: int) -> tuple[np.ndarray, Any]:
+        """Feed ``token`` at position ``index``; returns the next logits and the updated cache."""
+        self._compiled.add(("step", 1, _cache_len(cache)))
+        tokens = np.full((1, 1), token, dtype="int32")
+        logits, cache = self._step(self._state(), cache, tokens, np.int32(index))
+        return np.asarray(logits), cache
+
+    def warm_up(self, *, cache_length: int | None = None) -> None:
+        """Compile the smallest prefill bucket and its step, so the first visitor does not wait."""
+        length = cache_length or self.cache_length_for(1)
+        _, cache = self.prefill([0], cache_length=length)
+        self.step(cache, 0, 1)
+
+    @property
+    def compiled_shapes(self) -> set[tuple[str, int, int]]:
+        """(kind, token width, cache length) triples compiled so far: bucketing keeps this small."""
+        return set(self._compiled)
+
+
+def _cache_len(cache: Any) -> int:
+    if isinstance(cache, tuple):
+        return int(cache[0][0].shape[1])
+    return int(cache.shape[3])

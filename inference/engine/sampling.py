@@ -1,0 +1,31 @@
+"""Host-side sampling: per-request greedy / temperature / top-k / top-p as plain runtime values.
+
+The compiled step returns float32 logits; choosing the token here means no sampler setting is ever
+baked into a compiled function (keras-hub's samplers are), so a visitor's settings cost no compile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inference.protocol import GenerationParams
+
+
+def sample_token(logits: np.ndarray, params: GenerationParams, rng: np.random.Generator) -> int:
+    """One token id from ``logits`` (shape ``(vocab,)``); ``temperature == 0`` is greedy argmax."""
+    if params.temperature == 0:
+        return int(np.argmax(logits))
+    scaled = logits.astype(np.float64) / params.temperature
+    candidates = np.arange(scaled.shape[0])
+    if 0 < params.top_k < scaled.shape[0]:
+        candidates = np.argpartition(-scaled, params.top_k - 1)[: params.top_k]
+    values = scaled[candidates]
+    order = np.argsort(-values, kind="stable")
+    candidates, values = candidates[order], values[order]
+    probs = np.exp(values - values[0])
+    probs /= probs.sum()
+    if params.top_p < 1.0:
+        # Keep the smallest prefix whose mass reaches top_p (always at least the best token).
+        keep = int(np.searchsorted(np.cumsum(probs), params.top_p) + 1)
+        candidates, probs = candidates[:keep], probs[:keep] / probs[:keep].sum()
+    return int(candidates[rng.choice(len(candidates), p=probs)])

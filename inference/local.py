@@ -1,0 +1,112 @@
+"""``LocalChatModel``: a keras-hub backbone + tokenizer + chat template behind the ChatModel protocol.
+
+It renders the conversation with the template, trims old turns to fit the context, encodes with the
+model file's own tokenizer and streams through the compiled prefill/step engine. Build it, and call it,
+on the thread that owns the model's JAX work (the pool does that); a lock keeps direct callers honest.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from inference.chat_template import ChatTemplate, fit_to_context
+from inference.engine import KVRunner, TokenTrace, causal_lm_for, generate_stream
+from inference.families.base import LoadedModel
+from inference.protocol import CancelToken, ChatMessage, GenerationParams, GenerationResult, StreamEvent
+
+
+class LocalChatModel:
+    """A chat model running in this process. ``context_length`` caps prompt + reply (tokens)."""
+
+    def __init__(
+        self,
+        slug: str,
+        loaded: LoadedModel,
+        template: ChatTemplate,
+        *,
+        context_length: int | None = None,
+    ) -> None:
+        self._slug = slug
+        self.loaded = loaded
+        self.template = template
+        self.context_length = min(context_length or loaded.context_length, loaded.context_length)
+        self.runner = KVRunner(causal_lm_for(loaded.backbone), max_length=self.context_length)
+        self.stop_ids = frozenset(_stop_ids(loaded, template))
+        self._lock = threading.Lock()
+
+    @property
+    def slug(self) -> str:
+        return self._slug
+
+    def __repr__(self) -> str:
+        family, template = self.loaded.family, self.template.name
+        return f"LocalChatModel(slug={self._slug!r}, family={family!r}, template={template!r})"
+
+    def warm_up(self) -> None:
+        """Compile the smallest buckets now rather than during the first visitor's request."""
+        with self._lock:
+            self.runner.warm_up()
+
+    def prompt_ids(self, messages: Sequence[ChatMessage], params: GenerationParams) -> list[int]:
+        """The token ids of the rendered, left-trimmed prompt (room is kept for the reply)."""
+        tokenizer = self.loaded.tokenizer
+        reserve = min(params.max_new_tokens, self.context_length // 2)
+        _, prompt = fit_to_context(
+            self.template,
+            messages,
+            count_tokens=lambda text: len(tokenizer.encode(text)),
+            max_prompt_tokens=self.context_length - reserve,
+        )
+        return tokenizer.encode(prompt)
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        params: GenerationParams,
+        *,
+        cancel: CancelToken | None = None,
+        submitted_at: float | None = None,
+        trace: TokenTrace | None = None,
+    ) -> Iterator[StreamEvent]:
+        """Stream the reply; never raises: a failure ends the stream with an ``"error"`` result."""
+        started = time.perf_counter() if submitted_at is None else submitted_at
+        prompt_tokens = 0
+        try:
+            with self._lock:
+                ids = self.prompt_ids(messages, params)
+                prompt_tokens = len(ids)
+                yield from generate_stream(
+                    self.runner,
+                    self.loaded.tokenizer,
+                    ids,
+                    params,
+                    stop_ids=self.stop_ids,
+                    cancel=cancel,
+                    started=started,
+                    trace=trace,
+                )
+        except GeneratorExit:
+            raise
+        except Exception as exc:  # isolate the failure to this request
+            yield GenerationResult(
+                text="",
+                finish_reason="error",
+                prompt_tokens=prompt_tokens,
+                new_tokens=0,
+                ttft_ms=None,
+                total_ms=(time.perf_counter() - started) * 1000,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+
+
+def _stop_ids(loaded: LoadedModel, template: ChatTemplate) -> set[int]:
+    """The template's stop tokens that exist in this vocabulary, plus the tokenizer's end-of-sequence."""
+    tokenizer = loaded.tokenizer
+    ids = {tokenizer.token_to_id(token) for token in template.stop_tokens}
+    ids.add(tokenizer.eos_id)
+    found = {i for i in ids if i is not None}
+    if not found:
+        raise ValueError(f"none of the stop tokens {template.stop_tokens} is in the vocabulary")
+    return found
