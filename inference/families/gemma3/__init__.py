@@ -1,0 +1,1 @@
+"""Gemma 3 family: GGUF loader onto ``Gemma3Backbone``, SentencePiece tokenizer, chat template."""
