@@ -1,0 +1,355 @@
+"""Shard keras-hub backbones over a device mesh: layout maps that never ask for an impossible split.
+
+keras-hub's own layout maps shard fixed dimensions (the head count, the vocabulary) and crash with an
+``IndivisibleError`` when the mesh axis does not divide them: SmolLM2 has 9 query / 3 key-value heads,
+Gemma 3 270M has 4 / 1; Gemma 3 and Mistral have no map at all. Here each family declares, next to its
+loader (``families/<family>/layout.py``), its large weights as :class:`WeightRule` rows: the variable-path
+pattern, the shape computed from the backbone config, and the dimensions it may be split on in order of
+preference. :func:`plan_layout` picks, per weight, the first dimension the ``model`` axis divides, or
+replicates the weight and logs why. Norm scales and other small vectors are always replicated.
+
+Usage (the pool does this on the thread that owns the model, because keras' distribution state is
+thread-local and a model built outside its scope recompiles on the second call)::
+
+    mesh = make_mesh()                                   # all devices on the "model" axis
+    distribution = model_parallel(layout_map_for("llama", config, mesh))
+    with distribution.scope():
+        backbone = build_the_backbone(config)            # and compile / jit here too
+
+:func:`shard_backbone` re-creates an already built backbone inside the scope; :func:`describe_shardings`
+lists every weight with its shape and actual sharding (``python -m inference shardings``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+logger = logging.getLogger(__name__)
+
+BATCH_AXIS = "batch"
+MODEL_AXIS = "model"
+
+# family name -> module whose ``weight_rules(config, family=...)`` describes its large weights.
+# Mistral shares Llama's weight paths; Gemma (1/2) shares Gemma 3's.
+_LAYOUT_MODULES: dict[str, str] = {
+    "llama": "inference.families.llama.layout",
+    "llama3": "inference.families.llama.layout",
+    "mistral": "inference.families.llama.layout",
+    "gemma3": "inference.families.gemma3.layout",
+    "gemma": "inference.families.gemma3.layout",
+}
+SHARDABLE_FAMILIES: tuple[str, ...] = tuple(_LAYOUT_MODULES)
+
+
+class ShardingError(ValueError):
+    """Bad input to the sharding helpers: unknown family, mesh that does not fit the devices, bad config."""
+
+
+@dataclass(frozen=True, slots=True)
+class WeightRule:
+    """One kind of large weight: ``pattern`` fullmatches ``variable.path`` (regex, as in ``LayoutMap``).
+
+    ``split_dims`` lists every dimension of ``shape`` in order of preference; ``dim_names`` names them
+    (``"num_query_heads"``) so the log says which config value blocked a split.
+    """
+
+    name: str
+    pattern: str
+    shape: tuple[int, ...]
+    dim_names: tuple[str, ...]
+    split_dims: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.dim_names) != len(self.shape) or sorted(self.split_dims) != list(range(len(self.shape))):
+            raise ShardingError(f"weight rule {self.name!r}: dim_names/split_dims must cover every dimension")
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutDecision:
+    """Where one kind of weight goes: ``axes`` is the layout tuple (``None`` or ``"model"`` per dim)."""
+
+    rule: WeightRule
+    axes: tuple[str | None, ...]
+    reason: str
+
+    @property
+    def split_dim(self) -> int | None:
+        return next((i for i, axis in enumerate(self.axes) if axis is not None), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardingRow:
+    """One weight as it actually lies on the devices (from ``variable.value.sharding``)."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: str
+    spec: tuple[str | None, ...]  # mesh axis per dimension, None = not split
+    shard_shape: tuple[int, ...]  # the piece each device holds
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "shape": list(self.shape), "dtype": self.dtype,
+                "spec": list(self.spec), "shard_shape": list(self.shard_shape)}
+
+
+def weight_rule(
+    name: str, pattern: str, dims: Sequence[tuple[str, int]], *, prefer: Sequence[str]
+) -> WeightRule:
+    """A :class:`WeightRule` from named dimensions; ``prefer`` names the split order, the rest follow."""
+    names = tuple(n for n, _ in dims)
+    order = [names.index(n) for n in prefer] + [i for i, n in enumerate(names) if n not in prefer]
+    return WeightRule(name, pattern, tuple(int(s) for _, s in dims), names, tuple(order))
+
+
+def weight_rules(family: str, config: Mapping[str, Any]) -> list[WeightRule]:
+    """The large-weight rules of ``family`` for this backbone ``config`` (``backbone.get_config()``)."""
+    module_name = _LAYOUT_MODULES.get(family)
+    if module_name is None:
+        raise ShardingError(f"no layout map for family {family!r}; known: {', '.join(SHARDABLE_FAMILIES)}")
+    module = importlib.import_module(module_name)
+    try:
+        rules: list[WeightRule] = module.weight_rules(config, family=family)
+    except KeyError as exc:
+        raise ShardingError(f"{family} backbone config lacks {exc.args[0]!r}") from exc
+    return rules
+
+
+def plan_layout(rules: Sequence[WeightRule], *, model_axis_size: int) -> list[LayoutDecision]:
+    """Split each weight on its first preferred dimension that ``model_axis_size`` divides, else replicate.
+
+    Pure (no keras): the decision is a function of shapes only, so it is tested on the real models'
+    configs without loading them.
+    """
+    if model_axis_size < 1:
+        raise ShardingError(f"model axis size must be >= 1, got {model_axis_size}")
+    decisions = []
+    for rule in rules:
+        replicated = (None,) * len(rule.shape)
+        if model_axis_size == 1:
+            decisions.append(LayoutDecision(rule, replicated, "model axis has one device"))
+            continue
+        dim = next((d for d in rule.split_dims if rule.shape[d] % model_axis_size == 0), None)
+        if dim is None:
+            sizes = ", ".join(f"{n}={s}" for n, s in zip(rule.dim_names, rule.shape, strict=True))
+            reason = f"replicated: no dimension ({sizes}) is divisible by the model axis ({model_axis_size})"
+            decisions.append(LayoutDecision(rule, replicated, reason))
+            continue
+        axes = tuple(MODEL_AXIS if d == dim else None for d in range(len(rule.shape)))
+        reason = f"split {rule.dim_names[dim]}={rule.shape[dim]} over {model_axis_size} devices"
+        preferred = rule.split_dims[0]
+        if dim != preferred:
+            reason += (f" ({rule.dim_names[preferred]}={rule.shape[preferred]} is not divisible by"
+                       f" {model_axis_size})")
+        decisions.append(LayoutDecision(rule, axes, reason))
+    return decisions
+
+
+def make_mesh(devices: Sequence[Any] | None = None, *, model_axis: int | None = None) -> Any:
+    """A ``("batch", "model")`` mesh; by default every device is on the model axis (batch axis 1).
+
+    ``model_axis`` must divide the device count; the rest of the devices form the batch axis.
+    """
+    import keras
+
+    devs = list(devices) if devices is not None else list(keras.distribution.list_devices())
+    if not devs:
+        raise ShardingError("no devices to build a mesh on")
+    size = len(devs) if model_axis is None else model_axis
+    if size < 1 or len(devs) % size:
+        raise ShardingError(f"model axis {size} does not divide the {len(devs)} devices")
+    return keras.distribution.DeviceMesh(
+        shape=(len(devs) // size, size), axis_names=(BATCH_AXIS, MODEL_AXIS), devices=devs
+    )
+
+
+def model_axis_size(mesh: Any) -> int:
+    if MODEL_AXIS not in mesh.axis_names:
+        raise ShardingError(f"mesh has no {MODEL_AXIS!r} axis: {mesh.axis_names}")
+    return int(mesh.shape[list(mesh.axis_names).index(MODEL_AXIS)])
+
+
+def layout_map_for(family: str, backbone_config: Mapping[str, Any], mesh: Any) -> Any:
+    """A ``keras.distribution.LayoutMap`` for ``family`` on ``mesh``; logs every replicated weight."""
+    import keras
+
+    decisions = plan_layout(weight_rules(family, backbone_config), model_axis_size=model_axis_size(mesh))
+    layout_map = keras.distribution.LayoutMap(mesh)
+    for decision in decisions:
+        layout_map[decision.rule.pattern] = decision.axes
+        level = logging.INFO if decision.split_dim is not None else logging.WARNING
+        logger.log(level, "%s %s %s: %s", family, decision.rule.name, decision.rule.shape, decision.reason)
+    return layout_map
+
+
+def model_parallel(layout_map: Any) -> Any:
+    """The ``ModelParallel`` distribution for ``layout_map`` (inputs split on the batch axis)."""
+    import keras
+
+    return keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name=BATCH_AXIS)
+
+
+def backbone_config(backbone: Any) -> dict[str, Any]:
+    """``backbone.get_config()`` plus what it forgets: Llama's ``tie_word_embeddings``."""
+    config = dict(backbone.get_config())
+    if hasattr(backbone, "tie_word_embeddings"):
+        config["tie_word_embeddings"] = bool(backbone.tie_word_embeddings)
+    return config
+
+
+def shard_backbone(backbone: Any, *, family: str, mesh: Any) -> tuple[Any, Any]:
+    """Re-create ``backbone`` sharded on ``mesh``; returns ``(sharded_backbone, distribution)``.
+
+    For models that were built before a mesh was known (a debugging CLI, tests). It holds both copies
+    for a moment; the pool builds straight inside the scope instead.
+    """
+    config = backbone_config(backbone)
+    distribution = model_parallel(layout_map_for(family, config, mesh))
+    with distribution.scope():
+        sharded = type(backbone).from_config(config)
+        sharded.set_weights(backbone.get_weights())
+    return sharded, distribution
+
+
+def describe_shardings(backbone: Any) -> list[ShardingRow]:
+    """Every weight of ``backbone`` with its shape and how it actually lies on the devices."""
+    rows = []
+    for variable in backbone.weights:
+        value = variable.value
+        shape = tuple(int(d) for d in value.shape)
+        sharding = getattr(value, "sharding", None)
+        spec: tuple[str | None, ...] = (None,) * len(shape)
+        raw_spec = getattr(sharding, "spec", None)
+        if raw_spec is not None:
+            axes = [_axis_name(a) for a in tuple(raw_spec)]
+            spec = tuple(axes + [None] * (len(shape) - len(axes)))
+        shard_shape = tuple(int(d) for d in sharding.shard_shape(shape)) if sharding is not None else shape
+        rows.append(ShardingRow(variable.path, shape, str(value.dtype), spec, shard_shape))
+    return rows
+
+
+def format_rows(rows: Sequence[ShardingRow]) -> str:
+    """A fixed-width table: path, shape, dtype, spec, per-device shape."""
+    width = max((len(r.path) for r in rows), default=4)
+    lines = [f"{'weight':<{width}}  {'shape':<18}  {'dtype':<8}  {'sharding':<28}  per-device"]
+    for r in rows:
+        spec = "replicated" if all(a is None for a in r.spec) else "(" + ", ".join(map(str, r.spec)) + ")"
+        lines.append(f"{r.path:<{width}}  {str(r.shape):<18}  {r.dtype:<8}  {spec:<28}  {r.shard_shape}")
+    return "\n".join(lines)
+
+
+def _axis_name(axis: Any) -> str | None:
+    if axis is None:
+        return None
+    if isinstance(axis, tuple):
+        return "+".join(str(a) for a in axis)
+    return str(axis)
+
+
+# --- python -m inference shardings ------------------------------------------------------------------------
+
+# Tiny random configs with the real models' awkward ratios (SmolLM2: 3 kv heads per 9 query heads;
+# Gemma 3 270M: 4 query / 1 key-value head), so `--tiny` shows the same fallbacks in seconds.
+TINY_CONFIGS: dict[str, dict[str, Any]] = {
+    "llama": {"vocabulary_size": 96, "num_layers": 2, "num_query_heads": 3, "num_key_value_heads": 1,
+              "hidden_dim": 24, "intermediate_dim": 64, "tie_word_embeddings": True},
+    "gemma3": {"vocabulary_size": 128, "image_size": 16, "num_layers": 2, "num_query_heads": 4,
+               "num_key_value_heads": 1, "hidden_dim": 32, "intermediate_dim": 64, "head_dim": 16,
+               "use_post_ffw_norm": True, "use_post_attention_norm": True,
+               "use_sliding_window_attention": True, "sliding_window_size": 16, "vision_encoder": None},
+}
+_BACKBONES = {"llama": "Llama3Backbone", "llama3": "Llama3Backbone", "mistral": "MistralBackbone",
+              "gemma3": "Gemma3Backbone", "gemma": "GemmaBackbone"}
+
+
+def build_backbone(family: str, config: Mapping[str, Any]) -> Any:
+    """A keras-hub backbone of ``family`` with random weights (built in whatever scope is active)."""
+    import keras_hub
+
+    if family not in _BACKBONES:
+        raise ShardingError(f"unknown family {family!r}; known: {', '.join(_BACKBONES)}")
+    return getattr(keras_hub.models, _BACKBONES[family])(**config)
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="python -m inference shardings",
+                     description="Print every weight with its shape and sharding on a device mesh.")
+    parser.add_argument("--model", help="catalogue slug of the model to shard")
+    parser.add_argument("--family", choices=sorted(TINY_CONFIGS), help="with --tiny: a tiny random model")
+    parser.add_argument("--tiny", action="store_true", help="shard a tiny random model of --family")
+    parser.add_argument("--model-axis", type=int, default=None,
+                        help="devices on the model axis (default: all; the rest form the batch axis)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def cli_shardings(argv: Sequence[str], *, load: Callable[[str], Any] | None = None) -> int:
+    """``python -m inference shardings``: exit 0 after printing, 2 with a one-line reason on bad input.
+
+    ``load(slug)`` returns a :class:`inference.families.base.LoadedModel`; the CLI entry point passes
+    the catalogue's loader. Without it only ``--family F --tiny`` works.
+    """
+    try:
+        args = _parser().parse_args(list(argv))
+        if bool(args.model) == bool(args.tiny):
+            raise _UsageError("give either --model SLUG or --family FAMILY --tiny")
+        if args.tiny and not args.family:
+            raise _UsageError("--tiny needs --family (" + "|".join(sorted(TINY_CONFIGS)) + ")")
+        if args.model and load is None:
+            raise _UsageError("no model catalogue is wired in here; use --family FAMILY --tiny")
+        mesh = make_mesh(model_axis=args.model_axis)
+        if args.tiny:
+            family = args.family
+            with model_parallel(layout_map_for(family, TINY_CONFIGS[family], mesh)).scope():
+                backbone = build_backbone(family, TINY_CONFIGS[family])
+        else:
+            assert load is not None
+            loaded = load(args.model)
+            family = loaded.family
+            backbone, _ = shard_backbone(loaded.backbone, family=family, mesh=mesh)
+    except (_UsageError, ShardingError, LookupError, ValueError, OSError) as exc:
+        reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    rows = describe_shardings(backbone)
+    summary = _summary(rows, mesh=mesh, family=family)
+    if args.json:
+        print(json.dumps({**summary, "weights": [r.as_dict() for r in rows]}, indent=1))
+    else:
+        print(format_rows(rows))
+        print(f"{summary['family']} on mesh {summary['mesh']}: {summary['split']} weights split, "
+              f"{summary['replicated']} replicated; {summary['device_mb']:.1f} MB per device "
+              f"of {summary['total_mb']:.1f} MB")
+    return 0
+
+
+def _summary(rows: Sequence[ShardingRow], *, mesh: Any, family: str) -> dict[str, Any]:
+    import numpy as np
+
+    def nbytes(shape: tuple[int, ...], dtype: str) -> int:
+        return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+    split = sum(1 for r in rows if any(a is not None for a in r.spec))
+    return {
+        "family": family,
+        "mesh": dict(zip(mesh.axis_names, (int(s) for s in mesh.shape), strict=True)),
+        "split": split,
+        "replicated": len(rows) - split,
+        "total_mb": sum(nbytes(r.shape, r.dtype) for r in rows) / 2**20,
+        "device_mb": sum(nbytes(r.shard_shape, r.dtype) for r in rows) / 2**20,
+    }
