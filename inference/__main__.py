@@ -1,0 +1,264 @@
+"""``python -m inference``: list the catalogue, chat with a model, generate one reply, benchmark.
+
+The only place in ``inference`` that reads settings. Bad input (unknown slug, missing wheel, unreadable
+messages file, invalid catalogue) exits with status 2 and one line that says how to fix it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line; printed as one line, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m inference", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="the catalogue's models, their sources and whether the weights are here")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(handler=_cmd_list)
+
+    p = sub.add_parser("chat", help="interactive streamed chat with one model (empty line or Ctrl-D ends)")
+    p.add_argument("--model", required=True, help="catalogue slug")
+    p.add_argument("--system", default=None, help="system prompt")
+    _sampling_flags(p)
+    p.set_defaults(handler=_cmd_chat)
+
+    p = sub.add_parser("generate", help="one reply to the messages in a JSON file")
+    p.add_argument("--model", required=True, help="catalogue slug")
+    p.add_argument("--messages", required=True, type=Path, help='JSON: [{"role": ..., "content": ...}, ...]')
+    p.add_argument("--json", action="store_true", help="print {text, finish_reason, prompt_tokens, ...}")
+    _sampling_flags(p)
+    p.set_defaults(handler=_cmd_generate)
+
+    p = sub.add_parser("bench", help="compile time, time to first token and decode speed of one model")
+    p.add_argument("--model", required=True, help="catalogue slug")
+    p.add_argument("--new-tokens", type=int, default=64, help="tokens to generate per run (default 64)")
+    p.add_argument("--runs", type=int, default=3, help="measured runs after the warm-up run (default 3)")
+    p.set_defaults(handler=_cmd_bench)
+    return parser
+
+
+def _sampling_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-new-tokens", type=int, default=None, help="cap on reply tokens")
+    p.add_argument("--temperature", type=float, default=None, help="0 is greedy (default: catalogue's)")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1]")
+    p.add_argument("--top-k", type=int, default=None, help="keep the k best tokens (0: off)")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed, for repeatable replies")
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+
+
+def _settings() -> Any:
+    from settings import get_settings
+
+    return get_settings()
+
+
+def _entries() -> list[Any]:
+    from inference.catalogue import CatalogueError, load_catalogue
+
+    try:
+        return load_catalogue(_settings().catalogue_path)
+    except CatalogueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _entry(slug: str) -> Any:
+    from inference.catalogue import find
+
+    try:
+        return find(_entries(), slug)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from exc
+
+
+def _cache_dir() -> Path:
+    return Path(_settings().data_dir) / "models"
+
+
+def _weights_problem(entry: Any) -> str | None:
+    """Why this entry's weights are not available here (a one-line fix), or None."""
+    if entry.source_kind not in ("gguf", "pkg"):
+        return None
+    from inference.sources import ModelSourceError, resolve_source
+
+    try:
+        resolve_source(entry.source, cache_dir=_cache_dir())
+    except ModelSourceError as exc:
+        return str(exc)
+    return None
+
+
+def _params(entry: Any, args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    overrides = {
+        name: getattr(args, name)
+        for name in ("max_new_tokens", "temperature", "top_p", "top_k", "seed")
+        if getattr(args, name) is not None
+    }
+    try:
+        return replace(entry.sampling, **overrides)
+    except ValueError as exc:
+        raise UsageError(f"{exc}; fix the flag") from exc
+
+
+def _build(entry: Any) -> Any:
+    problem = _weights_problem(entry)
+    if problem:
+        raise UsageError(problem)
+    settings = _settings()
+    if settings.compilation_cache:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", str(Path(settings.data_dir) / "jax-cache"))
+    from inference.builder import build_chat_model
+
+    key = settings.remote_api_keys.get(entry.slug)
+    return build_chat_model(
+        entry, cache_dir=_cache_dir(), api_key=key.get_secret_value() if key else None, warm_up=False
+    )
+
+
+def _read_messages(path: Path) -> list[Any]:
+    from inference.protocol import ChatMessage
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}; fix the --messages path") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc}); write a list of role/content objects") from exc
+    if isinstance(data, dict):
+        data = data.get("messages")
+    ok = isinstance(data, list) and data and all(
+        isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")
+        and isinstance(m.get("content"), str) for m in data
+    )
+    if not ok:
+        raise UsageError(
+            f"{path}: expected a non-empty list of {{\"role\": system|user|assistant, \"content\": str}}"
+        )
+    return [ChatMessage(m["role"], m["content"]) for m in data]
+
+
+# ---- commands -------------------------------------------------------------------------------------
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    for entry in _entries():
+        problem = _weights_problem(entry) if entry.enabled else None
+        row = {
+            "slug": entry.slug,
+            "name": entry.name,
+            "family": entry.family,
+            "source": entry.source,
+            "template": entry.template,
+            "dtype": entry.dtype,
+            "context_length": entry.context_length,
+            "enabled": entry.enabled,
+            "available": problem is None,
+            "problem": problem,
+        }
+        if args.json:
+            print(json.dumps(row))
+        else:
+            state = "ok" if problem is None else f"MISSING: {problem}"
+            flag = "" if entry.enabled else " (disabled)"
+            print(f"{entry.slug:28} {entry.family:8} {entry.template:8} {entry.source}{flag}  [{state}]")
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from inference.protocol import complete
+
+    messages = _read_messages(args.messages)
+    entry = _entry(args.model)
+    params = _params(entry, args)
+    model = _build(entry)
+    result = complete(model, messages, params)
+    if args.json:
+        keys = ("text", "finish_reason", "prompt_tokens", "new_tokens", "ttft_ms", "total_ms")
+        out = {k: getattr(result, k) for k in keys}
+        if result.error:
+            out["error"] = result.error
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        print(result.text)
+    if result.finish_reason == "error":
+        print(f"error: {result.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    from inference.protocol import ChatMessage, GenerationResult, TextDelta
+
+    entry = _entry(args.model)
+    params = _params(entry, args)
+    model = _build(entry)
+    history: list[ChatMessage] = [ChatMessage("system", args.system)] if args.system else []
+    print(f"{entry.name} ready. Empty line or Ctrl-D to quit.", file=sys.stderr)
+    while True:
+        try:
+            line = input("> ")
+        except EOFError:
+            break
+        if not line.strip():
+            break
+        history.append(ChatMessage("user", line))
+        reply = ""
+        for event in model.stream(history, params):
+            if isinstance(event, TextDelta):
+                print(event.text, end="", flush=True)
+            elif isinstance(event, GenerationResult):
+                reply = event.text
+                tail = f" error: {event.error}" if event.error else ""
+                print(f"\n[{event.finish_reason}, {event.new_tokens} tokens, {event.total_ms:.0f} ms{tail}]",
+                      file=sys.stderr)
+        history.append(ChatMessage("assistant", reply))
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from inference.bench import run_bench
+
+    if args.new_tokens < 1 or args.runs < 1:
+        raise UsageError("--new-tokens and --runs must be >= 1")
+    entry = _entry(args.model)
+    problem = _weights_problem(entry)
+    if problem:
+        raise UsageError(problem)
+    if entry.source_kind == "remote":
+        raise UsageError("bench measures local models; this entry is remote")
+    print(json.dumps(run_bench(entry, cache_dir=_cache_dir(), new_tokens=args.new_tokens, runs=args.runs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

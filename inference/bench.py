@@ -1,0 +1,100 @@
+"""``python -m inference bench``: how fast one model loads, compiles and streams on this machine.
+
+Figures (all wall-clock, this process): load, warm-up compile, time to first token and decode speed of
+the streaming engine (median of ``runs``), the cost of switching sampling settings (should be ~1x:
+nothing recompiles), and keras-hub's own compiled ``generate()`` on the same prompt for a ratio.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from inference.catalogue import CatalogueEntry
+from inference.engine import TokenTrace, generate_stream
+from inference.protocol import ChatMessage, GenerationParams
+
+BENCH_MESSAGES = [
+    ChatMessage(
+        "system",
+        "You are a helpful vocal assistant on a mobile device. Your job is to translate user requests into "
+        "API calls using this Python API:\naction.add_calendar_entry(title, date=\"YYYY-MM-DD\", "
+        "time=\"HH:MM\", duration=m) # duration in minutes\naction.remove_calendar_entry(title, date, time)\n"
+        "You can use 30 minutes as the default duration for new events. Respond to every request with a "
+        "single line of executable code.",
+    ),
+    ChatMessage("user", "Add a meeting with Fred on Nov 11 at 5PM"),
+]
+
+
+def _timed_run(model: Any, ids: list[int], params: GenerationParams) -> tuple[float, float, int]:
+    """(ttft_ms, decode tokens/s after the first token, tokens) for one stop-free generation."""
+    trace = TokenTrace(ids=[])
+    result = None
+    for event in generate_stream(model.runner, model.loaded.tokenizer, ids, params, stop_ids=(), trace=trace):
+        result = event
+    assert result is not None and hasattr(result, "ttft_ms")
+    decode_s = (result.total_ms - (result.ttft_ms or 0.0)) / 1000
+    rate = (len(trace.ids) - 1) / decode_s if decode_s > 0 else float("nan")
+    return float(result.ttft_ms or 0.0), rate, len(trace.ids)
+
+
+def _keras_generate_rate(model: Any, ids: list[int], new_tokens: int) -> float:
+    """keras-hub's compiled while-loop generate (greedy), tokens/s over the whole call, second call."""
+    import numpy as np
+
+    lm = model.runner.lm
+    lm.compile(sampler="greedy")
+    length = model.runner.cache_length_for(len(ids) + new_tokens)
+    tokens = np.zeros((1, length), "int32")
+    tokens[0, : len(ids)] = ids
+    mask = np.zeros((1, length), bool)
+    mask[0, : len(ids)] = True
+    fn = lm.make_generate_function()
+    fn({"token_ids": tokens, "padding_mask": mask}, stop_token_ids=None)
+    start = time.perf_counter()
+    out = fn({"token_ids": tokens, "padding_mask": mask}, stop_token_ids=None)
+    np.asarray(out["token_ids"])  # JAX dispatches asynchronously: wait for the result
+    return (length - len(ids)) / (time.perf_counter() - start)
+
+
+def run_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int, runs: int) -> dict[str, Any]:
+    from inference.builder import build_chat_model
+
+    t0 = time.perf_counter()
+    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model.warm_up()
+    warm_up_s = time.perf_counter() - t0
+    ids = model.prompt_ids(BENCH_MESSAGES, GenerationParams(max_new_tokens=new_tokens))
+    greedy = GenerationParams(max_new_tokens=new_tokens)
+    t0 = time.perf_counter()
+    _timed_run(model, ids, greedy)  # compiles this prompt's buckets
+    first_run_s = time.perf_counter() - t0
+    measured = [_timed_run(model, ids, greedy) for _ in range(runs)]
+    settings = [(0.7, 0.9, 0), (1.0, 1.0, 40), (0.3, 0.5, 10)][:runs]
+    sampled = [
+        _timed_run(model, ids, GenerationParams(new_tokens, temperature=t, top_p=p, top_k=k, seed=i))
+        for i, (t, p, k) in enumerate(settings)
+    ]
+    greedy_rate = statistics.median(r for _, r, _ in measured)
+    sampled_rate = statistics.median(r for _, r, _ in sampled)
+    keras_rate = _keras_generate_rate(model, ids, new_tokens)
+    return {
+        "model": entry.slug,
+        "prompt_tokens": len(ids),
+        "new_tokens": new_tokens,
+        "load_s": round(load_s, 2),
+        "warm_up_compile_s": round(warm_up_s, 2),
+        "first_request_s": round(first_run_s, 2),
+        "ttft_ms_median": round(statistics.median(t for t, _, _ in measured), 1),
+        "decode_tok_s_greedy": round(greedy_rate, 1),
+        "decode_tok_s_sampled": round(sampled_rate, 1),
+        "sampled_over_greedy": round(sampled_rate / greedy_rate, 2),
+        "keras_generate_tok_s": round(keras_rate, 1),
+        "stream_over_keras_generate": round(greedy_rate / keras_rate, 2),
+        "compiled_shapes": len(model.runner.compiled_shapes),
+    }

@@ -1,0 +1,393 @@
+"""The model pool: load the enabled catalogue once per process, one owning worker thread per model.
+
+Why threads that own models: keras distribution state is thread-local and JAX work issued from many
+Streamlit script threads at once would race for the same compiled functions and KV buffers. So each model
+is built, compiled and run on its own worker thread; callers on any thread talk to it through a request
+queue and read events back from a per-request queue. A failing request ends with an ``"error"`` result and
+the worker carries on; a model that fails to load is marked ``failed`` and the others still serve.
+
+Models load one after another in catalogue order (two CPU cores do not load two models faster), each one
+first checked against the memory budget; the pool is useful as soon as two models are ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from inference.catalogue import CatalogueEntry
+from inference.protocol import (
+    CancelToken,
+    ChatMessage,
+    ChatModel,
+    GenerationParams,
+    GenerationResult,
+    StreamEvent,
+)
+
+State = Literal["queued", "loading", "compiling", "ready", "failed", "refused"]
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """Where one model stands; ``message`` explains ``failed``/``refused`` in one line."""
+
+    slug: str
+    name: str
+    state: State
+    message: str = ""
+    memory_mb: int | None = None
+    load_seconds: float | None = None
+    queued_requests: int = 0
+
+
+ProgressCallback = Callable[[ModelStatus], None]
+Builder = Callable[[CatalogueEntry], ChatModel]
+Estimator = Callable[[CatalogueEntry], int]
+
+
+class ModelNotReadyError(LookupError):
+    """``get`` on a model that is still loading, failed or was refused; the message says which."""
+
+
+@dataclass
+class _Request:
+    messages: Sequence[ChatMessage]
+    params: GenerationParams
+    cancel: CancelToken
+    events: queue.Queue[StreamEvent]
+    submitted_at: float
+
+
+class _Worker:
+    """One model's thread: build, compile, then serve requests in arrival order."""
+
+    def __init__(self, pool: ModelPool, entry: CatalogueEntry, *, turn: threading.Event) -> None:
+        self.pool = pool
+        self.entry = entry
+        self.turn = turn  # set when this worker may start loading (the previous one finished)
+        self.done_loading = threading.Event()
+        self.requests: queue.Queue[_Request | None] = queue.Queue()
+        self.model: ChatModel | None = None
+        self.status = ModelStatus(slug=entry.slug, name=entry.name, state="queued")
+        self.thread = threading.Thread(target=self._run, name=f"model-{entry.slug}", daemon=True)
+
+    def _set(self, **changes: Any) -> None:
+        self.status = replace(self.status, **changes)
+        self.pool._report(self.status)
+
+    def _run(self) -> None:
+        self.turn.wait()
+        try:
+            if not self._load():
+                return
+        finally:
+            self.done_loading.set()
+        self._serve()
+
+    def _load(self) -> bool:
+        started = time.perf_counter()
+        try:
+            needed = self.pool._estimate(self.entry)
+            refusal = self.pool._reserve(self.entry.slug, needed)
+            if refusal:
+                self._set(state="refused", message=refusal, memory_mb=needed)
+                return False
+            self._set(state="loading", memory_mb=needed)
+            model = self.pool._build(self.entry)
+            warm_up = getattr(model, "warm_up", None)
+            if callable(warm_up):
+                self._set(state="compiling")
+                warm_up()
+        except Exception as exc:  # isolate: one bad model must not stop the others
+            self.pool._release(self.entry.slug)
+            self._set(state="failed", message=f"{type(exc).__name__}: {exc}")
+            return False
+        self.model = model
+        self._set(state="ready", load_seconds=round(time.perf_counter() - started, 2))
+        return True
+
+    def _serve(self) -> None:
+        assert self.model is not None
+        while True:
+            request = self.requests.get()
+            if request is None:
+                return
+            self._answer(self.model, request)
+
+    def _answer(self, model: ChatModel, request: _Request) -> None:
+        finished = False
+        try:
+            kwargs: dict[str, Any] = {"cancel": request.cancel}
+            if hasattr(model, "runner"):  # LocalChatModel: count queue time in ttft/total
+                kwargs["submitted_at"] = request.submitted_at
+            for event in model.stream(request.messages, request.params, **kwargs):
+                request.events.put(event)
+                if isinstance(event, GenerationResult):
+                    finished = True
+                    break
+        except Exception as exc:  # isolate the failure to this request
+            request.events.put(_error_result(request, exc))
+            finished = True
+        if not finished:
+            request.events.put(_error_result(request, RuntimeError("stream ended without a result")))
+
+
+def _error_result(request: _Request, exc: BaseException) -> GenerationResult:
+    return GenerationResult(
+        text="",
+        finish_reason="error",
+        prompt_tokens=0,
+        new_tokens=0,
+        ttft_ms=None,
+        total_ms=(time.perf_counter() - request.submitted_at) * 1000,
+        error=f"{type(exc).__name__}: {exc}",
+    )
+
+
+class PooledChatModel:
+    """The caller-side face of a pooled model: ``stream`` enqueues and relays the worker's events.
+
+    Closing the stream early (a visitor who left) cancels the request, which frees the worker.
+    """
+
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+
+    @property
+    def slug(self) -> str:
+        return self._worker.entry.slug
+
+    @property
+    def entry(self) -> CatalogueEntry:
+        return self._worker.entry
+
+    def __repr__(self) -> str:
+        return f"PooledChatModel(slug={self.slug!r})"
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        params: GenerationParams,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[StreamEvent]:
+        cancel = cancel or CancelToken()
+        request = _Request(list(messages), params, cancel, queue.Queue(), time.perf_counter())
+        self._worker.requests.put(request)
+        done = False
+        try:
+            while True:
+                event = request.events.get()
+                if isinstance(event, GenerationResult):
+                    done = True
+                yield event
+                if done:
+                    return
+        finally:
+            if not done:
+                cancel.cancel()
+
+
+class ModelPool:
+    """All enabled catalogue models, loading in the background.
+
+    ``builder`` turns an entry into a ChatModel on the model's own thread (default:
+    :func:`inference.builder.build_chat_model` without warm-up; the pool warms up and reports
+    ``compiling``). ``estimator`` gives an entry's memory need in MB (default:
+    :func:`inference.builder.estimate_memory_mb`). ``on_progress`` is called (on worker threads) with
+    every status change. ``distributions`` maps a slug to a factory of the keras distribution to build
+    that model under (e.g. ``ModelParallel`` with the family's layout map).
+    """
+
+    def __init__(
+        self,
+        entries: Sequence[CatalogueEntry],
+        *,
+        memory_budget_mb: int,
+        cache_dir: Path,
+        api_keys: Mapping[str, str] | None = None,
+        on_progress: ProgressCallback | None = None,
+        builder: Builder | None = None,
+        estimator: Estimator | None = None,
+        distributions: Mapping[str, Callable[[], Any]] | None = None,
+        start: bool = True,
+    ) -> None:
+        if memory_budget_mb < 1:
+            raise ValueError("memory_budget_mb must be >= 1")
+        self.memory_budget_mb = memory_budget_mb
+        self._cache_dir = cache_dir
+        self._api_keys = dict(api_keys or {})
+        self._on_progress = on_progress
+        self._builder = builder
+        self._estimator = estimator
+        self._distributions = dict(distributions or {})
+        self._lock = threading.Lock()
+        self._reserved: dict[str, int] = {}
+        self._changed = threading.Condition()
+        self._workers: dict[str, _Worker] = {}
+        previous = threading.Event()
+        previous.set()
+        for entry in entries:
+            if not entry.enabled:
+                continue
+            if entry.slug in self._workers:
+                raise ValueError(f"model {entry.slug!r} appears twice")
+            worker = _Worker(self, entry, turn=previous)
+            self._workers[entry.slug] = worker
+            previous = worker.done_loading
+        self._started = False
+        self._closed = False
+        if start:
+            self.start()
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start loading in the background (idempotent)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        for worker in self._workers.values():
+            worker.thread.start()
+
+    def close(self, *, timeout: float = 10.0) -> None:
+        """Stop the workers after their current request (loading models finish loading first)."""
+        self._closed = True
+        for worker in self._workers.values():
+            worker.requests.put(None)
+        deadline = time.monotonic() + timeout
+        for worker in self._workers.values():
+            if worker.thread.is_alive():
+                worker.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> ModelPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- queries --------------------------------------------------------------------------------
+
+    def slugs(self) -> list[str]:
+        """Every enabled model, in catalogue order."""
+        return list(self._workers)
+
+    def ready_slugs(self) -> list[str]:
+        """Models that can answer now, in catalogue order."""
+        return [s for s, w in self._workers.items() if w.status.state == "ready"]
+
+    def status(self) -> dict[str, ModelStatus]:
+        """A snapshot of every model's state (with its current queue length)."""
+        return {
+            s: replace(w.status, queued_requests=w.requests.qsize()) for s, w in self._workers.items()
+        }
+
+    def get(self, slug: str) -> PooledChatModel:
+        """The ready model ``slug``; KeyError if unknown, ModelNotReadyError if not ready (yet)."""
+        worker = self._workers.get(slug)
+        if worker is None:
+            raise KeyError(f"unknown model {slug!r}; enabled: {', '.join(self._workers) or 'none'}")
+        if self._closed:
+            raise ModelNotReadyError(f"model {slug!r} is unavailable: the pool is closed")
+        status = worker.status
+        if status.state != "ready":
+            detail = f": {status.message}" if status.message else ""
+            raise ModelNotReadyError(f"model {slug!r} is {status.state}{detail}")
+        return PooledChatModel(worker)
+
+    def wait_ready(self, *, count: int | None = None, timeout: float) -> list[str]:
+        """Block until ``count`` models are ready (default: all that can be) or ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                ready = self.ready_slugs()
+                settled = all(w.done_loading.is_set() for w in self._workers.values())
+                if (count is not None and len(ready) >= count) or settled:
+                    return ready
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return ready
+                self._changed.wait(remaining)
+
+    # ---- worker callbacks -----------------------------------------------------------------------
+
+    def _report(self, status: ModelStatus) -> None:
+        with self._changed:
+            self._changed.notify_all()
+        if self._on_progress is not None:
+            with contextlib.suppress(Exception):  # a broken progress display must not break loading
+                self._on_progress(status)
+
+    def _estimate(self, entry: CatalogueEntry) -> int:
+        if self._estimator is not None:
+            return self._estimator(entry)
+        from inference.builder import estimate_memory_mb
+
+        return estimate_memory_mb(entry, cache_dir=self._cache_dir)
+
+    def _reserve(self, slug: str, needed_mb: int) -> str | None:
+        """Book ``needed_mb``; or the one-line reason it does not fit the budget."""
+        with self._lock:
+            used = sum(self._reserved.values())
+            if used + needed_mb > self.memory_budget_mb:
+                return (
+                    f"needs ~{needed_mb} MB but only {self.memory_budget_mb - used} MB of the "
+                    f"{self.memory_budget_mb} MB budget is left; raise ARENA_MEMORY_BUDGET_MB or "
+                    "disable a model in the catalogue"
+                )
+            self._reserved[slug] = needed_mb
+            return None
+
+    def _release(self, slug: str) -> None:
+        with self._lock:
+            self._reserved.pop(slug, None)
+
+    def _build(self, entry: CatalogueEntry) -> ChatModel:
+        if self._builder is not None:
+            return self._builder(entry)
+        from inference.builder import build_chat_model
+
+        factory = self._distributions.get(entry.slug)
+        return build_chat_model(
+            entry,
+            cache_dir=self._cache_dir,
+            api_key=self._api_keys.get(entry.slug),
+            distribution=factory() if factory is not None else None,
+            warm_up=False,
+        )
+
+
+_SHARED: dict[tuple[Any, ...], ModelPool] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_pool(
+    entries: Sequence[CatalogueEntry],
+    *,
+    memory_budget_mb: int,
+    cache_dir: Path,
+    api_keys: Mapping[str, str] | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> ModelPool:
+    """The process-wide pool for this catalogue (created, and loading started, on first call)."""
+    key = (tuple(entries), memory_budget_mb, str(cache_dir))
+    with _SHARED_LOCK:
+        pool = _SHARED.get(key)
+        if pool is None:
+            pool = ModelPool(
+                entries,
+                memory_budget_mb=memory_budget_mb,
+                cache_dir=cache_dir,
+                api_keys=api_keys,
+                on_progress=on_progress,
+            )
+            _SHARED[key] = pool
+        return pool
