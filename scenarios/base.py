@@ -19,12 +19,15 @@ class Turn:
     """One scripted user turn and the reply the scenario expects to it.
 
     ``year_known`` is False while the dialogue has not said the year yet (the calendar's turn 1): any
-    year in the reply is then one ``wrong_year`` mistake, as in the study.
+    year in the reply is then one ``wrong_year`` mistake, as in the study. ``is_correction`` marks a
+    scripted turn that corrects the previous reply (the calendar's "The current year is 2024."): the
+    automatic arena records it as a correction event, and its expected reply is the fixed one.
     """
 
     user: str
     expected: str
     year_known: bool = True
+    is_correction: bool = False
 
 
 @dataclass(frozen=True, slots=True)

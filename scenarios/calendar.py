@@ -24,6 +24,7 @@ TURNS = (
     Turn(
         user="The current year is 2024.",
         expected='action.add_calendar_entry("Meeting with Fred", date="2024-11-11", time="17:00", duration=30)',  # noqa: E501
+        is_correction=True,
     ),
     Turn(
         user="I'm going to a rock concert in the evening of the same day at 8pm. Add a calendar entry for that.",  # noqa: E501

@@ -1,0 +1,233 @@
+"""The automatic arena: replay a scenario against models, grade every reply, correct like a person.
+
+Three protocols reproduce the study's tables:
+
+* ``reliability`` — the first question, ``repeats`` fresh attempts (seed varied per attempt);
+* ``dialogue`` — the whole scripted dialogue; after a wrong reply the correction writer's sentence is
+  sent, up to ``max_fix_attempts`` times, then the next turn follows whatever the model said;
+* ``fixing`` — each pre-made faulty reply, after the scripted history, followed by its correction;
+  ``fixing_attempts`` fresh attempts per case.
+
+The runner talks to models only through ``inference.protocol`` and stores nothing itself: each finished
+run goes to a ``sink`` callback (the CLI wires it to the database), progress to a ``progress`` callback.
+A generation that raises is recorded as an errored reply (graded garbage) and the run goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from inference.protocol import ChatMessage, ChatModel, GenerationParams, GenerationResult, complete
+from scenarios.base import Scenario
+from scenarios.corrections import Style, write_correction
+from scenarios.premade import PremadeCase
+from scenarios.records import PROTOCOLS, ProtocolName, RunCorrection, RunMessage, RunRecord, forgiven
+
+RunSink = Callable[[RunRecord], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    done: int
+    total: int
+    model: str
+    protocol: str
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    """How many attempts, how many corrections, which sampling. ``params.seed`` is the base seed."""
+
+    repeats: int = 5
+    max_fix_attempts: int = 2
+    fixing_attempts: int = 3
+    params: GenerationParams = dataclasses.field(
+        default_factory=lambda: GenerationParams(max_new_tokens=96, temperature=0.7, top_p=0.9, seed=0)
+    )
+    correction_style: Style = "hint"
+
+    def __post_init__(self) -> None:
+        for name in ("repeats", "fixing_attempts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.max_fix_attempts < 0:
+            raise ValueError("max_fix_attempts must be >= 0")
+
+
+def planned_runs(*, protocols: Sequence[ProtocolName], config: RunnerConfig, n_cases: int) -> int:
+    """How many runs one model gets (for the progress bar)."""
+    sizes = {"reliability": config.repeats, "dialogue": 1, "fixing": n_cases * config.fixing_attempts}
+    return sum(sizes[p] for p in protocols)
+
+
+def run_arena(
+    *,
+    scenario: Scenario,
+    models: Sequence[ChatModel],
+    protocols: Sequence[ProtocolName] = PROTOCOLS,
+    config: RunnerConfig | None = None,
+    cases: Sequence[PremadeCase] = (),
+    sink: RunSink | None = None,
+    progress: ProgressCallback | None = None,
+) -> list[RunRecord]:
+    """Run every protocol for every model, in that order; return the records (also sent to ``sink``)."""
+    config = config or RunnerConfig()
+    if not scenario.gradable:
+        raise ValueError(f"scenario {scenario.slug!r} has no scripted dialogue to run")
+    unknown = [p for p in protocols if p not in PROTOCOLS]
+    if unknown:
+        raise ValueError(f"unknown protocol(s) {unknown}; expected {', '.join(PROTOCOLS)}")
+    if "fixing" in protocols and not cases:
+        raise ValueError("the fixing protocol needs pre-made cases")
+    per_model = planned_runs(protocols=protocols, config=config, n_cases=len(cases))
+    total, done = per_model * len(models), 0
+    records: list[RunRecord] = []
+    for model in models:
+        for protocol in protocols:
+            runs = _protocol_runs(protocol, scenario=scenario, model=model, config=config, cases=cases)
+            for record in runs:
+                records.append(record)
+                if sink is not None:
+                    sink(record)
+                done += 1
+                if progress is not None:
+                    progress(Progress(done=done, total=total, model=model.slug, protocol=protocol))
+    return records
+
+
+def _protocol_runs(
+    protocol: ProtocolName,
+    *,
+    scenario: Scenario,
+    model: ChatModel,
+    config: RunnerConfig,
+    cases: Sequence[PremadeCase],
+) -> Iterator[RunRecord]:
+    """The runs of one protocol for one model, each yielded as soon as it ends (so it is stored then)."""
+    if protocol == "reliability":
+        for attempt in range(config.repeats):
+            yield _reliability(scenario, model, config, attempt)
+    elif protocol == "dialogue":
+        yield _dialogue(scenario, model, config)
+    else:
+        for case in cases:
+            for attempt in range(config.fixing_attempts):
+                yield _fixing(scenario, model, config, case, attempt)
+
+
+class _Conversation:
+    """A run in progress: the chat the model sees and the record being written."""
+
+    def __init__(self, record: RunRecord, model: ChatModel, params: GenerationParams) -> None:
+        self.record = record
+        self.model = model
+        self.params = params
+        self.chat = [ChatMessage(role="system", content=record.system_prompt)]
+
+    def say(self, kind: str, content: str) -> int:
+        assert kind in ("request", "correction")
+        self.chat.append(ChatMessage(role="user", content=content))
+        self.record.messages.append(RunMessage(kind=kind, content=content))  # type: ignore[arg-type]
+        return len(self.record.messages) - 1
+
+    def scripted_reply(self, content: str, *, scenario: Scenario, turn: int, graded: bool) -> int:
+        self.chat.append(ChatMessage(role="assistant", content=content))
+        grade = scenario.grade(content, target_turn=turn) if graded else None
+        self.record.messages.append(
+            RunMessage(kind="reply", content=content, target_turn=turn, grade=grade, scripted=True)
+        )
+        return len(self.record.messages) - 1
+
+    def ask(self, *, scenario: Scenario, turn: int) -> int:
+        result = _generate(self.model, self.chat, self.params)
+        self.chat.append(ChatMessage(role="assistant", content=result.text))
+        grade = scenario.grade(result.text, target_turn=turn)
+        self.record.messages.append(
+            RunMessage(kind="reply", content=result.text, target_turn=turn, grade=grade, result=result)
+        )
+        return len(self.record.messages) - 1
+
+    def correct_until_fixed(self, reply: int, *, scenario: Scenario, turn: int, config: RunnerConfig) -> None:
+        """Send the correction writer's sentence until the reply is right or attempts run out."""
+        for _ in range(config.max_fix_attempts):
+            grade = self.record.messages[reply].grade
+            assert grade is not None
+            judged = forgiven(grade, scenario=scenario, turn=turn)
+            if judged.is_correct:
+                return
+            expected = scenario.turn(turn).expected
+            text = write_correction(judged, style=config.correction_style, target=expected)
+            assert text is not None
+            reply = self.correct(reply, text, scenario=scenario, turn=turn)
+
+    def correct(self, faulty: int, text: str, *, scenario: Scenario, turn: int) -> int:
+        feedback = self.say("correction", text)
+        followup = self.ask(scenario=scenario, turn=turn)
+        grade = self.record.messages[followup].grade
+        assert grade is not None
+        fixed = forgiven(grade, scenario=scenario, turn=turn).is_correct
+        self.record.corrections.append(
+            RunCorrection(faulty=faulty, feedback=feedback, followup=followup,
+                          outcome="fixed" if fixed else "not_fixed")
+        )
+        return followup
+
+
+def _generate(model: ChatModel, chat: list[ChatMessage], params: GenerationParams) -> GenerationResult:
+    started = time.perf_counter()
+    try:
+        return complete(model, list(chat), params)
+    except Exception as exc:  # a broken model must not end the whole arena: record and go on
+        elapsed = (time.perf_counter() - started) * 1000
+        return GenerationResult(text="", finish_reason="error", prompt_tokens=0, new_tokens=0,
+                                ttft_ms=None, total_ms=elapsed, error=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def _seeded(params: GenerationParams, offset: int) -> GenerationParams:
+    return dataclasses.replace(params, seed=(params.seed or 0) + offset)
+
+
+def _new(protocol: ProtocolName, scenario: Scenario, model: ChatModel, params: GenerationParams,
+         attempt: int, case: str = "") -> _Conversation:
+    record = RunRecord(protocol=protocol, model=model.slug, scenario=scenario.slug, attempt=attempt,
+                       system_prompt=scenario.system_prompt, params=params, case=case)
+    return _Conversation(record, model, params)
+
+
+def _reliability(scenario: Scenario, model: ChatModel, config: RunnerConfig, attempt: int) -> RunRecord:
+    conv = _new("reliability", scenario, model, _seeded(config.params, attempt), attempt)
+    conv.say("request", scenario.turn(1).user)
+    conv.ask(scenario=scenario, turn=1)
+    return conv.record
+
+
+def _dialogue(scenario: Scenario, model: ChatModel, config: RunnerConfig) -> RunRecord:
+    conv = _new("dialogue", scenario, model, config.params, 0)
+    last_reply: int | None = None
+    for number, turn in enumerate(scenario.turns, start=1):
+        if turn.is_correction and last_reply is not None:
+            reply = conv.correct(last_reply, turn.user, scenario=scenario, turn=number)
+        else:
+            conv.say("request", turn.user)
+            reply = conv.ask(scenario=scenario, turn=number)
+        conv.correct_until_fixed(reply, scenario=scenario, turn=number, config=config)
+        last_reply = len(conv.record.messages) - 1
+    return conv.record
+
+
+def _fixing(scenario: Scenario, model: ChatModel, config: RunnerConfig, case: PremadeCase,
+            attempt: int) -> RunRecord:
+    conv = _new("fixing", scenario, model, _seeded(config.params, attempt), attempt, case=case.kind)
+    for number in range(1, case.turn):
+        conv.say("request", scenario.turn(number).user)
+        conv.scripted_reply(scenario.turn(number).expected, scenario=scenario, turn=number, graded=False)
+    conv.say("request", scenario.turn(case.turn).user)
+    faulty = conv.scripted_reply(case.faulty, scenario=scenario, turn=case.turn, graded=True)
+    conv.correct(faulty, case.correction, scenario=scenario, turn=case.turn)
+    return conv.record
