@@ -89,10 +89,11 @@ def pairwise_counts(
         where.append(Vote.mode.in_(list(modes)))
     if corrections_only:
         where.append(Vote.with_corrections.is_(True))
+    # ``== False`` (not ``IS``) so that the partial index ix_votes_counted_pairs matches the predicate.
     if exclude_flagged:
-        where.append(Vote.flagged.is_(False))
+        where.append(Vote.flagged == False)  # noqa: E712
     if exclude_revealed:
-        where.append(Vote.revealed.is_(False))
+        where.append(Vote.revealed == False)  # noqa: E712
     query = (
         select(Vote.model_a_id, Vote.model_b_id, Vote.choice, func.count())
         .where(*where)

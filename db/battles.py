@@ -12,7 +12,6 @@ import datetime as dt
 from typing import Any
 
 from sqlalchemy import Engine, exists, func, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.checks import (
@@ -24,9 +23,8 @@ from db.checks import (
     retry_read,
 )
 from db.engine import read_session, write_session
-from db.errors import BattleClosed, InvalidInput, NotFound, VoteRefused
+from db.errors import BattleClosed, InvalidInput, NotFound
 from db.models import (
-    CHOICES,
     GRADER_LABELS,
     JUDGED_BY,
     MESSAGE_KINDS,
@@ -448,76 +446,6 @@ def set_grader_label(
         msg.grader_mistakes = list(mistakes) if mistakes is not None else None
         session.flush()
         return _message_view(msg, _side_of(session, msg.conversation_id))
-
-
-def record_vote(
-    engine: Engine,
-    *,
-    battle_id: str,
-    choice: str,
-    visitor_id: int | None = None,
-    accept_revealed: bool = False,
-) -> VoteView:
-    """Record the one vote of a battle and close it.
-
-    Refused (:class:`VoteRefused`) when the battle already has a vote, is abandoned or flagged, belongs to
-    another visitor, has a side without a reply, or — unless ``accept_revealed`` — had its identities
-    revealed before the vote. With ``accept_revealed=True`` such a vote is stored with ``revealed=True``
-    and the leaderboard leaves it out (the web app's identity guard: "recorded but not counted").
-    """
-    require_choice(choice, CHOICES, what="choice")
-    try:
-        with write_session(engine) as session:
-            battle = _lock_battle(session, battle_id)
-            if battle.status == "voted":
-                raise VoteRefused("already_voted", "this battle already has its vote")
-            if battle.status != "open":
-                raise VoteRefused("closed", f"this battle is {battle.status}")
-            if battle.visitor_id is not None and visitor_id is not None and battle.visitor_id != visitor_id:
-                raise VoteRefused("not_owner", "this battle belongs to another visitor")
-            convs = {
-                c.side: c
-                for c in session.scalars(select(Conversation).where(Conversation.battle_id == battle_id))
-            }
-            if set(convs) != {"a", "b"}:
-                raise VoteRefused("single_side", "a one-model chat has nothing to vote between")
-            for side, conv in sorted(convs.items()):
-                has_reply = session.scalar(
-                    select(
-                        exists().where(
-                            Message.conversation_id == conv.id,
-                            Message.kind == "reply",
-                            Message.superseded.is_(False),
-                        )
-                    )
-                )
-                if not has_reply:
-                    raise VoteRefused("not_ready", f"side {side} has not replied yet")
-            if battle.revealed_before_vote and not accept_revealed:
-                raise VoteRefused("revealed", "identities were revealed before the vote")
-            now = utcnow()
-            with_corrections = session.scalar(select(exists().where(Correction.battle_id == battle_id)))
-            vote = Vote(
-                battle_id=battle_id,
-                visitor_id=visitor_id if visitor_id is not None else battle.visitor_id,
-                choice=choice,
-                created_at=now,
-                model_a_id=convs["a"].contestant_id,
-                model_b_id=convs["b"].contestant_id,
-                mode=battle.mode,
-                scenario=battle.scenario,
-                revealed=battle.revealed_before_vote,
-                flagged=False,
-                with_corrections=bool(with_corrections),
-            )
-            session.add(vote)
-            battle.status = "voted"
-            battle.closed_at = now
-            battle.updated_at = now
-            session.flush()
-            return _vote_view(vote)
-    except IntegrityError as exc:  # a racing writer got there first (the unique key held the line)
-        raise VoteRefused("already_voted", "this battle already has its vote") from exc
 
 
 def mark_revealed(engine: Engine, *, battle_id: str) -> BattleView:

@@ -29,6 +29,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -184,7 +185,7 @@ class Message(Base):
         one_of("kind", MESSAGE_KINDS),
         one_of("grader_label", GRADER_LABELS),
         UniqueConstraint("conversation_id", "position", name="uq_messages_conversation_position"),
-        Index("ix_messages_kind_created", "kind", "created_at"),
+        Index("ix_messages_created", "created_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -234,7 +235,14 @@ class Vote(Base):
     __table_args__ = (
         one_of("choice", CHOICES),
         one_of("mode", MODES),
-        Index("ix_votes_pairs", "mode", "model_a_id", "model_b_id", "choice"),
+        # Covering, partial index for the leaderboard: counted votes only, in GROUP BY order, so both
+        # backends answer pairwise_counts from the index alone (see db/aggregates.py and db bench).
+        Index(
+            "ix_votes_counted_pairs",
+            "mode", "model_a_id", "model_b_id", "choice", "scenario", "with_corrections", "created_at",
+            sqlite_where=text("flagged = 0 AND revealed = 0"),
+            postgresql_where=text("flagged = false AND revealed = false"),
+        ),
         Index("ix_votes_created", "created_at"),
     )
 

@@ -152,12 +152,12 @@ from db.battles import (  # noqa: E402
     mark_revealed,
     open_battle,
     record_correction,
-    record_vote,
     resume_open_battle,
     set_correction_outcome,
     set_grader_label,
     unflag_battle,
 )
+from db.votes import record_vote  # noqa: E402
 
 __all__ += [
     "abandon_stale_battles",

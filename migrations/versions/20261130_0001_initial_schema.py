@@ -107,7 +107,13 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('votes', schema=None) as batch_op:
         batch_op.create_index('ix_votes_created', ['created_at'], unique=False)
-        batch_op.create_index('ix_votes_pairs', ['mode', 'model_a_id', 'model_b_id', 'choice'], unique=False)
+        batch_op.create_index(
+            'ix_votes_counted_pairs',
+            ['mode', 'model_a_id', 'model_b_id', 'choice', 'scenario', 'with_corrections', 'created_at'],
+            unique=False,
+            sqlite_where=sa.text('flagged = 0 AND revealed = 0'),
+            postgresql_where=sa.text('flagged = false AND revealed = false'),
+        )
         batch_op.create_index(batch_op.f('ix_votes_visitor_id'), ['visitor_id'], unique=False)
 
     op.create_table('messages',
@@ -136,7 +142,7 @@ def upgrade() -> None:
     sa.UniqueConstraint('conversation_id', 'position', name='uq_messages_conversation_position')
     )
     with op.batch_alter_table('messages', schema=None) as batch_op:
-        batch_op.create_index('ix_messages_kind_created', ['kind', 'created_at'], unique=False)
+        batch_op.create_index('ix_messages_created', ['created_at'], unique=False)
 
     op.create_table('corrections',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -172,12 +178,12 @@ def downgrade() -> None:
 
     op.drop_table('corrections')
     with op.batch_alter_table('messages', schema=None) as batch_op:
-        batch_op.drop_index('ix_messages_kind_created')
+        batch_op.drop_index('ix_messages_created')
 
     op.drop_table('messages')
     with op.batch_alter_table('votes', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_votes_visitor_id'))
-        batch_op.drop_index('ix_votes_pairs')
+        batch_op.drop_index('ix_votes_counted_pairs')
         batch_op.drop_index('ix_votes_created')
 
     op.drop_table('votes')

@@ -1,0 +1,217 @@
+"""``python -m db bench``: how fast votes land and how fast the leaderboard counts come back.
+
+1. Votes/s: ``writers`` processes each record ``votes_per_writer`` votes through the real
+   :func:`db.repository.record_vote` (one committed transaction each) on battles prepared beforehand;
+   wall time from a shared start barrier to the last commit. Target >= 2,000 votes/s.
+2. Aggregation: ``aggregate_votes`` votes (and their battles) bulk-loaded, then
+   :func:`db.repository.pairwise_counts` timed (best of 3). Target <= 0.5 s.
+
+Measured on SQLite (a fresh file) and, when a URL is given, on PostgreSQL (a fresh schema, dropped after).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, insert, text
+
+from db.engine import make_engine
+from db.models import Base, Battle, Contestant, Conversation, Message, Vote, utcnow
+
+VOTES_PER_S_TARGET = 2_000.0
+AGGREGATION_S_TARGET = 0.5
+CHOICES = np.array(["a", "b", "tie", "both_bad"])
+
+
+@contextmanager
+def _postgres_schema(url: str) -> Iterator[str]:
+    """A throw-away schema on the server at ``url``; yields a URL whose search_path points at it."""
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = make_engine(url)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in url else "?"
+    try:
+        yield f"{url}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+def _seed_contestants(engine: Engine, n: int) -> list[int]:
+    now = utcnow()
+    rows = [
+        {"slug": f"model-{i:03d}", "display_name": f"Model {i}", "family": "bench", "source": "",
+         "params": {}, "enabled": True, "created_at": now, "updated_at": now}
+        for i in range(n)
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(Contestant), rows)
+        return [r[0] for r in conn.execute(text("SELECT id FROM contestants ORDER BY id"))]
+
+
+def _prepare_vote_battles(engine: Engine, contestant_ids: list[int], count: int) -> list[str]:
+    """``count`` open battles, each with one reply per side (what a vote needs), bulk-inserted."""
+    now = utcnow()
+    rng = np.random.default_rng(1)
+    ids = [str(uuid.uuid4()) for _ in range(count)]
+    with engine.begin() as conn:
+        conn.execute(insert(Battle), [
+            {"id": b, "mode": "anonymous", "scenario": "bench", "status": "open",
+             "revealed_before_vote": False,
+             "created_at": now, "updated_at": now} for b in ids
+        ])
+        pairs = rng.choice(len(contestant_ids), size=(count, 2), replace=True)
+        conv_rows = []
+        for b, (i, j) in zip(ids, pairs, strict=True):
+            j = (i + 1) % len(contestant_ids) if i == j else j
+            conv_rows.append({"battle_id": b, "side": "a", "contestant_id": contestant_ids[i],
+                              "system_prompt": "", "params": {}})
+            conv_rows.append({"battle_id": b, "side": "b", "contestant_id": contestant_ids[j],
+                              "system_prompt": "", "params": {}})
+        conn.execute(insert(Conversation), conv_rows)
+        conv_ids = [r[0] for r in conn.execute(text("SELECT id FROM conversations ORDER BY id"))]
+        conn.execute(insert(Message), [
+            {"conversation_id": c, "position": 0, "role": "assistant", "kind": "reply", "content": "ok",
+             "created_at": now, "first_try": True, "superseded": False} for c in conv_ids
+        ])
+    return ids
+
+
+def _writer(url: str, battle_ids: list[str], barrier: Any, out: Any) -> None:
+    from db.repository import record_vote
+
+    engine = make_engine(url)
+    with engine.connect():  # open the first pooled connection before the clock starts
+        pass
+    barrier.wait()
+    done = 0
+    for i, battle_id in enumerate(battle_ids):
+        record_vote(engine, battle_id=battle_id, choice=str(CHOICES[i % 4]))
+        done += 1
+    out.put(done)
+    engine.dispose()
+
+
+def measure_votes_per_s(url: str, *, writers: int, votes_per_writer: int, models: int) -> dict[str, Any]:
+    """Concurrent vote throughput through the real repository function."""
+    engine = make_engine(url)
+    Base.metadata.create_all(engine)
+    ids = _prepare_vote_battles(engine, _seed_contestants(engine, models), writers * votes_per_writer)
+    engine.dispose()
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(writers + 1)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_writer, args=(url, ids[w::writers], barrier, out)) for w in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    start = time.perf_counter()
+    done = sum(out.get() for _ in procs)
+    elapsed = time.perf_counter() - start
+    for p in procs:
+        p.join()
+    rate = done / elapsed
+    return {"writers": writers, "votes": done, "seconds": round(elapsed, 3), "votes_per_s": round(rate, 1),
+            "target_votes_per_s": VOTES_PER_S_TARGET, "ratio_vs_target": round(rate / VOTES_PER_S_TARGET, 2)}
+
+
+def _bulk_votes(engine: Engine, contestant_ids: list[int], n: int, chunk: int = 100_000) -> None:
+    """``n`` voted battles with their votes, loaded in chunks (COPY-speed paths where the driver has one)."""
+    rng = np.random.default_rng(7)
+    ids = np.asarray(contestant_ids)
+    now = utcnow()
+    for start in range(0, n, chunk):
+        size = min(chunk, n - start)
+        a = rng.integers(0, len(ids), size)
+        b = (a + rng.integers(1, len(ids), size)) % len(ids)
+        choice = CHOICES[rng.choice(4, size=size, p=[0.42, 0.42, 0.1, 0.06])]
+        battle_ids = [str(uuid.uuid4()) for _ in range(size)]
+        battles = [{"id": bid, "mode": "anonymous", "scenario": "bench", "status": "voted",
+                    "revealed_before_vote": False, "created_at": now, "updated_at": now}
+                   for bid in battle_ids]
+        votes = [{"battle_id": bid, "choice": str(c), "created_at": now, "model_a_id": int(ids[x]),
+                  "model_b_id": int(ids[y]), "mode": "anonymous", "scenario": "bench", "revealed": False,
+                  "flagged": False, "with_corrections": bool(k % 5 == 0)}
+                 for k, (bid, c, x, y) in enumerate(zip(battle_ids, choice, a, b, strict=True))]
+        with engine.begin() as conn:
+            conn.execute(insert(Battle), battles)
+            conn.execute(insert(Vote), votes)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ANALYZE")
+
+
+def measure_aggregation(url: str, *, votes: int, models: int) -> dict[str, Any]:
+    """Seed ``votes`` votes over ``models`` contestants, then time :func:`pairwise_counts`."""
+    from db.repository import pairwise_counts
+
+    engine = make_engine(url, sqlite_synchronous="OFF")
+    Base.metadata.create_all(engine)
+    t0 = time.perf_counter()
+    _bulk_votes(engine, _seed_contestants(engine, models), votes)
+    seed_s = time.perf_counter() - t0
+    timings = []
+    counts = None
+    for _ in range(3):
+        t = time.perf_counter()
+        counts = pairwise_counts(engine)
+        timings.append(time.perf_counter() - t)
+    engine.dispose()
+    assert counts is not None and counts.total == votes, "aggregation lost votes"
+    best = min(timings)
+    return {"votes": votes, "models": models, "seed_s": round(seed_s, 1), "best_s": round(best, 3),
+            "median_s": round(statistics.median(timings), 3), "target_s": AGGREGATION_S_TARGET,
+            "ratio_vs_target": round(AGGREGATION_S_TARGET / best, 2)}
+
+
+def run_bench(
+    *,
+    sqlite_dir: str | None,
+    postgres_url: str | None,
+    writers: int,
+    votes_per_writer: int,
+    aggregate_votes: int,
+    models: int,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """All figures as one JSON-able dict. ``ratio_vs_target`` >= 1 means the target is met."""
+    import os
+
+    postgres_url = postgres_url or os.environ.get("ARENA_TEST_POSTGRES_URL") or None
+    if progress is None:
+        def progress(line: str) -> None:
+            print(line, file=sys.stderr, flush=True)
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(dir=sqlite_dir) as tmp:
+        progress("sqlite: votes/s ...")
+        results["sqlite_votes"] = measure_votes_per_s(
+            f"sqlite:///{Path(tmp) / 'votes.db'}", writers=writers, votes_per_writer=votes_per_writer,
+            models=models)
+        progress("sqlite: aggregation ...")
+        results["sqlite_aggregation"] = measure_aggregation(
+            f"sqlite:///{Path(tmp) / 'agg.db'}", votes=aggregate_votes, models=models)
+    if postgres_url:
+        with _postgres_schema(postgres_url) as url:
+            progress("postgresql: votes/s ...")
+            results["postgres_votes"] = measure_votes_per_s(
+                url, writers=writers, votes_per_writer=votes_per_writer, models=models)
+        with _postgres_schema(postgres_url) as url:
+            progress("postgresql: aggregation ...")
+            results["postgres_aggregation"] = measure_aggregation(url, votes=aggregate_votes, models=models)
+    else:
+        results["postgres"] = "skipped: no --postgres-url and no ARENA_TEST_POSTGRES_URL"
+    return results
