@@ -35,8 +35,8 @@ def write_correction(grade: Grade, *, style: Style = "hint", target: str | None 
     if style == "hint" or expected is None:
         return hint
     first = grade.findings[0]
-    if first.kind is Mistake.WRONG_YEAR:
-        return f"The current year is {expected.date.year}."
+    if first.kind is Mistake.WRONG_YEAR:  # no year to give while the dialogue has not said it
+        return hint if first.detail == "year_unknown" else f"The current year is {expected.date.year}."
     value = _value(first, expected)
     return hint if value is None else f"{hint[:-1]}: {value}."
 

@@ -1,0 +1,163 @@
+"""``python -m scenarios``: grade replies, and run the automatic arena that reproduces the study.
+
+The composition root of ``scenarios``: the only place that reads settings and wires the runner to the
+inference pool and (through ``scenarios.storage``) to the database. Bad input exits with status 2 and
+one line saying what to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+from scenarios import ScenarioError, get_scenario, list_scenarios  # noqa: E402
+from scenarios.base import Scenario  # noqa: E402
+from scenarios.corrections import STYLES  # noqa: E402
+
+EXIT_BAD_INPUT = 2
+PROTOCOL_CHOICES = ("reliability", "dialogue", "fixing", "all")
+
+
+class UsageError(Exception):
+    """Bad input from the command line; printed as one line, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (UsageError, ScenarioError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m scenarios", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    slugs = [s.slug for s in list_scenarios()]
+
+    p = sub.add_parser("grade", help="grade replies against a scripted turn; one JSON line per reply")
+    p.add_argument("--scenario", default="calendar", help=f"scenario slug ({', '.join(slugs)})")
+    p.add_argument("--target", type=int, help="the turn the reply answers (1-based); with --reply")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--reply", help="the reply text")
+    source.add_argument("--replies", type=Path, help='JSONL file, lines {"target": N, "reply": "..."}')
+    p.add_argument("--json", action="store_true", help='print {"label", "mistakes", "correction"} lines')
+    p.add_argument("--style", choices=STYLES, default="hint", help="correction style (default hint)")
+    p.set_defaults(handler=_cmd_grade)
+
+    p = sub.add_parser("run", help="the automatic arena: the study's three tables for catalogue models")
+    p.add_argument("scenario", help="scenario slug (calendar)")
+    p.add_argument("--models", required=True, help="comma-separated catalogue slugs, or 'all' (enabled)")
+    p.add_argument("--protocol", choices=PROTOCOL_CHOICES, default="all", help="which table(s) to run")
+    p.add_argument("--repeats", type=int, default=5, help="reliability attempts per model (default 5)")
+    p.add_argument("--max-fix-attempts", type=int, default=2,
+                   help="dialogue: corrections per wrong reply before moving on (default 2)")
+    p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    p.add_argument("--style", choices=STYLES, default="hint", help="correction style (default hint)")
+    p.add_argument("--temperature", type=float, help="override the catalogue's sampling temperature")
+    p.add_argument("--max-new-tokens", type=int, help="override the catalogue's max_new_tokens")
+    p.add_argument("--seed", type=int, help="base seed (attempt i uses seed+i; default 0)")
+    p.add_argument("--no-store", action="store_true", help="do not write the runs to the database")
+    p.set_defaults(handler=_cmd_run)
+    return parser
+
+
+# --- grade -------------------------------------------------------------------------------------------
+
+
+def _gradable(slug: str) -> Scenario:
+    scenario = get_scenario(slug)
+    if not scenario.gradable:
+        raise UsageError(f"scenario {slug!r} has no grader (free chat); use --scenario calendar")
+    return scenario
+
+
+def _grade_line(scenario: Scenario, *, reply: str, target: int, style: str, as_json: bool) -> str:
+    grade = scenario.grade(reply, target_turn=target)
+    assert grade is not None
+    correction = scenario.correction(grade, target_turn=target, style=style)  # type: ignore[arg-type]
+    if as_json:
+        mistakes = [m.value for m in grade.mistakes]
+        return json.dumps({"label": grade.label, "mistakes": mistakes, "correction": correction},
+                          ensure_ascii=False)
+    detail = f" ({', '.join(grade.mistakes)})" if grade.mistakes else ""
+    return f"{grade.emoji} {grade.label}{detail}" + (f" — {correction}" if correction else "")
+
+
+def _replies_from(path: Path) -> list[tuple[int, str]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    items = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            target, reply = item["target"], item["reply"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UsageError(f'{path}:{number}: expected {{"target": N, "reply": "..."}} ({exc})') from exc
+        if not isinstance(target, int) or isinstance(target, bool) or not isinstance(reply, str):
+            raise UsageError(f"{path}:{number}: target must be an integer and reply a string")
+        items.append((target, reply))
+    return items
+
+
+def _cmd_grade(args: argparse.Namespace) -> int:
+    scenario = _gradable(args.scenario)
+    if args.reply is not None:
+        if args.target is None:
+            raise UsageError("--reply needs --target N (the turn it answers)")
+        items = [(args.target, args.reply)]
+    else:
+        items = _replies_from(args.replies)
+    for target, _ in items:
+        scenario.turn(target)  # ScenarioError (exit 2) before any output when a target is out of range
+    for target, reply in items:
+        print(_grade_line(scenario, reply=reply, target=target, style=args.style, as_json=args.json))
+    return 0
+
+
+# --- run ---------------------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from scenarios.arena_cli import RunInputError, run_command
+    from settings import get_settings
+
+    scenario = _gradable(args.scenario)
+    if args.repeats < 1:
+        raise UsageError("--repeats must be >= 1")
+    if args.max_fix_attempts < 0:
+        raise UsageError("--max-fix-attempts must be >= 0")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be >= 1")
+    if args.temperature is not None and args.temperature < 0:
+        raise UsageError("--temperature must be >= 0")
+    protocols = ("reliability", "dialogue", "fixing") if args.protocol == "all" else (args.protocol,)
+    slugs = [s.strip() for s in args.models.split(",") if s.strip()]
+    if not slugs:
+        raise UsageError("--models needs at least one slug, or 'all'")
+    overrides: dict[str, Any] = {
+        k: v for k, v in (("temperature", args.temperature), ("max_new_tokens", args.max_new_tokens),
+                          ("seed", args.seed)) if v is not None
+    }
+    try:
+        return run_command(settings=get_settings(), scenario=scenario, slugs=slugs, protocols=protocols,
+                           repeats=args.repeats, max_fix_attempts=args.max_fix_attempts, style=args.style,
+                           overrides=overrides, out=args.out, store=not args.no_store)
+    except RunInputError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

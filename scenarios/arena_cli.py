@@ -1,0 +1,192 @@
+"""``python -m scenarios run``: wire the runner to the catalogue, the model pool and the database.
+
+Composition root (with ``__main__``): it reads settings, builds models through ``inference.pool``,
+stores runs through ``scenarios.storage`` and prints the report. Models are run one after another in
+the order given; the pool loads the next one in the background meanwhile. A model that cannot load is
+reported on stderr and left out of the tables; the others still run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scenarios.base import Scenario
+from scenarios.corrections import Style
+from scenarios.premade import load_premade
+from scenarios.records import ProtocolName, RunRecord
+from scenarios.report import build_report, render_markdown
+from scenarios.runner import Progress, RunnerConfig, planned_runs, run_arena
+from settings import Settings
+
+LOAD_TIMEOUT_S = 3600.0
+
+
+class RunInputError(ValueError):
+    """A problem with what the command was asked to do (unknown model, bad catalogue): exit 2."""
+
+
+@dataclass
+class ArenaOutcome:
+    records: list[RunRecord] = field(default_factory=list)
+    battle_ids: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # slug -> why it did not run
+    markdown: str = ""
+
+
+def select_entries(entries: Sequence[Any], slugs: Sequence[str]) -> list[Any]:
+    """``['all']``: the enabled entries; else the named ones in the order given (disabled ones too:
+    naming a model is asking for it)."""
+    if list(slugs) == ["all"]:
+        chosen = [e for e in entries if e.enabled]
+        if not chosen:
+            raise RunInputError("the catalogue has no enabled models")
+        return chosen
+    by_slug = {e.slug: e for e in entries}
+    unknown = [s for s in slugs if s not in by_slug]
+    if unknown:
+        raise RunInputError(f"unknown model(s) {', '.join(unknown)}; catalogue: {', '.join(by_slug)}")
+    return [dataclasses.replace(by_slug[s], enabled=True) for s in dict.fromkeys(slugs)]
+
+
+def run_and_store(
+    *,
+    settings: Settings,
+    scenario: Scenario,
+    slugs: Sequence[str],
+    protocols: Sequence[ProtocolName],
+    repeats: int,
+    max_fix_attempts: int,
+    style: Style = "hint",
+    overrides: dict[str, Any] | None = None,
+    store: bool = True,
+    show_progress: bool = True,
+) -> ArenaOutcome:
+    """Run the arena for catalogue models; store every run as an ``auto`` battle unless ``store`` is off."""
+    from inference.catalogue import CatalogueError, load_catalogue
+    from inference.pool import ModelNotReadyError, ModelPool
+
+    try:
+        entries = select_entries(load_catalogue(settings.catalogue_path), slugs)
+    except CatalogueError as exc:
+        raise RunInputError(str(exc)) from exc
+    cases = load_premade()
+    engine = _database(settings) if store else None
+    outcome = ArenaOutcome()
+    if engine is not None:
+        from scenarios.storage import ensure_contestant
+
+        for entry in entries:
+            ensure_contestant(engine, slug=entry.slug, name=entry.name, family=entry.family,
+                              source=entry.source)
+    _compilation_cache(settings)
+    per_model = planned_runs(protocols=protocols, config=RunnerConfig(repeats=repeats), n_cases=len(cases))
+    bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
+    keys = {slug: key.get_secret_value() for slug, key in settings.remote_api_keys.items()}
+    pool = ModelPool(entries, memory_budget_mb=settings.memory_budget_mb,
+                     cache_dir=Path(settings.data_dir) / "models", api_keys=keys)
+    try:
+        for entry in entries:
+            bar.set_description(f"loading {entry.slug}")
+            problem = _wait_ready(pool, entry.slug)
+            if problem:
+                outcome.skipped[entry.slug] = problem
+                print(f"warning: {entry.slug} skipped: {problem}", file=sys.stderr)
+                bar.update(per_model)
+                continue
+            try:
+                model = pool.get(entry.slug)
+            except ModelNotReadyError as exc:
+                outcome.skipped[entry.slug] = str(exc)
+                continue
+            config = RunnerConfig(repeats=repeats, max_fix_attempts=max_fix_attempts,
+                                  params=_params(entry.sampling, overrides or {}), correction_style=style)
+
+            def sink(record: RunRecord) -> None:
+                if engine is not None:
+                    from scenarios.storage import store_run
+
+                    outcome.battle_ids.append(store_run(engine, record))
+
+            def progress(event: Progress) -> None:
+                bar.set_description(f"{event.model} {event.protocol}")
+                bar.update(1)
+
+            outcome.records += run_arena(scenario=scenario, models=[model], protocols=protocols,
+                                         config=config, cases=cases, sink=sink, progress=progress)
+    finally:
+        bar.close()
+        pool.close()
+    report = build_report(outcome.records, scenario=scenario)
+    outcome.markdown = render_markdown(report, scenario=scenario, cases=cases)
+    return outcome
+
+
+def _params(sampling: Any, overrides: dict[str, Any]) -> Any:
+    params = dataclasses.replace(sampling, **overrides)
+    return params if params.seed is not None else dataclasses.replace(params, seed=0)
+
+
+def _database(settings: Settings) -> Any:
+    from db.engine import make_engine
+    from db.migrate import upgrade_to_head
+
+    url = settings.resolved_database_url
+    upgrade_to_head(url)
+    return make_engine(url)
+
+
+def _compilation_cache(settings: Settings) -> None:
+    if settings.compilation_cache:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", str(Path(settings.data_dir) / "jax-cache"))
+
+
+def _wait_ready(pool: Any, slug: str) -> str | None:
+    """Block until ``slug`` is ready (None) or failed/refused (the reason)."""
+    deadline = time.monotonic() + LOAD_TIMEOUT_S
+    while time.monotonic() < deadline:
+        status = pool.status()[slug]
+        if status.state == "ready":
+            return None
+        if status.state in ("failed", "refused"):
+            return status.message or status.state
+        time.sleep(0.2)
+    return f"not ready after {LOAD_TIMEOUT_S:.0f} s"
+
+
+def _progress_bar(*, total: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, file=sys.stderr, unit="run", disable=not enabled, dynamic_ncols=True)
+
+
+def run_command(
+    *,
+    settings: Settings,
+    scenario: Scenario,
+    slugs: Sequence[str],
+    protocols: Sequence[ProtocolName],
+    repeats: int,
+    max_fix_attempts: int,
+    style: Style,
+    overrides: dict[str, Any],
+    out: Path | None,
+    store: bool,
+) -> int:
+    """The ``run`` command: report on stdout (and in ``out``); 1 if no model could run at all."""
+    outcome = run_and_store(settings=settings, scenario=scenario, slugs=slugs, protocols=protocols,
+                            repeats=repeats, max_fix_attempts=max_fix_attempts, style=style,
+                            overrides=overrides, store=store)
+    print(outcome.markdown, end="")
+    if out is not None:
+        out.write_text(outcome.markdown, encoding="utf-8")
+    if store:
+        print(f"stored {len(outcome.battle_ids)} runs as auto battles", file=sys.stderr)
+    return 0 if outcome.records else 1

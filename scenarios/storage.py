@@ -1,0 +1,139 @@
+"""Part of the CLI's composition root: store automatic runs as ``auto`` battles, and read them back.
+
+The only ``scenarios`` module that imports ``db``; the runner, grader and correction writer never do
+(the runner hands finished :class:`RunRecord` objects to a sink, and ``python -m scenarios run`` passes
+:func:`store_run` bound to an engine).
+
+Mapping, decided here: one run = one ``auto`` battle with a single conversation on side ``a`` (the
+contestant under test; side ``b`` stays empty — an automatic run has no opponent, and ranking compares
+models through their fix and first-try rates, not through votes). The scripted history of a fixing case
+and its pre-made faulty reply are stored as replies with ``finish_reason="scripted"``; the faulty reply
+carries its grade, the history none (so it never counts as a first try). Correction events are judged
+by the ``grader``. The conversation's params hold the sampling settings plus an ``auto`` object with the
+protocol, attempt, fixing case and each reply's target turn, so :func:`load_runs` rebuilds the records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine
+
+from db.battles import append_message, get_battle, open_battle, record_correction, set_correction_outcome
+from db.models import GRADER_LABELS
+from db.repository import upsert_contestant
+from db.views import BattleView
+from inference.protocol import GenerationParams, GenerationResult
+from scenarios.base import Scenario
+from scenarios.grader import Grade
+from scenarios.records import RunCorrection, RunMessage, RunRecord
+
+SCRIPTED = "scripted"
+MAX_CHARS = 100_000  # model replies are bounded by max_new_tokens; keep whatever they said
+
+
+def db_label(grade: Grade) -> str:
+    """The grader label as the database accepts it (``many`` stored as ``partial`` if the schema lacks
+    it; the mistake list is stored too, so nothing is lost for the dataset)."""
+    return grade.label if grade.label in GRADER_LABELS else "partial"
+
+
+def ensure_contestant(engine: Engine, *, slug: str, name: str, family: str = "", source: str = "") -> None:
+    """Make sure the contestant exists (and keep its descriptive fields current)."""
+    upsert_contestant(engine, slug=slug, display_name=name, family=family, source=source)
+
+
+def store_run(engine: Engine, record: RunRecord) -> str:
+    """Write one run as an ``auto`` battle; return the battle id. The contestant must exist."""
+    meta = {
+        "protocol": record.protocol,
+        "attempt": record.attempt,
+        "case": record.case,
+        "reply_turns": [m.target_turn for m in record.messages if m.kind == "reply"],
+    }
+    params: dict[str, Any] = {**dataclasses.asdict(record.params), "auto": meta}
+    battle = open_battle(engine, mode="auto", scenario=record.scenario, contestant_a=record.model,
+                         system_prompt=record.system_prompt, params_a=params)
+    ids: list[int | None] = []
+    correction_ids: dict[int, int] = {}
+    for index, message in enumerate(record.messages):
+        if message.kind == "correction":
+            view = record_correction(engine, battle_id=battle.id, side="a", content=message.content,
+                                     max_chars=MAX_CHARS)
+            correction_ids[index] = view.id
+            ids.append(view.feedback_message_id)
+        elif message.kind == "request":
+            ids.append(append_message(engine, battle_id=battle.id, side="a", kind="request",
+                                      content=message.content, max_chars=MAX_CHARS).id)
+        else:
+            ids.append(_store_reply(engine, battle.id, message))
+    for correction in record.corrections:
+        set_correction_outcome(engine, correction_id=correction_ids[correction.feedback],
+                               outcome=correction.outcome, judged_by="grader")
+    return battle.id
+
+
+def _store_reply(engine: Engine, battle_id: str, message: RunMessage) -> int:
+    result = message.result
+    error = result.error if result is not None else None
+    if not message.content.strip() and not error:
+        error = "empty reply"  # the database refuses empty text unless the reply is marked failed
+    fields: dict[str, Any] = {}
+    if result is not None:
+        fields = {
+            "ttft_ms": result.ttft_ms, "total_ms": result.total_ms, "finish_reason": result.finish_reason,
+            "prompt_tokens": result.prompt_tokens, "completion_tokens": result.new_tokens,
+        }
+    elif message.scripted:
+        fields = {"finish_reason": SCRIPTED}
+    grade = message.grade
+    view = append_message(
+        engine, battle_id=battle_id, side="a", kind="reply", content=message.content, max_chars=MAX_CHARS,
+        error=error, grader_label=db_label(grade) if grade is not None else None,
+        grader_mistakes=[m.value for m in grade.mistakes] if grade is not None else None, **fields,
+    )
+    return view.id
+
+
+def load_runs(engine: Engine, *, battle_ids: Sequence[str], scenario: Scenario) -> list[RunRecord]:
+    """Rebuild run records from stored battles; replies are re-graded from their stored text."""
+    return [_record_from(get_battle(engine, battle_id=battle_id), scenario) for battle_id in battle_ids]
+
+
+def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
+    conv = battle.sides["a"]
+    params = dict(conv.params)
+    meta = params.pop("auto")
+    turns = iter(meta["reply_turns"])
+    index_of: dict[int, int] = {}
+    messages: list[RunMessage] = []
+    for stored in conv.messages:
+        index_of[stored.id] = len(messages)
+        if stored.kind != "reply":
+            messages.append(RunMessage(kind=stored.kind, content=stored.content))  # type: ignore[arg-type]
+            continue
+        turn = next(turns)
+        scripted = stored.finish_reason == SCRIPTED
+        graded = stored.grader_label is not None
+        grade = scenario.grade(stored.content, target_turn=turn) if graded and turn is not None else None
+        result = None
+        if not scripted:
+            result = GenerationResult(text=stored.content, finish_reason=stored.finish_reason or "stop",  # type: ignore[arg-type]
+                                      prompt_tokens=stored.prompt_tokens or 0,
+                                      new_tokens=stored.completion_tokens or 0, ttft_ms=stored.ttft_ms,
+                                      total_ms=stored.total_ms or 0.0, error=stored.error)
+        messages.append(RunMessage(kind="reply", content=stored.content, target_turn=turn, grade=grade,
+                                   result=result, scripted=scripted))
+    corrections = [
+        RunCorrection(faulty=index_of[c.faulty_message_id], feedback=index_of[c.feedback_message_id],
+                      followup=index_of[c.next_reply_message_id], outcome=c.outcome)  # type: ignore[arg-type]
+        for c in conv.corrections
+        if c.next_reply_message_id is not None
+    ]
+    return RunRecord(
+        protocol=meta["protocol"], model=conv.contestant.slug, scenario=battle.scenario,
+        attempt=int(meta["attempt"]), system_prompt=conv.system_prompt,
+        params=GenerationParams(**params), case=meta["case"], messages=messages, corrections=corrections,
+    )
