@@ -1,4 +1,4 @@
-"""Battle actions: open, append messages, corrections, votes, reveal, flag, resume, abandon.
+"""Battle actions: open, append messages, corrections and outcomes, grader labels, reveal, flag, abandon.
 
 Each function is one transaction. Writers lock the battle row first (``SELECT ... FOR UPDATE`` on
 PostgreSQL; on SQLite the whole write transaction is ``BEGIN IMMEDIATE``), so two tabs or two replicas
@@ -16,13 +16,11 @@ from sqlalchemy.orm import Session
 
 from db.checks import (
     contestant_by_slug,
-    contestant_view,
     require_aware,
     require_choice,
     require_text,
-    retry_read,
 )
-from db.engine import read_session, write_session
+from db.engine import write_session
 from db.errors import BattleClosed, InvalidInput, NotFound
 from db.models import (
     GRADER_LABELS,
@@ -32,7 +30,6 @@ from db.models import (
     OUTCOMES,
     SIDES,
     Battle,
-    Contestant,
     Conversation,
     Correction,
     Message,
@@ -40,137 +37,12 @@ from db.models import (
     Vote,
     utcnow,
 )
-from db.views import BattleView, ConversationView, CorrectionView, MessageView, VoteView
+from db.reading import battle_view, correction_view, message_view
+from db.views import BattleView, CorrectionView, MessageView
 
 DEFAULT_MAX_CHARS = 12_000
 ROLE_OF_KIND = {"request": "user", "correction": "user", "reply": "assistant"}
 SINGLE_SIDED_MODES = ("direct", "auto")
-
-
-# --- reading -----------------------------------------------------------------------------------------
-
-
-def _message_view(row: Message, side: str) -> MessageView:
-    return MessageView(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        side=side,
-        position=row.position,
-        role=row.role,
-        kind=row.kind,
-        content=row.content,
-        created_at=row.created_at,
-        first_try=row.first_try,
-        superseded=row.superseded,
-        ttft_ms=row.ttft_ms,
-        total_ms=row.total_ms,
-        prompt_tokens=row.prompt_tokens,
-        completion_tokens=row.completion_tokens,
-        finish_reason=row.finish_reason,
-        error=row.error,
-        grader_label=row.grader_label,
-        grader_mistakes=tuple(row.grader_mistakes) if row.grader_mistakes is not None else None,
-    )
-
-
-def _correction_view(row: Correction, side: str) -> CorrectionView:
-    return CorrectionView(
-        id=row.id,
-        battle_id=row.battle_id,
-        side=side,
-        faulty_message_id=row.faulty_message_id,
-        feedback_message_id=row.feedback_message_id,
-        next_reply_message_id=row.next_reply_message_id,
-        outcome=row.outcome,
-        judged_by=row.judged_by,
-        created_at=row.created_at,
-        judged_at=row.judged_at,
-    )
-
-
-def _vote_view(row: Vote) -> VoteView:
-    return VoteView(
-        id=row.id,
-        battle_id=row.battle_id,
-        choice=row.choice,
-        visitor_id=row.visitor_id,
-        created_at=row.created_at,
-        revealed=row.revealed,
-        flagged=row.flagged,
-    )
-
-
-def _battle_view(session: Session, battle: Battle) -> BattleView:
-    conversations = session.execute(
-        select(Conversation, Contestant)
-        .join(Contestant, Contestant.id == Conversation.contestant_id)
-        .where(Conversation.battle_id == battle.id)
-        .order_by(Conversation.side)
-    ).all()
-    side_of = {conv.id: conv.side for conv, _ in conversations}
-    messages: dict[int, list[MessageView]] = {conv.id: [] for conv, _ in conversations}
-    for msg in session.scalars(
-        select(Message)
-        .where(Message.conversation_id.in_(list(side_of)))
-        .order_by(Message.conversation_id, Message.position)
-    ):
-        messages[msg.conversation_id].append(_message_view(msg, side_of[msg.conversation_id]))
-    corrections: dict[int, list[CorrectionView]] = {conv.id: [] for conv, _ in conversations}
-    for corr in session.scalars(
-        select(Correction).where(Correction.battle_id == battle.id).order_by(Correction.id)
-    ):
-        corrections[corr.conversation_id].append(_correction_view(corr, side_of[corr.conversation_id]))
-    vote = session.scalar(select(Vote).where(Vote.battle_id == battle.id))
-    sides = {
-        conv.side: ConversationView(
-            id=conv.id,
-            side=conv.side,
-            contestant=contestant_view(contestant),
-            system_prompt=conv.system_prompt,
-            params=dict(conv.params or {}),
-            messages=tuple(messages[conv.id]),
-            corrections=tuple(corrections[conv.id]),
-        )
-        for conv, contestant in conversations
-    }
-    return BattleView(
-        id=battle.id,
-        mode=battle.mode,
-        scenario=battle.scenario,
-        status=battle.status,
-        visitor_id=battle.visitor_id,
-        revealed_before_vote=battle.revealed_before_vote,
-        revealed_at=battle.revealed_at,
-        flag_reason=battle.flag_reason,
-        created_at=battle.created_at,
-        updated_at=battle.updated_at,
-        closed_at=battle.closed_at,
-        sides=sides,
-        vote=_vote_view(vote) if vote is not None else None,
-    )
-
-
-@retry_read
-def get_battle(engine: Engine, *, battle_id: str) -> BattleView:
-    """The whole battle (both conversations, corrections, vote), for rendering and resuming."""
-    with read_session(engine) as session:
-        battle = session.get(Battle, battle_id)
-        if battle is None:
-            raise NotFound(f"no battle {battle_id!r}")
-        return _battle_view(session, battle)
-
-
-@retry_read
-def resume_open_battle(engine: Engine, *, visitor_id: int, mode: str | None = None) -> BattleView | None:
-    """The visitor's most recently active open battle (of ``mode`` if given), or None."""
-    if mode is not None:
-        require_choice(mode, MODES, what="mode")
-    with read_session(engine) as session:
-        query = select(Battle).where(Battle.visitor_id == visitor_id, Battle.status == "open")
-        if mode is not None:
-            query = query.where(Battle.mode == mode)
-        battle = session.scalar(query.order_by(Battle.updated_at.desc(), Battle.created_at.desc()).limit(1))
-        return _battle_view(session, battle) if battle is not None else None
 
 
 # --- writing -----------------------------------------------------------------------------------------
@@ -245,7 +117,7 @@ def open_battle(
                 )
             )
         session.flush()
-        return _battle_view(session, battle)
+        return battle_view(session, battle)
 
 
 def _check_reply_fields(
@@ -393,7 +265,7 @@ def append_message(
             grader_label=grader_label,
             grader_mistakes=grader_mistakes,
         )
-        return _message_view(message, side)
+        return message_view(message, side)
 
 
 def record_correction(
@@ -406,7 +278,7 @@ def record_correction(
         )
         assert correction is not None
         session.flush()
-        return _correction_view(correction, side)
+        return correction_view(correction, side)
 
 
 def set_correction_outcome(
@@ -428,7 +300,7 @@ def set_correction_outcome(
         corr.judged_by = judged_by
         corr.judged_at = utcnow()
         session.flush()
-        return _correction_view(corr, _side_of(session, corr.conversation_id))
+        return correction_view(corr, _side_of(session, corr.conversation_id))
 
 
 def set_grader_label(
@@ -445,7 +317,7 @@ def set_grader_label(
         msg.grader_label = label
         msg.grader_mistakes = list(mistakes) if mistakes is not None else None
         session.flush()
-        return _message_view(msg, _side_of(session, msg.conversation_id))
+        return message_view(msg, _side_of(session, msg.conversation_id))
 
 
 def mark_revealed(engine: Engine, *, battle_id: str) -> BattleView:
@@ -460,7 +332,7 @@ def mark_revealed(engine: Engine, *, battle_id: str) -> BattleView:
             battle.revealed_at = now
         battle.updated_at = now
         session.flush()
-        return _battle_view(session, battle)
+        return battle_view(session, battle)
 
 
 def flag_battle(engine: Engine, *, battle_id: str, reason: str) -> BattleView:
@@ -473,7 +345,7 @@ def flag_battle(engine: Engine, *, battle_id: str, reason: str) -> BattleView:
         battle.updated_at = utcnow()
         session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=True))
         session.flush()
-        return _battle_view(session, battle)
+        return battle_view(session, battle)
 
 
 def unflag_battle(engine: Engine, *, battle_id: str) -> BattleView:
@@ -488,7 +360,7 @@ def unflag_battle(engine: Engine, *, battle_id: str) -> BattleView:
         battle.updated_at = utcnow()
         session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=False))
         session.flush()
-        return _battle_view(session, battle)
+        return battle_view(session, battle)
 
 
 def abandon_stale_battles(engine: Engine, *, older_than: dt.datetime) -> int:

@@ -148,15 +148,14 @@ from db.battles import (  # noqa: E402
     abandon_stale_battles,
     append_message,
     flag_battle,
-    get_battle,
     mark_revealed,
     open_battle,
     record_correction,
-    resume_open_battle,
     set_correction_outcome,
     set_grader_label,
     unflag_battle,
 )
+from db.reading import get_battle, resume_open_battle  # noqa: E402
 from db.votes import record_vote  # noqa: E402
 
 __all__ += [
