@@ -45,6 +45,7 @@ def _ensure_param(visitor: str) -> None:
 
 def current_address() -> str | None:
     try:
-        return st.context.ip_address
+        address = st.context.ip_address
     except Exception:  # outside a browser session (AppTest, bare mode) there is no address
         return None
+    return address if isinstance(address, str) and address else None

@@ -1,0 +1,123 @@
+"""The visitor's actions on a battle: send (to A, B or both), retry a side, judge a fix, vote.
+
+Each action writes (and commits) to the database through ``gateway`` before the UI confirms anything;
+generation streams both sides at once into the placeholders the page hands in, and each reply is
+written the moment its side finishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from inference.protocol import GenerationResult
+from webapp import gateway, limits, render
+from webapp.battle_state import (
+    BattleView,
+    SideView,
+    history_for_retry,
+    last_reply,
+    model_history,
+    turns_taken,
+    vote_problem,
+)
+from webapp.identity import identity_terms, reveals_identity
+from webapp.streaming import StreamJob, stream_pair
+
+REVEALED_WARNING = (
+    "One model named itself, so this battle is no longer anonymous: your vote will be recorded but not "
+    "counted on the leaderboard."
+)
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What the page tells the visitor after an action (kind: success | info | warning | error)."""
+
+    kind: str
+    text: str
+
+
+def send_problem(
+    ctx: gateway.Context, *, battle: BattleView | None, text: str, targets: tuple[str, ...], correction: bool
+) -> str | None:
+    """Why this message cannot be sent now (limits, closed battle, nothing to correct), or None."""
+    settings = ctx.settings
+    problem = limits.message_problem(text, settings=settings)
+    if problem:
+        return problem
+    problem = limits.rate_problem(gateway.messages_last_minute(ctx), settings=settings)
+    if problem:
+        return problem
+    if battle is None:
+        return limits.battles_problem(gateway.battles_last_hour(ctx), settings=settings)
+    if not battle.is_open:
+        return "This battle is closed. Start a new battle."
+    problem = limits.turns_problem(turns_taken(battle), settings=settings)
+    if problem:
+        return problem
+    if correction:
+        for side in targets:
+            if last_reply(battle.sides[side]) is None:
+                return f"Model {side.upper()} has no reply to correct yet."
+    return None
+
+
+def generate(
+    ctx: gateway.Context,
+    *,
+    battle: BattleView,
+    targets: tuple[str, ...],
+    placeholders: Mapping[str, Any],
+    retry: bool = False,
+) -> list[Feedback]:
+    """Stream replies for ``targets`` concurrently, writing each to the database as it completes."""
+    jobs: dict[str, StreamJob] = {}
+    for side in targets:
+        view = battle.sides[side]
+        history = history_for_retry(view) if retry else model_history(view)
+        model = gateway.model_for(ctx, view.contestant)
+        jobs[side] = StreamJob(model=model, messages=history, params=gateway.params_for(ctx, view.contestant))
+    feedback: list[Feedback] = []
+
+    def on_delta(side: str, text: str) -> None:
+        render.reply(placeholders[side], text, cursor=True)
+
+    def on_result(side: str, result: GenerationResult) -> None:
+        gateway.add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+        if result.finish_reason == "error":
+            render.show_error(placeholders[side], result.error or "unknown error")
+        else:
+            render.reply(placeholders[side], result.text)
+        named = battle.mode == "anonymous" and _names_itself(battle.sides[side], result.text)
+        if named and gateway.mark_revealed(ctx, battle_id=battle.id):
+            feedback.append(Feedback("warning", REVEALED_WARNING))
+
+    stream_pair(jobs, on_delta=on_delta, on_result=on_result)
+    return feedback
+
+
+def _names_itself(view: SideView, text: str) -> bool:
+    terms = identity_terms(slug=view.contestant, display_name=view.display_name, family=view.family)
+    return reveals_identity(text, terms)
+
+
+def vote(ctx: gateway.Context, *, battle_id: str, choice: str) -> Feedback:
+    """Record the vote if the battle allows one; the database refuses a second vote in any case."""
+    battle = gateway.load_battle(ctx, battle_id=battle_id)
+    problem = vote_problem(battle)
+    if problem:
+        return Feedback("error", problem)
+    refusal = gateway.record_vote(ctx, battle_id=battle_id, choice=choice)
+    if refusal:
+        return Feedback("error", refusal)
+    battle = gateway.load_battle(ctx, battle_id=battle_id)
+    if battle.identity_revealed:
+        return Feedback("warning", "Vote recorded, but not counted: a model revealed its identity.")
+    return Feedback("success", "Thanks! Your vote is recorded.")
+
+
+def judge(ctx: gateway.Context, *, correction_id: int, fixed: bool) -> Feedback:
+    gateway.set_outcome(ctx, correction_id=correction_id, outcome="fixed" if fixed else "not_fixed")
+    return Feedback("success", "Recorded: fixed ✓" if fixed else "Recorded: not fixed ✗")

@@ -1,0 +1,122 @@
+"""What a page needs to know about a battle, as plain frozen values (built by ``gateway`` from ``db``).
+
+Pure functions here decide what the UI offers (vote enabled? which corrections await a verdict? what
+history does a side's model see?), so the rules are testable without Streamlit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from inference.protocol import ChatMessage
+
+SIDES = ("a", "b")
+VOTE_CHOICES = ("a", "b", "tie", "both_bad")
+
+
+@dataclass(frozen=True)
+class MessageView:
+    id: int
+    role: str  # "user" | "assistant"
+    kind: str  # "request" | "correction" | "reply"
+    content: str
+    label: str | None = None  # grader label of a reply
+    error: str | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CorrectionView:
+    id: int
+    side: str
+    faulty_reply_id: int | None
+    feedback_message_id: int
+    reply_id: int | None
+    outcome: str  # "fixed" | "not_fixed" | "unknown"
+
+
+@dataclass(frozen=True)
+class SideView:
+    side: str
+    contestant: str  # slug
+    display_name: str
+    family: str
+    system_prompt: str
+    messages: tuple[MessageView, ...] = ()
+
+
+@dataclass(frozen=True)
+class BattleView:
+    id: str
+    mode: str
+    scenario: str
+    status: str  # "open" | "voted" | "abandoned" | "flagged"
+    identity_revealed: bool
+    vote: str | None
+    sides: dict[str, SideView]
+    corrections: tuple[CorrectionView, ...] = field(default_factory=tuple)
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == "open" and self.vote is None
+
+
+def last_reply(side: SideView) -> MessageView | None:
+    """The side's newest reply if it is the newest message (a retry replaces it in the history)."""
+    if side.messages and side.messages[-1].kind == "reply":
+        return side.messages[-1]
+    return None
+
+
+def has_good_reply(side: SideView) -> bool:
+    return any(m.kind == "reply" and m.error is None and m.finish_reason != "error" for m in side.messages)
+
+
+def vote_problem(battle: BattleView) -> str | None:
+    """Why a vote cannot be cast now (None: it can)."""
+    if battle.vote is not None or battle.status != "open":
+        return "This battle already has a vote."
+    missing = [s.upper() for s in SIDES if s in battle.sides and not has_good_reply(battle.sides[s])]
+    if len(battle.sides) < 2 or missing:
+        return "Both models must reply before you vote (waiting for Model " + " and ".join(missing) + ")."
+    return None
+
+
+def turns_taken(battle: BattleView) -> int:
+    """Visitor turns so far: the larger side's count of visitor messages (a message to both is one turn)."""
+    return max((sum(1 for m in s.messages if m.role == "user") for s in battle.sides.values()), default=0)
+
+
+def awaiting_verdict(battle: BattleView, side: str) -> CorrectionView | None:
+    """The side's latest correction that has its reply but no person's verdict yet."""
+    pending = [
+        c for c in battle.corrections if c.side == side and c.reply_id is not None and c.outcome == "unknown"
+    ]
+    return pending[-1] if pending else None
+
+
+def model_history(side: SideView) -> list[ChatMessage]:
+    """The conversation the side's model sees: system prompt, then user turns and each turn's final reply.
+
+    A retried reply is superseded by the next reply to the same turn; failed replies are left out.
+    """
+    history: list[ChatMessage] = []
+    if side.system_prompt:
+        history.append(ChatMessage("system", side.system_prompt))
+    for message in side.messages:
+        if message.role == "user":
+            history.append(ChatMessage("user", message.content))
+        elif message.error is None and message.finish_reason != "error":
+            if history and history[-1].role == "assistant":
+                history[-1] = ChatMessage("assistant", message.content)
+            else:
+                history.append(ChatMessage("assistant", message.content))
+    return history
+
+
+def history_for_retry(side: SideView) -> list[ChatMessage]:
+    """The history to regenerate the last reply: everything up to and including the last user turn."""
+    history = model_history(side)
+    while history and history[-1].role == "assistant":
+        history.pop()
+    return history

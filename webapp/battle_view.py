@@ -1,0 +1,245 @@
+"""The battle screen shared by Arena (anonymous), Side by side (named) and Chat (single model).
+
+Layout, top to bottom: scenario and model pickers (locked once the battle has started), the system
+prompt, one column per side with its messages, the per-side Retry and Fixed/Not-fixed buttons, the vote
+bar, then the composer (route to A / B / both, "this is a correction", the chat input). Buttons only
+record intent in ``st.session_state`` via callbacks that write to the database; generation runs in the
+script body so both sides can stream into their columns at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from webapp import battle_flow, gateway, render
+from webapp.battle_state import BattleView, SideView, awaiting_verdict, last_reply, vote_problem
+
+VOTE_BUTTONS = (
+    ("a", "👈 A is better"),
+    ("b", "👉 B is better"),
+    ("tie", "🤝 Tie"),
+    ("both_bad", "👎 Both bad"),
+)
+_FLASH = "flash"
+
+
+def _key(mode: str, name: str) -> str:
+    return f"{mode}:{name}"
+
+
+def _flash(feedback: battle_flow.Feedback) -> None:
+    st.session_state.setdefault(_FLASH, []).append(feedback)
+
+
+def _show_flashes() -> None:
+    for item in st.session_state.pop(_FLASH, []):
+        getattr(st, item.kind)(item.text)
+
+
+def show(mode: str) -> None:
+    """Render the battle page for ``mode`` ("anonymous", "named" or "direct")."""
+    ctx = gateway.context()
+    if not gateway.show_pool_progress(ctx, needed=1 if mode == "direct" else 2):
+        return
+    battle = gateway.current_battle(ctx, mode=mode)
+    setup = _pickers(ctx, mode=mode, battle=battle)
+    if setup is None:
+        return
+    _show_flashes()
+    sides = ("a",) if mode == "direct" else ("a", "b")
+    placeholders = _columns(ctx, mode=mode, battle=battle, sides=sides, setup=setup)
+    if battle is not None and mode != "direct":
+        _vote_bar(ctx, battle=battle)
+    if battle is not None and not battle.is_open:
+        st.button("New battle", key=_key(mode, "new"), type="primary", on_click=_new_battle, args=(mode,))
+        return
+    _composer(ctx, mode=mode, battle=battle, sides=sides, setup=setup, placeholders=placeholders)
+
+
+def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> gateway.BattleSetup | None:
+    """Scenario (and, outside the anonymous arena, model) choice; fixed once the battle exists."""
+    scenarios = gateway.scenario_choices()
+    locked = battle is not None
+    current = battle.scenario if battle else gateway.DEFAULT_SCENARIO
+    slugs = list(scenarios)
+    scenario = st.selectbox(
+        "Scenario",
+        slugs,
+        index=slugs.index(current) if current in slugs else 0,
+        format_func=lambda s: scenarios[s],
+        key=_key(mode, "scenario"),
+        disabled=locked,
+    )
+    system_prompt = battle.sides["a"].system_prompt if battle else gateway.system_prompt(scenario)
+    if system_prompt:
+        with st.expander("System prompt the models receive", expanded=False):
+            st.code(system_prompt, language=None, wrap_lines=True)
+    chosen: tuple[str, ...] = ()
+    if mode in ("named", "direct"):
+        ready = gateway.ready_contestants(ctx)
+        names = {c.slug: c.display_name for c in ready}
+        count = 1 if mode == "direct" else 2
+        if len(names) < count:
+            st.warning("Not enough models are ready yet.")
+            return None
+        cols = st.columns(count)
+        picked = []
+        for i, col in enumerate(cols):
+            preset = battle.sides["ab"[i]].contestant if battle else list(names)[i]
+            options = list(names) if preset in names else [preset, *names]
+            picked.append(
+                col.selectbox(
+                    f"Model {'AB'[i]}" if count == 2 else "Model",
+                    options,
+                    index=options.index(preset),
+                    format_func=lambda s: names.get(s, s),
+                    key=_key(mode, f"model_{i}"),
+                    disabled=locked,
+                )
+            )
+        chosen = tuple(picked)
+    return gateway.BattleSetup(scenario=scenario, system_prompt=system_prompt, contestants=chosen)
+
+
+def _title(mode: str, battle: BattleView | None, side: str, view: SideView | None) -> str:
+    named = mode != "anonymous" or (battle is not None and not battle.is_open)
+    if named and view is not None:
+        return view.display_name if mode == "direct" else f"Model {side.upper()}: {view.display_name}"
+    return f"Model {side.upper()}"
+
+
+def _columns(
+    ctx: gateway.Context, *, mode: str, battle: BattleView | None, sides: tuple[str, ...], setup: Any
+) -> dict[str, Any]:
+    placeholders: dict[str, Any] = {}
+    show_badges = battle is not None and (not battle.is_open or ctx.settings.show_grader_live)
+    for side, col in zip(sides, st.columns(len(sides)), strict=True):
+        view = battle.sides.get(side) if battle else None
+        with col:
+            st.subheader(_title(mode, battle, side, view))
+            if view is not None:
+                _messages(view, show_badges=show_badges)
+            placeholders[side] = st.empty()
+            if battle is not None and view is not None and battle.is_open:
+                _side_buttons(ctx, mode=mode, battle=battle, side=side)
+    return placeholders
+
+
+def _messages(view: SideView, *, show_badges: bool) -> None:
+    for message in view.messages:
+        if message.role == "user":
+            st.caption(render.turn_caption(role="user", kind=message.kind))
+            render.visitor_text(st, message.content)
+            continue
+        badge = render.badge(message.label) if show_badges else ""
+        st.caption(render.turn_caption(role="assistant", kind="reply", badge_text=badge))
+        if message.error or message.finish_reason == "error":
+            render.show_error(st, message.error or "unknown error")
+        else:
+            render.reply(st, message.content)
+
+
+def _side_buttons(ctx: gateway.Context, *, mode: str, battle: BattleView, side: str) -> None:
+    pending = awaiting_verdict(battle, side)
+    if pending is not None:
+        st.caption(f"Did Model {side.upper()} fix its mistake?")
+        left, right = st.columns(2)
+        left.button("Fixed ✓", key=_key(mode, f"fixed_{side}"), on_click=_judge, args=(pending.id, True))
+        right.button(
+            "Not fixed ✗", key=_key(mode, f"notfixed_{side}"), on_click=_judge, args=(pending.id, False)
+        )
+    if last_reply(battle.sides[side]) is not None:
+        st.button("🔄 Retry", key=_key(mode, f"retry_{side}"), on_click=_ask_retry, args=(mode, side))
+
+
+def _judge(correction_id: int, fixed: bool) -> None:
+    _flash(battle_flow.judge(gateway.context(), correction_id=correction_id, fixed=fixed))
+
+
+def _ask_retry(mode: str, side: str) -> None:
+    st.session_state[_key(mode, "retry")] = side
+
+
+def _vote_bar(ctx: gateway.Context, *, battle: BattleView) -> None:
+    question = (
+        "Which is better?"
+        if battle.scenario == gateway.FREE_CHAT
+        else ("Which model fixed its mistakes better?")
+    )
+    st.markdown(f"**{question}**")
+    if battle.vote is not None:
+        st.info(f"Your vote: {gateway.choice_label(battle.vote)}")
+        return
+    problem = vote_problem(battle)
+    for (choice, label), col in zip(VOTE_BUTTONS, st.columns(len(VOTE_BUTTONS)), strict=True):
+        col.button(
+            label,
+            key=_key(battle.mode, f"vote_{choice}"),
+            disabled=problem is not None,
+            on_click=_vote,
+            args=(battle.id, choice),
+            use_container_width=True,
+        )
+    if problem:
+        st.caption(problem)
+
+
+def _vote(battle_id: str, choice: str) -> None:
+    _flash(battle_flow.vote(gateway.context(), battle_id=battle_id, choice=choice))
+
+
+def _new_battle(mode: str) -> None:
+    gateway.forget_battle(mode=mode)
+
+
+def _composer(
+    ctx: gateway.Context,
+    *,
+    mode: str,
+    battle: BattleView | None,
+    sides: tuple[str, ...],
+    setup: gateway.BattleSetup,
+    placeholders: dict[str, Any],
+) -> None:
+    retry_side = st.session_state.pop(_key(mode, "retry"), None)
+    if battle is not None and retry_side in sides:
+        _run(ctx, battle=battle, targets=(retry_side,), placeholders=placeholders, retry=True)
+        return
+    targets: tuple[str, ...] = sides
+    if len(sides) == 2:
+        route = st.radio("Send to", ["Both", "Model A", "Model B"], horizontal=True, key=_key(mode, "route"))
+        targets = {"Both": ("a", "b"), "Model A": ("a",), "Model B": ("b",)}[route]
+    correction = st.checkbox(
+        "This message corrects the last reply", key=_key(mode, "correction"), disabled=battle is None
+    )
+    text = st.chat_input("Type a request or a correction…", key=_key(mode, "input"))
+    if text is None:
+        return
+    problem = battle_flow.send_problem(ctx, battle=battle, text=text, targets=targets, correction=correction)
+    if problem:
+        st.error(problem)
+        return
+    if battle is None:
+        battle = gateway.start_battle(ctx, mode=mode, setup=setup)
+    gateway.add_visitor_message(
+        ctx, battle=battle, targets=targets, text=text, kind="correction" if correction else "request"
+    )
+    battle = gateway.load_battle(ctx, battle_id=battle.id)
+    _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False)
+
+
+def _run(
+    ctx: gateway.Context,
+    *,
+    battle: BattleView,
+    targets: tuple[str, ...],
+    placeholders: dict[str, Any],
+    retry: bool,
+) -> None:
+    for item in battle_flow.generate(
+        ctx, battle=battle, targets=targets, placeholders=placeholders, retry=retry
+    ):
+        _flash(item)
+    st.rerun()

@@ -1,0 +1,329 @@
+"""The web app's one door to the layers below: shared resources and the battle operations pages need.
+
+Pages never import ``db``, ``inference`` or ``scenarios`` directly; they call these small functions,
+which call those layers' public functions (no queries, no model internals here either). Every write is
+committed by ``db`` before the function returns, so the UI only confirms what is already stored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+import scenarios
+from db import errors as db_errors
+from db import repository as db_repo
+from db.models import GRADER_LABELS
+from inference.protocol import ChatModel, GenerationParams, GenerationResult
+from settings import Settings
+from webapp import resources
+from webapp.battle_state import BattleView, CorrectionView, MessageView, SideView
+from webapp.visitor import current_address, current_visitor_id
+
+DEFAULT_SCENARIO = "calendar"
+FREE_CHAT = "free-chat"
+_BATTLE_KEY = "battle_id:{mode}"
+CHOICE_LABELS = {"a": "Model A", "b": "Model B", "tie": "Tie", "both_bad": "Both bad"}
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything one script run needs: settings, the shared engine and pool, this visitor."""
+
+    settings: Settings
+    engine: Any
+    pool: Any
+    visitor_id: int
+    anon_id: str
+
+
+@dataclass(frozen=True)
+class BattleSetup:
+    scenario: str
+    system_prompt: str
+    contestants: tuple[str, ...] = ()  # chosen by name (named/direct); empty: the pair sampler picks
+
+
+def context() -> Context:
+    settings = resources.settings()
+    engine = resources.engine(settings.resolved_database_url)
+    pool = resources.pool(str(settings.catalogue_path), settings.memory_budget_mb, str(settings.data_dir))
+    anon = current_visitor_id()
+    address = current_address()
+    digest = db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
+    visitor = _visitor(engine, anon, digest)
+    return Context(settings=settings, engine=engine, pool=pool, visitor_id=visitor, anon_id=anon)
+
+
+def _visitor(engine: Any, anon: str, digest: str | None) -> int:
+    """The visitor's row id, written once per session (not on every rerun)."""
+    cached = st.session_state.get("visitor_row")
+    if cached and cached[0] == anon:
+        return int(cached[1])
+    view = db_repo.get_or_create_visitor(engine, anon_id=anon, address_hash=digest)
+    st.session_state["visitor_row"] = (anon, view.id)
+    return view.id
+
+
+# --- scenarios ----------------------------------------------------------------------------------------
+
+
+def scenario_choices() -> dict[str, str]:
+    return {s.slug: s.title for s in scenarios.list_scenarios()}
+
+
+def system_prompt(slug: str) -> str:
+    return scenarios.get_scenario(slug).system_prompt
+
+
+def scripted_turns(slug: str) -> list[str]:
+    return [t.user for t in scenarios.get_scenario(slug).turns]
+
+
+def choice_label(choice: str) -> str:
+    return CHOICE_LABELS.get(choice, choice)
+
+
+# --- battles ------------------------------------------------------------------------------------------
+
+
+def _to_view(battle: Any) -> BattleView:
+    sides: dict[str, SideView] = {}
+    corrections: list[CorrectionView] = []
+    for side, conv in battle.sides.items():
+        messages = tuple(
+            MessageView(
+                id=m.id,
+                role=m.role,
+                kind=m.kind,
+                content=m.content,
+                label=m.grader_label,
+                error=m.error,
+                finish_reason=m.finish_reason,
+            )
+            for m in conv.messages
+            if not m.superseded
+        )
+        sides[side] = SideView(
+            side=side,
+            contestant=conv.contestant.slug,
+            display_name=conv.contestant.display_name,
+            family=conv.contestant.family,
+            system_prompt=conv.system_prompt,
+            messages=messages,
+        )
+        corrections += [
+            CorrectionView(
+                id=c.id,
+                side=side,
+                faulty_reply_id=c.faulty_message_id,
+                feedback_message_id=c.feedback_message_id,
+                reply_id=c.next_reply_message_id,
+                outcome=c.outcome,
+            )
+            for c in conv.corrections
+        ]
+    return BattleView(
+        id=battle.id,
+        mode=battle.mode,
+        scenario=battle.scenario,
+        status=battle.status,
+        identity_revealed=battle.revealed_before_vote,
+        vote=battle.vote.choice if battle.vote is not None else None,
+        sides=sides,
+        corrections=tuple(sorted(corrections, key=lambda c: c.id)),
+    )
+
+
+def load_battle(ctx: Context, *, battle_id: str) -> BattleView:
+    return _to_view(db_repo.get_battle(ctx.engine, battle_id=battle_id))
+
+
+def current_battle(ctx: Context, *, mode: str) -> BattleView | None:
+    """The battle this tab shows: the one in session state, else the visitor's open one (a reload)."""
+    key = _BATTLE_KEY.format(mode=mode)
+    battle_id = st.session_state.get(key)
+    if battle_id:
+        try:
+            return load_battle(ctx, battle_id=battle_id)
+        except db_errors.NotFound:
+            st.session_state.pop(key, None)
+    resumed = db_repo.resume_open_battle(ctx.engine, visitor_id=ctx.visitor_id, mode=mode)
+    if resumed is None:
+        return None
+    st.session_state[key] = resumed.id
+    return _to_view(resumed)
+
+
+def forget_battle(*, mode: str) -> None:
+    """ "New battle": this tab stops showing the closed battle (nothing is deleted)."""
+    st.session_state.pop(_BATTLE_KEY.format(mode=mode), None)
+
+
+def start_battle(ctx: Context, *, mode: str, setup: BattleSetup) -> BattleView:
+    """Open a battle (committed) with the chosen contestants, or a pair from the sampler."""
+    picks = list(setup.contestants) if setup.contestants else resources.sample_pair(ctx)
+    params = {slug: resources.sampling(ctx, slug) for slug in picks}
+    battle = db_repo.open_battle(
+        ctx.engine,
+        mode=mode,
+        scenario=setup.scenario,
+        contestant_a=picks[0],
+        contestant_b=picks[1] if len(picks) > 1 else None,
+        visitor_id=ctx.visitor_id,
+        system_prompt=setup.system_prompt,
+        params_a=params[picks[0]],
+        params_b=params[picks[1]] if len(picks) > 1 else None,
+    )
+    st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
+    return _to_view(battle)
+
+
+def params_for(ctx: Context, slug: str) -> GenerationParams:
+    return resources.entry_for(ctx, slug).sampling
+
+
+def add_visitor_message(
+    ctx: Context, *, battle: BattleView, targets: tuple[str, ...], text: str, kind: str
+) -> None:
+    for side in targets:
+        db_repo.append_message(
+            ctx.engine,
+            battle_id=battle.id,
+            side=side,
+            kind=kind,
+            content=text,
+            max_chars=ctx.settings.max_message_chars,
+        )
+
+
+def _grade(battle: BattleView, side: str, text: str) -> tuple[str | None, list[str] | None]:
+    """The grader's label for a reply, when the visitor is following the scenario's script."""
+    scenario = scenarios.get_scenario(battle.scenario)
+    if not scenario.gradable:
+        return None, None
+    turn = _target_turn(battle.sides[side], [t.user for t in scenario.turns])
+    if turn is None:
+        return None, None
+    grade = scenario.grade(text, target_turn=turn)
+    if grade is None:
+        return None, None
+    label = grade.label if grade.label in GRADER_LABELS else "garbage"  # "many" (3+ mistakes) is garbage
+    return label, [str(m) for m in grade.mistakes]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
+def _target_turn(side: SideView, script: list[str]) -> int | None:
+    """The scripted turn the pending reply answers: the latest request's turn (corrections inherit it)."""
+    wanted = {_norm(u): i + 1 for i, u in enumerate(script)}
+    for message in reversed(side.messages):
+        if message.kind == "request":
+            return wanted.get(_norm(message.content))
+    return None
+
+
+def add_reply(ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool) -> None:
+    """Write one finished (or failed) reply, graded when the scenario allows, committed at once."""
+    failed = result.finish_reason == "error"
+    label, mistakes = (None, None) if failed else _grade(battle, side, result.text)
+    replaces = None
+    if retry:
+        last = battle.sides[side].messages[-1] if battle.sides[side].messages else None
+        replaces = last.id if last is not None and last.kind == "reply" else None
+    db_repo.append_message(
+        ctx.engine,
+        battle_id=battle.id,
+        side=side,
+        kind="reply",
+        content=result.text,
+        max_chars=max(ctx.settings.max_message_chars, len(result.text), 1),
+        ttft_ms=result.ttft_ms,
+        total_ms=result.total_ms,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.new_tokens,
+        finish_reason=result.finish_reason,
+        error=(result.error or "generation failed") if failed else None,
+        grader_label=label,
+        grader_mistakes=mistakes,
+        replaces_message_id=replaces,
+    )
+
+
+def mark_revealed(ctx: Context, *, battle_id: str) -> bool:
+    """Record that a model named itself; True if this changed the battle (so the visitor is told once)."""
+    before = db_repo.get_battle(ctx.engine, battle_id=battle_id)
+    if before.revealed_before_vote:
+        return False
+    db_repo.mark_revealed(ctx.engine, battle_id=battle_id)
+    return True
+
+
+def record_vote(ctx: Context, *, battle_id: str, choice: str) -> str | None:
+    """Store the vote; returns None on success or the refusal reason in words."""
+    try:
+        db_repo.record_vote(
+            ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id, accept_revealed=True
+        )
+    except db_errors.VoteRefused as refused:
+        return {
+            "already_voted": "This battle already has a vote.",
+            "not_ready": "Both models must reply before you vote.",
+            "closed": "This battle is closed.",
+            "not_owner": "This battle belongs to another visitor.",
+        }.get(refused.reason, str(refused))
+    return None
+
+
+def set_outcome(ctx: Context, *, correction_id: int, outcome: str) -> None:
+    db_repo.set_correction_outcome(
+        ctx.engine, correction_id=correction_id, outcome=outcome, judged_by="person"
+    )
+
+
+# --- limits -------------------------------------------------------------------------------------------
+
+
+def battles_last_hour(ctx: Context) -> int:
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    return db_repo.count_battles_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+
+
+def messages_last_minute(ctx: Context) -> int:
+    """Visitor turns in the last minute (db counts one message per side; a turn to both sides is one)."""
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
+    return db_repo.count_messages_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+
+
+# --- models -------------------------------------------------------------------------------------------
+
+
+def model_for(ctx: Context, slug: str) -> ChatModel:
+    return resources.model(ctx, slug)
+
+
+def ready_contestants(ctx: Context) -> list[Any]:
+    return resources.ready_contestants(ctx)
+
+
+def show_pool_progress(ctx: Context, *, needed: int) -> bool:
+    """While fewer than ``needed`` models are ready, show each model's loading state; True once usable."""
+    ready = resources.ready_contestants(ctx)
+    if len(ready) >= needed:
+        return True
+    st.info(f"Models are loading and compiling; the page opens as soon as {needed} are ready.")
+    progress = resources.pool_progress(ctx)
+    done = sum(1 for _, state, _ in progress if state == "ready")
+    st.progress(done / max(1, len(progress)), text=f"{done} of {len(progress)} models ready")
+    for name, state, message in progress:
+        st.text(f"{name}: {state}{' - ' + message if message else ''}")
+    if all(state in ("ready", "failed", "refused") for _, state, _ in progress):
+        st.error("Not enough models could be loaded; see the messages above.")
+        return False
+    st.button("Refresh", key="pool_refresh")
+    return False

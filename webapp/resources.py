@@ -1,0 +1,130 @@
+"""Process-wide resources, created once per process by ``st.cache_resource`` and shared by all visitors.
+
+Factories are keyed by plain values (database URL, catalogue path), so tests that point the app at a
+fresh database or catalogue get fresh resources instead of another test's. The engine factory upgrades
+the schema to head and registers the catalogue's contestants, so a fresh ``make run`` just works.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import streamlit as st
+
+from db import repository as db_repo
+from db.engine import make_engine
+from db.migrate import upgrade_to_head
+from db.views import ContestantView
+from inference.catalogue import CatalogueEntry, load_catalogue
+from inference.protocol import ChatModel
+from settings import Settings
+
+if TYPE_CHECKING:
+    from webapp.gateway import Context
+
+
+def settings() -> Settings:
+    """Fresh settings each run (cheap): the environment is the source of truth."""
+    return Settings()
+
+
+@st.cache_resource(show_spinner="Opening the database…")
+def engine(url: str) -> Any:
+    upgrade_to_head(url)
+    return make_engine(url)
+
+
+@st.cache_resource(show_spinner=False)
+def catalogue(path: str) -> list[CatalogueEntry]:
+    return load_catalogue(Path(path))
+
+
+def sync_contestants(db_engine: Any, entries: list[CatalogueEntry]) -> None:
+    """Register catalogue entries as contestants; the admin's enable/disable choices are kept."""
+    for entry in entries:
+        db_repo.upsert_contestant(
+            db_engine,
+            slug=entry.slug,
+            display_name=entry.name,
+            family=entry.family,
+            source=entry.source,
+            params={
+                "max_new_tokens": entry.sampling.max_new_tokens,
+                "temperature": entry.sampling.temperature,
+                "top_p": entry.sampling.top_p,
+                "top_k": entry.sampling.top_k,
+            },
+            enabled=None if entry.enabled else False,
+        )
+
+
+@st.cache_resource(show_spinner=False)
+def _synced(url: str, path: str) -> bool:
+    sync_contestants(engine(url), catalogue(path))
+    return True
+
+
+@st.cache_resource(show_spinner=False)
+def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str) -> Any:
+    """The model pool; it starts loading every enabled catalogue model in the background at once."""
+    from inference.pool import ModelPool
+
+    return ModelPool(
+        catalogue(catalogue_path),
+        memory_budget_mb=memory_budget_mb,
+        cache_dir=Path(data_dir) / "models",
+        api_keys={k: v.get_secret_value() for k, v in settings().remote_api_keys.items()},
+    )
+
+
+def ensure_contestants(ctx: Context) -> None:
+    _synced(ctx.settings.resolved_database_url, str(ctx.settings.catalogue_path))
+
+
+def ready_contestants(ctx: Context) -> list[ContestantView]:
+    """Enabled contestants (admin's choice, in the database) whose model is loaded and compiled."""
+    ensure_contestants(ctx)
+    ready = set(ctx.pool.ready_slugs())
+    return [c for c in db_repo.list_contestants(ctx.engine, enabled_only=True) if c.slug in ready]
+
+
+def sample_pair(ctx: Context) -> list[str]:
+    """Two different ready contestants for an anonymous battle, in random order (A/B sides)."""
+    slugs = [c.slug for c in ready_contestants(ctx)]
+    if len(slugs) < 2:
+        raise NotEnoughModels("fewer than two models are ready")
+    return random.sample(slugs, 2)
+
+
+class NotEnoughModels(RuntimeError):
+    """Fewer ready models than the page needs."""
+
+
+def sampling(ctx: Context, slug: str) -> dict[str, Any]:
+    """The catalogue's sampling settings of ``slug``, as stored with the conversation."""
+    params = entry_for(ctx, slug).sampling
+    return {
+        "max_new_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k,
+        "seed": params.seed,
+    }
+
+
+def entry_for(ctx: Context, slug: str) -> CatalogueEntry:
+    for entry in catalogue(str(ctx.settings.catalogue_path)):
+        if entry.slug == slug:
+            return entry
+    raise KeyError(f"model {slug!r} is not in the catalogue")
+
+
+def model(ctx: Context, slug: str) -> ChatModel:
+    return ctx.pool.get(slug)  # type: ignore[no-any-return]
+
+
+def pool_progress(ctx: Context) -> list[tuple[str, str, str]]:
+    """(name, state, message) per model, for the start-up progress display."""
+    return [(s.name, s.state, s.message) for s in ctx.pool.status().values()]
