@@ -37,8 +37,22 @@ from db.models import (
     Vote,
     utcnow,
 )
-from db.reading import battle_view, correction_view, message_view
+from db.reading import battle_view, correction_view, get_battle, message_view, resume_open_battle
 from db.views import BattleView, CorrectionView, MessageView
+
+__all__ = [  # get_battle / resume_open_battle live in db.reading; kept importable from here too
+    "abandon_stale_battles",
+    "append_message",
+    "flag_battle",
+    "get_battle",
+    "mark_revealed",
+    "open_battle",
+    "record_correction",
+    "resume_open_battle",
+    "set_correction_outcome",
+    "set_grader_label",
+    "unflag_battle",
+]
 
 DEFAULT_MAX_CHARS = 12_000
 ROLE_OF_KIND = {"request": "user", "correction": "user", "reply": "assistant"}
