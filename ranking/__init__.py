@@ -1,1 +1,42 @@
-"""Fixit Arena ranking: pure functions over vote counts (Bradley-Terry, Elo, fix rates, pair sampling)."""
+"""Fixit Arena ranking: pure functions over vote counts (Bradley-Terry, Elo, fix rates, pair sampling).
+
+Everything takes plain arrays and returns arrays or small frozen dataclasses: no I/O, no globals.
+The db layer aggregates votes into ``wins``/``ties``/``both_bad`` count matrices and calls
+:func:`leaderboard`; the arena page calls :func:`sample_pair` for its next battle.
+"""
+
+from ranking.bt import DEFAULT_RIDGE, ELO_BASE, ELO_SCALE, BTFit, fit_bt, mle_exists, to_elo
+from ranking.counts import A_WINS, B_WINS, BOTH_BAD, TIE, CountsError, PairData, fold_pairs, tally
+from ranking.elo import online_elo
+from ranking.leaderboard import Leaderboard, LeaderboardRow, leaderboard
+from ranking.rates import RateRow, first_try_accuracy, fix_rates, rate_table, wilson_interval
+from ranking.sampler import pair_gains, sample_pair
+
+__all__ = [
+    "A_WINS",
+    "BOTH_BAD",
+    "B_WINS",
+    "BTFit",
+    "CountsError",
+    "DEFAULT_RIDGE",
+    "ELO_BASE",
+    "ELO_SCALE",
+    "Leaderboard",
+    "LeaderboardRow",
+    "PairData",
+    "RateRow",
+    "TIE",
+    "first_try_accuracy",
+    "fit_bt",
+    "fix_rates",
+    "fold_pairs",
+    "leaderboard",
+    "mle_exists",
+    "online_elo",
+    "pair_gains",
+    "rate_table",
+    "sample_pair",
+    "tally",
+    "to_elo",
+    "wilson_interval",
+]
