@@ -1,0 +1,126 @@
+"""Automatic runs stored as ``auto`` battles on real SQLite and PostgreSQL, and read back unchanged."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+
+from db.aggregates import fix_counts
+from db.battles import get_battle
+from db.engine import make_engine
+from db.migrate import upgrade_to_head
+from scenarios.premade import load_premade
+from scenarios.records import RunRecord
+from scenarios.report import build_report, render_markdown
+from scenarios.runner import RunnerConfig, run_arena
+from scenarios.storage import db_label, ensure_contestant, load_runs, store_run
+from tests.scenarios.scripted import CALENDAR, ScriptedModel, always_chatty, chatty_then_fixed, perfect
+
+CASES = load_premade()
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
+    url = f"sqlite:///{tmp_path / 'arena.db'}"
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def postgres_engine(postgres_url: str) -> Iterator[Engine]:
+    """A private schema in the shared test database, so parallel test runs never meet."""
+    schema = f"scn_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(postgres_url)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in postgres_url else "?"
+    url = f"{postgres_url}{sep}options=-csearch_path%3D{schema}"
+    try:
+        upgrade_to_head(url)
+        engine = make_engine(url)
+        yield engine
+        engine.dispose()
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def _store_and_reload(engine: Engine) -> tuple[list[RunRecord], list[RunRecord], list[str]]:
+    models = [ScriptedModel("perfect", perfect), ScriptedModel("chatty", chatty_then_fixed),
+              ScriptedModel("stubborn", always_chatty), ScriptedModel("broken", perfect, fail=True)]
+    for model in models:
+        ensure_contestant(engine, slug=model.slug, name=model.slug.title())
+    ids: list[str] = []
+    records = run_arena(scenario=CALENDAR, models=models, config=RunnerConfig(repeats=2), cases=CASES,
+                        sink=lambda r: ids.append(store_run(engine, r)))
+    return records, load_runs(engine, battle_ids=ids, scenario=CALENDAR), ids
+
+
+def _check_round_trip(engine: Engine) -> None:
+    live, reread, ids = _store_and_reload(engine)
+    assert len(ids) == len(live) == 4 * (2 + 1 + 9)
+    live_md = render_markdown(build_report(live, scenario=CALENDAR), scenario=CALENDAR, cases=CASES)
+    reread_md = render_markdown(build_report(reread, scenario=CALENDAR), scenario=CALENDAR, cases=CASES)
+    assert reread_md == live_md
+    assert "| stubborn | (🍄)🍄🍄 |" not in live_md  # sanity: the table has per-turn cells, not one
+    for before, after in zip(live, reread, strict=True):
+        assert (after.protocol, after.model, after.case, after.attempt) == \
+            (before.protocol, before.model, before.case, before.attempt)
+        assert [(m.kind, m.content, m.target_turn, m.scripted) for m in after.messages] == \
+            [(m.kind, m.content, m.target_turn, m.scripted) for m in before.messages]
+        assert after.corrections == before.corrections
+        assert after.params == before.params
+
+    battle = get_battle(engine, battle_id=ids[2 * 12 + 2])  # the stubborn model's dialogue
+    assert battle.mode == "auto" and battle.scenario == "calendar" and set(battle.sides) == {"a"}
+    side = battle.sides["a"]
+    graded = [m for m in side.messages if m.kind == "reply"]
+    live_dialogue = live[2 * 12 + 2]
+    assert live_dialogue.protocol == "dialogue"
+    expected_labels = [db_label(m.grade) for m in live_dialogue.messages if m.kind == "reply" and m.grade]
+    assert [m.grader_label for m in graded] == expected_labels
+    assert {c.judged_by for c in side.corrections} == {"grader"}
+
+    errored = get_battle(engine, battle_id=ids[3 * 12]).sides["a"].messages[-1]
+    assert errored.error is not None and "device lost" in errored.error and errored.grader_label == "garbage"
+
+    counts = fix_counts(engine, scenario="calendar", modes=["auto"])
+    fixed = {slug: (int(s), int(t)) for slug, s, t in zip(counts.models, counts.successes, counts.trials,
+                                                          strict=True)}
+    live_fixed = {}
+    for record in live:
+        done, total = live_fixed.get(record.model, (0, 0))
+        live_fixed[record.model] = (done + sum(c.outcome == "fixed" for c in record.corrections),
+                                    total + len(record.corrections))
+    assert {k: v for k, v in fixed.items() if v[1]} == {k: v for k, v in live_fixed.items() if v[1]}
+
+
+def test_runs_round_trip_through_sqlite(sqlite_engine: Engine) -> None:
+    _check_round_trip(sqlite_engine)
+
+
+@pytest.mark.postgres
+def test_runs_round_trip_through_postgres(postgres_engine: Engine) -> None:
+    _check_round_trip(postgres_engine)
+
+
+def test_fixing_case_stores_history_as_scripted_and_not_first_try(sqlite_engine: Engine) -> None:
+    ensure_contestant(sqlite_engine, slug="perfect", name="Perfect")
+    model = ScriptedModel("perfect", perfect)
+    (record,) = run_arena(scenario=CALENDAR, models=[model], protocols=("fixing",),
+                          config=RunnerConfig(fixing_attempts=1), cases=CASES[:1])
+    battle = get_battle(sqlite_engine, battle_id=store_run(sqlite_engine, record))
+    messages = battle.sides["a"].messages
+    scripted = [m for m in messages if m.finish_reason == "scripted"]
+    assert len(scripted) == CASES[0].turn  # two history replies and the faulty one
+    assert scripted[0].first_try and scripted[0].grader_label is None  # never counted as a first try
+    assert scripted[-1].content == CASES[0].faulty and scripted[-1].grader_mistakes == ("wrong_time",)
+    (correction,) = battle.sides["a"].corrections
+    assert correction.faulty_message_id == scripted[-1].id and correction.outcome == "fixed"
