@@ -26,6 +26,7 @@ import argparse
 import importlib
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -193,6 +194,46 @@ def model_parallel(layout_map: Any) -> Any:
     import keras
 
     return keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name=BATCH_AXIS)
+
+
+# Patterns and preference orders do not depend on sizes: rules built from this probe config serve to
+# decide from each variable's own shape (``family_distribution``).
+_PROBE_CONFIG: dict[str, Any] = {"vocabulary_size": 1, "hidden_dim": 1, "num_query_heads": 1,
+                                 "num_key_value_heads": 1, "intermediate_dim": 2, "head_dim": 1,
+                                 "tie_word_embeddings": False}
+
+
+def family_distribution(family: str, mesh: Any) -> Any:
+    """A ``ModelParallel`` that lays out each variable of ``family`` from its own shape, as it is created.
+
+    Same decisions as ``model_parallel(layout_map_for(family, config, mesh))`` but needs no config up
+    front: the pool can enter it before a loader has read the model file. Decisions are logged once per
+    kind of weight and shape.
+    """
+    import keras
+
+    rules = weight_rules(family, _PROBE_CONFIG)
+    axis = model_axis_size(mesh)
+    logged: set[tuple[str, tuple[int, ...]]] = set()
+
+    class _ShapeAwareModelParallel(keras.distribution.ModelParallel):
+        def get_variable_layout(self, variable: Any) -> Any:
+            if getattr(variable, "_layout", None) is not None:
+                return variable._layout
+            shape = tuple(int(d) for d in variable.shape)
+            axes: tuple[str | None, ...] = (None,) * len(shape)
+            rule = next((r for r in rules if re.fullmatch(r.pattern, variable.path)), None)
+            if rule is not None and len(rule.shape) == len(shape):
+                sized = WeightRule(rule.name, rule.pattern, shape, rule.dim_names, rule.split_dims)
+                (decision,) = plan_layout([sized], model_axis_size=axis)
+                axes = decision.axes
+                if (rule.name, shape) not in logged:
+                    logged.add((rule.name, shape))
+                    level = logging.INFO if decision.split_dim is not None else logging.WARNING
+                    logger.log(level, "%s %s %s: %s", family, rule.name, shape, decision.reason)
+            return keras.distribution.TensorLayout(axes, self.device_mesh)
+
+    return _ShapeAwareModelParallel(layout_map=keras.distribution.LayoutMap(mesh), batch_dim_name=BATCH_AXIS)
 
 
 def backbone_config(backbone: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from inference.sharding import (
     build_backbone,
     cli_shardings,
     describe_shardings,
+    family_distribution,
     layout_map_for,
     make_mesh,
     plan_layout,
@@ -234,6 +235,22 @@ def test_two_models_on_one_mesh_interleaved_match_alone(models: dict[str, dict[s
             np.testing.assert_allclose(llama_forward(TOKENS), llama["reference"], atol=1e-5, rtol=1e-5)
         with gemma["distribution"].scope():
             np.testing.assert_allclose(gemma_forward(TOKENS), gemma["reference"], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("family", "config"), [("llama", TINY_LLAMA), ("gemma3", TINY_GEMMA3)])
+def test_family_distribution_decides_from_shapes_like_the_layout_map(
+    models: dict[str, dict[str, Any]], mesh: Any, family: str, config: dict[str, Any]
+) -> None:
+    """Built inside the shape-aware scope with no config given: same layout, same logits."""
+    m = models[family]
+    distribution = family_distribution(family, mesh)
+    with distribution.scope():
+        backbone = build_backbone(family, config)
+        backbone.set_weights(m["plain"].get_weights())
+        logits = logits_fn(backbone, [])(TOKENS)
+    expected = {r.path: r.spec for r in describe_shardings(m["sharded"])}
+    assert {r.path: r.spec for r in describe_shardings(backbone)} == expected
+    np.testing.assert_allclose(logits, m["reference"], atol=1e-5, rtol=1e-5)
 
 
 # --- the CLI function -------------------------------------------------------------------------------------
