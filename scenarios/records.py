@@ -8,6 +8,7 @@ the report turns records into the study's tables. The emoji are computed from th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -67,13 +68,22 @@ def forgiven(grade: Grade, *, scenario: Scenario, turn: int) -> Grade:
     return grade.without(Mistake.WRONG_YEAR)
 
 
-def run_symbols(record: RunRecord, *, scenario: Scenario) -> list[str]:
-    """The table cells of one run: one per attempt (reliability, fixing) or per turn (dialogue)."""
+Cell = list[str]  # the symbols of one table cell, in order ("🍄", "🥦"): kept apart so they can be counted
+
+
+def run_cells(record: RunRecord, *, scenario: Scenario) -> list[Cell]:
+    """The table cells of one run: one symbol (reliability, fixing attempt) or one cell per turn
+    (dialogue)."""
     if record.protocol == "reliability":
-        return [_reliability_symbol(record, scenario)]
+        return [[_reliability_symbol(record, scenario)]]
     if record.protocol == "fixing":
-        return [_fixing_symbol(record)]
+        return [[_fixing_symbol(record)]]
     return _dialogue_cells(record, scenario)
+
+
+def run_symbols(record: RunRecord, *, scenario: Scenario) -> list[str]:
+    """The cells of one run as display text ("🍄🥦")."""
+    return ["".join(cell) for cell in run_cells(record, scenario=scenario)]
 
 
 def _model_replies(record: RunRecord) -> list[RunMessage]:
@@ -98,13 +108,13 @@ def _fixing_symbol(record: RunRecord) -> str:
     return FIXED if grade.is_correct else MUSHROOM
 
 
-def _dialogue_cells(record: RunRecord, scenario: Scenario) -> list[str]:
+def _dialogue_cells(record: RunRecord, scenario: Scenario) -> list[Cell]:
     """Per turn: the first reply's symbol, then one per reply after a correction (🥦 once fixed).
 
     A turn opened by a scripted correction (``Turn.is_correction``) shows 🥦 when its reply is right.
     A first reply repeating a mistake kind already made in an earlier turn shows (🍄).
     """
-    cells: dict[int, str] = {}
+    cells: dict[int, Cell] = {}
     seen: set[Mistake] = set()
     previous_kind: MessageKind | None = None
     for message in record.messages:
@@ -122,17 +132,19 @@ def _dialogue_cells(record: RunRecord, scenario: Scenario) -> list[str]:
             symbol = grade.emoji
         if turn not in cells and not scenario.turn(turn).year_known and grade.is_correct:
             symbol = MUSHROOM  # the study: any year on the first question is "a call with one mistake"
-        cells[turn] = cells.get(turn, "") + symbol
+        cells.setdefault(turn, []).append(symbol)
         seen.update(grade.mistakes)
         previous_kind = message.kind
-    return [cells.get(turn, "") for turn in range(1, len(scenario.turns) + 1)]
+    return [cells.get(turn, []) for turn in range(1, len(scenario.turns) + 1)]
 
 
-def tally(symbols: list[str]) -> dict[str, int]:
-    """Counts of ✔︎ 🥦 🍄 🔥 over table cells (✓ counts as ✔︎, (🍄) as 🍄, 🔥🔥 as one 🔥)."""
+_TALLY_KEY = {RELIABLE: CHECK, CHECK: CHECK, FIXED: FIXED, MUSHROOM: MUSHROOM, f"({MUSHROOM})": MUSHROOM,
+              FIRE: FIRE, FIRES: FIRE}
+
+
+def tally(symbols: Iterable[str]) -> dict[str, int]:
+    """Counts of ✔︎ 🥦 🍄 🔥 over single symbols (✓ counts as ✔︎, (🍄) as 🍄, 🔥🔥 as one 🔥)."""
     counts = {CHECK: 0, FIXED: 0, MUSHROOM: 0, FIRE: 0}
-    for cell in symbols:
-        rest = cell.replace(FIRES, FIRE).replace(f"({MUSHROOM})", MUSHROOM).replace(RELIABLE, CHECK)
-        for key in counts:
-            counts[key] += rest.count(key)
+    for symbol in symbols:
+        counts[_TALLY_KEY[symbol]] += 1
     return counts

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from scenarios.base import Scenario
 from scenarios.premade import PremadeCase
-from scenarios.records import CHECK, FIRE, FIXED, MUSHROOM, RunRecord, run_symbols, tally
+from scenarios.records import CHECK, FIRE, FIXED, MUSHROOM, Cell, RunRecord, run_cells, tally
 
 LEGEND = (
     "✓/✔︎ expected call · 🍄 a call with one or two mistakes · (🍄) a recurring mistake · "
@@ -17,21 +17,33 @@ LEGEND = (
 
 @dataclass
 class Report:
-    """Cells per model, in the order models first appear. Every cell is a string of emoji."""
+    """Cells per model, in the order models first appear. A cell is a list of single symbols."""
 
     models: list[str] = field(default_factory=list)
-    reliability: dict[str, str] = field(default_factory=dict)
-    dialogue: dict[str, list[str]] = field(default_factory=dict)
-    fixing: dict[str, dict[str, str]] = field(default_factory=dict)
+    reliability: dict[str, Cell] = field(default_factory=dict)
+    dialogue: dict[str, list[Cell]] = field(default_factory=dict)
+    fixing: dict[str, dict[str, Cell]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, dict[str, int]]:
         """Per model: counts of ✔︎ 🥦 🍄 🔥 over all its cells."""
         out = {}
         for model in self.models:
-            cells = [self.reliability.get(model, "")]
-            cells += self.dialogue.get(model, [])
-            cells += list(self.fixing.get(model, {}).values())
-            out[model] = tally(cells)
+            symbols = list(self.reliability.get(model, []))
+            for cell in self.dialogue.get(model, []):
+                symbols += cell
+            for cell in self.fixing.get(model, {}).values():
+                symbols += cell
+            out[model] = tally(symbols)
+        return out
+
+    def text(self) -> dict[str, dict[str, str]]:
+        """Every cell as display text, keyed by model then column (for tests and JSON)."""
+        out: dict[str, dict[str, str]] = {}
+        for model in self.models:
+            row = {"reliability": "".join(self.reliability.get(model, []))}
+            row |= {f"turn{n}": "".join(c) for n, c in enumerate(self.dialogue.get(model, []), start=1)}
+            row |= {kind: "".join(c) for kind, c in self.fixing.get(model, {}).items()}
+            out[model] = row
         return out
 
 
@@ -40,14 +52,13 @@ def build_report(records: Sequence[RunRecord], *, scenario: Scenario) -> Report:
     report = Report(models=list(dict.fromkeys(r.model for r in records)))
     order = {m: i for i, m in enumerate(report.models)}
     for record in sorted(records, key=lambda r: (order[r.model], r.protocol, r.case, r.attempt)):
-        symbols = run_symbols(record, scenario=scenario)
+        cells = run_cells(record, scenario=scenario)
         if record.protocol == "reliability":
-            report.reliability[record.model] = report.reliability.get(record.model, "") + symbols[0]
+            report.reliability.setdefault(record.model, []).extend(cells[0])
         elif record.protocol == "dialogue":
-            report.dialogue[record.model] = symbols
+            report.dialogue[record.model] = cells
         else:
-            cases = report.fixing.setdefault(record.model, {})
-            cases[record.case] = cases.get(record.case, "") + symbols[0]
+            report.fixing.setdefault(record.model, {}).setdefault(record.case, []).extend(cells[0])
     return report
 
 
@@ -63,12 +74,13 @@ def render_markdown(report: Report, *, scenario: Scenario, cases: Sequence[Prema
     lines = [f"# {title}: {scenario.title}", "", LEGEND, ""]
     if report.reliability:
         lines += ["## Reliability (first question, fresh attempts)", ""]
-        lines += _table(["Model", "Attempts"], [[m, report.reliability.get(m, "")] for m in report.models])
+        rows = [[m, "".join(report.reliability.get(m, []))] for m in report.models]
+        lines += _table(["Model", "Attempts"], rows)
         lines.append("")
     if report.dialogue:
         turns = [str(n) for n in range(1, len(scenario.turns) + 1)]
         lines += ["## Full dialogue with automatic corrections", ""]
-        rows = [[m, *report.dialogue.get(m, [""] * len(turns))] for m in report.models]
+        rows = [[m, *("".join(c) for c in report.dialogue.get(m, [[]] * len(turns)))] for m in report.models]
         lines += _table(["Model", *turns], rows)
         lines.append("")
     if report.fixing:
@@ -76,7 +88,7 @@ def render_markdown(report: Report, *, scenario: Scenario, cases: Sequence[Prema
         kinds = [c.kind for c in cases if c.kind in present] + sorted(present - {c.kind for c in cases})
         labels = {c.kind: c.label for c in cases}
         lines += ["## Fixing pre-made mistakes", ""]
-        rows = [[m, *(report.fixing.get(m, {}).get(k, "") for k in kinds)] for m in report.models]
+        rows = [[m, *("".join(report.fixing.get(m, {}).get(k, [])) for k in kinds)] for m in report.models]
         lines += _table(["Model", *(labels.get(k, k) for k in kinds)], rows)
         lines.append("")
     lines += ["## Summary", ""]

@@ -25,10 +25,12 @@ def _run(*models: ScriptedModel, protocols=ALL, **config) -> list[RunRecord]:
 def test_perfect_model_fills_all_three_tables() -> None:
     records = _run(ScriptedModel("perfect", perfect))
     report = build_report(records, scenario=CALENDAR)
-    assert report.reliability == {"perfect": "✓✓✓✓✓"}
     # Turn 1 cannot know the year (study: "a call with one mistake"); turn 2 is the scripted year fix.
-    assert report.dialogue == {"perfect": ["🍄", "🥦", "✔︎", "✔︎", "✔︎", "✔︎"]}
-    assert report.fixing == {"perfect": {"wrong_time": "🥦🥦🥦", "api_only": "🥦🥦🥦", "wrong_api": "🥦🥦🥦"}}
+    assert report.text() == {"perfect": {
+        "reliability": "✓✓✓✓✓",
+        "turn1": "🍄", "turn2": "🥦", "turn3": "✔︎", "turn4": "✔︎", "turn5": "✔︎", "turn6": "✔︎",
+        "wrong_time": "🥦🥦🥦", "api_only": "🥦🥦🥦", "wrong_api": "🥦🥦🥦",
+    }}
     assert report.summary()["perfect"] == {"✔︎": 9, "🥦": 10, "🍄": 1, "🔥": 0}
     text = render_markdown(report, scenario=CALENDAR, cases=CASES)
     assert "| perfect | ✓✓✓✓✓ |" in text and "| Model | wrong time | API call only | wrong API |" in text
@@ -71,7 +73,7 @@ def test_fixing_uses_the_premade_reply_and_its_correction() -> None:
     faulty = wrong_api.messages[wrong_api.corrections[0].faulty]
     assert faulty.scripted and faulty.grade is not None and faulty.grade.mistakes == ["wrong_function"]
     chatty = _run(ScriptedModel("chatty", always_chatty), protocols=("fixing",))
-    assert build_report(chatty, scenario=CALENDAR).fixing["chatty"]["api_only"] == "🍄🍄🍄"
+    assert build_report(chatty, scenario=CALENDAR).fixing["chatty"]["api_only"] == ["🍄", "🍄", "🍄"]
 
 
 def test_seeds_vary_per_attempt_and_params_are_passed() -> None:
@@ -87,7 +89,10 @@ def test_a_failing_model_is_recorded_as_errors_not_a_crash() -> None:
     records = _run(ScriptedModel("broken", perfect, fail=True), ScriptedModel("ok", perfect),
                    protocols=("reliability",), repeats=2)
     report = build_report(records, scenario=CALENDAR)
-    assert report.reliability == {"broken": "🔥🔥", "ok": "✓✓"}
+    assert report.reliability == {"broken": ["🔥", "🔥"], "ok": ["✓", "✓"]}
+    # Two garbage attempts are two 🔥, not one 🔥🔥 ("three or more mistakes").
+    assert report.summary() == {"broken": {"✔︎": 0, "🥦": 0, "🍄": 0, "🔥": 2},
+                                "ok": {"✔︎": 2, "🥦": 0, "🍄": 0, "🔥": 0}}
     reply = records[0].messages[-1]
     assert reply.result is not None and reply.result.finish_reason == "error"
     assert reply.result.error is not None and "device lost" in reply.result.error
@@ -112,3 +117,10 @@ def test_bad_configuration_is_refused() -> None:
 
     with pytest.raises(ValueError, match="no scripted dialogue"):
         run_arena(scenario=get_scenario("free-chat"), models=[ScriptedModel("x", perfect)])
+
+
+def test_summary_counts_every_symbol_once() -> None:
+    (record,) = _run(ScriptedModel("stubborn", always_chatty), protocols=("dialogue",), max_fix_attempts=2)
+    report = build_report([record], scenario=CALENDAR)
+    # 6 turns x 3 replies each, all 🍄 or (🍄): 18 mushrooms, nothing else.
+    assert report.summary()["stubborn"] == {"✔︎": 0, "🥦": 0, "🍄": 18, "🔥": 0}
