@@ -456,3 +456,20 @@ def test_cancelled_before_start_sends_nothing() -> None:
         deltas, result = run(model_for(server), cancel=cancel)
     assert deltas == [] and result.finish_reason == "cancelled"
     assert server.recorded.requests == []
+
+
+def test_catalogue_remote_entry_builds_a_streaming_client(tmp_path: Any) -> None:
+    """The catalogue's ``remote:`` entry, through the builder the pool uses, reaches the server."""
+    from inference.builder import build_chat_model
+    from inference.catalogue import parse_catalogue
+
+    with serve(say("from", " the", " engine", usage=(9, 3))) as server:
+        (entry,) = parse_catalogue(
+            f'[[model]]\nslug = "remote-tiny"\nname = "Remote tiny"\nfamily = "remote"\n'
+            f'source = "remote:{server.base_url}/v1"\nremote_model = "org/tiny-instruct"\n'
+        )
+        model = build_chat_model(entry, cache_dir=tmp_path, api_key="sk-from-settings")
+        deltas, result = run(model)  # type: ignore[arg-type]
+    assert (deltas, result.finish_reason, result.new_tokens) == (["from", " the", " engine"], "stop", 3)
+    assert server.recorded.requests[0]["model"] == "org/tiny-instruct"
+    assert server.recorded.headers[0]["authorization"] == "Bearer sk-from-settings"
