@@ -63,6 +63,7 @@ _SERVER_ABORTS = frozenset({"abort", "error", "content_filter", "cancelled"})
 _MAX_BACKOFF_S = 30.0
 _CANCEL_POLL_S = 0.05
 _MAX_ERROR_BODY = 500
+_MAX_LINE_BYTES = 1 << 20  # one SSE line; a chunk is a few hundred bytes, so this only stops a runaway
 
 
 class RemoteError(Exception):
@@ -303,7 +304,7 @@ def _read_events(
     data_lines: list[str] = []
     while not reply.done:
         try:
-            raw = response.readline()
+            raw = response.readline(_MAX_LINE_BYTES + 1)
         except (TimeoutError, OSError, http.client.HTTPException) as exc:
             if cancel.cancelled:
                 raise _Cancelled from exc
@@ -314,6 +315,9 @@ def _read_events(
             if data_lines:
                 yield from _apply_event("\n".join(data_lines), reply)
             break
+        if len(raw) > _MAX_LINE_BYTES:
+            raise RemoteError(f"malformed event from server: a line longer than {_MAX_LINE_BYTES} bytes",
+                              retryable=False)
         line = raw.decode("utf-8", "replace").rstrip("\r\n")
         if not line:
             if data_lines:

@@ -350,6 +350,17 @@ def test_malformed_event_is_a_clear_error_and_not_retried() -> None:
     assert len(server.recorded.requests) == 1
 
 
+def test_runaway_line_is_refused() -> None:
+    def script(h: Handler, attempt: int) -> None:
+        h.start_sse()
+        h.raw("data: " + "x" * (1 << 20) + "\n\n")
+        h.done()
+
+    with serve(script) as server:
+        _, result = run(model_for(server))
+    assert result.finish_reason == "error" and "longer than" in (result.error or "")
+
+
 def test_non_stream_answer_is_refused() -> None:
     def script(h: Handler, attempt: int) -> None:
         h.start_sse(content_type="text/html")
