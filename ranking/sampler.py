@@ -1,11 +1,17 @@
 """Pair sampling for the next battle: spend votes where they shrink rating uncertainty most.
 
-Each model's rating variance is roughly ``1 / I_m`` with Fisher information
-``I_m = Σ_j n_mj p_mj (1 − p_mj)`` (``p`` from current ratings, ½ without them). One more battle
-between ``i`` and ``j`` adds ``p_ij(1 − p_ij)`` to both, cutting the variances by about
-``p(1 − p)·(1/I_i² + 1/I_j²)``. Pairs are drawn with probability proportional to that gain raised to
-``sharpness`` (concentrating on the least-known models and on close matches), mixed with a share
-``explore`` of uniform pairs so that every enabled model keeps being shown. Left/right is a coin flip.
+The asymptotic covariance of the centred log-strengths is the pseudo-inverse ``Σ`` of the Fisher
+information ``F`` (the graph Laplacian weighted by ``n_ij p_ij (1 − p_ij)``; ``p`` from current ratings,
+½ without them; plus a weak prior of ``PRIOR_INFORMATION`` spread evenly over all pairs so that ``F`` is
+invertible from the first vote). One more battle between ``i`` and ``j`` adds ``w = p(1 − p)`` along
+``x = e_i − e_j``, and by Sherman–Morrison cuts every variance at once:
+``Δvar_k = w (Σx)_k² / (1 + w xᵀΣx)``. The score of a pair is the resulting drop in
+``Σ_k var_k^power`` (to first order), a smooth stand-in for "the widest interval", and it accounts for
+covariances: a design that only pits neighbours against each other leaves the ends of the chain poorly
+tied to the rest, which a per-model count heuristic would miss.
+
+Pairs are drawn with probability proportional to ``score^sharpness``, mixed with a share ``explore``
+of uniform pairs so that every enabled model keeps being shown. Left/right is a fair coin flip.
 """
 
 from __future__ import annotations
@@ -16,27 +22,46 @@ import numpy as np
 
 from ranking.counts import CountsError, FloatArray
 
-PRIOR_INFORMATION = 0.25  # one virtual even battle per model: unseen models get a finite, large gain
+PRIOR_INFORMATION = 0.5  # total weight of virtual even battles per model, spread over all its pairs
 
 
-def pair_gains(battle_counts: Any, *, ratings: Any = None, scale: float = 400.0) -> FloatArray:
-    """Expected variance reduction of one more battle for every ordered pair (zero on the diagonal)."""
+def _win_probabilities(n: int, ratings: Any, scale: float) -> FloatArray:
+    if ratings is None:
+        return np.full((n, n), 0.5)
+    r = np.asarray(ratings, dtype=np.float64)
+    if r.shape != (n,) or not np.all(np.isfinite(r)):
+        raise CountsError("ratings must be finite, one per model")
+    out: FloatArray = 1.0 / (1.0 + 10.0 ** ((r[None, :] - r[:, None]) / scale))
+    return out
+
+
+def pair_gains(
+    battle_counts: Any, *, ratings: Any = None, scale: float = 400.0, power: float = 6.0
+) -> FloatArray:
+    """First-order drop of ``Σ_k var_k^power`` from one more battle, for every pair (0 on the diagonal)."""
     counts = np.asarray(battle_counts, dtype=np.float64)
     n = counts.shape[0]
-    if counts.shape != (n, n):
-        raise CountsError("battle_counts must be a square matrix")
-    if ratings is None:
-        p = np.full((n, n), 0.5)
-    else:
-        r = np.asarray(ratings, dtype=np.float64)
-        if r.shape != (n,) or not np.all(np.isfinite(r)):
-            raise CountsError("ratings must be finite, one per model")
-        p = 1.0 / (1.0 + 10.0 ** ((r[None, :] - r[:, None]) / scale))
-    info_pair = p * (1.0 - p)
-    info = (counts * info_pair).sum(axis=1) + PRIOR_INFORMATION
-    gain = info_pair * (1.0 / info[:, None] ** 2 + 1.0 / info[None, :] ** 2)
+    if counts.ndim != 2 or counts.shape != (n, n) or n < 2:
+        raise CountsError("battle_counts must be a square matrix over at least two models")
+    if np.any(counts < 0):
+        raise CountsError("battle_counts must be non-negative")
+    p = _win_probabilities(n, ratings, scale)
+    w = p * (1.0 - p)
+    weights = counts * w + PRIOR_INFORMATION / (n - 1)
+    np.fill_diagonal(weights, 0.0)
+    fisher = np.diag(weights.sum(axis=1)) - weights
+    centre = np.full((n, n), 1.0 / n)
+    cov = np.linalg.inv(fisher + centre) - centre  # pseudo-inverse on the sum-zero subspace
+    var = np.clip(np.diagonal(cov), 1e-300, None)
+    weighted = cov @ (var[:, None] ** (power - 1.0) * cov)  # Σ C Σ with C = diag(var^(power−1))
+    d_w = np.diagonal(weighted)
+    d_c = np.diagonal(cov)
+    quad_weighted = d_w[:, None] + d_w[None, :] - 2.0 * weighted
+    quad_cov = d_c[:, None] + d_c[None, :] - 2.0 * cov
+    gain = power * w * quad_weighted / (1.0 + w * quad_cov)
     np.fill_diagonal(gain, 0.0)
-    return gain
+    out: FloatArray = np.clip(gain, 0.0, None)
+    return out
 
 
 def sample_pair(
@@ -45,17 +70,17 @@ def sample_pair(
     rng: np.random.Generator,
     *,
     ratings: Any = None,
-    sharpness: float = 2.0,
+    sharpness: float = 4.0,
     explore: float = 0.1,
 ) -> tuple[int, int]:
     """Draw ``(left, right)`` model indices for the next battle; never the same model twice.
 
     ``battle_counts``: symmetric ``n × n`` battles so far; ``enabled_mask``: which models may be drawn;
-    ``ratings``: optional current Elo-scale ratings (better targeting of close matches).
+    ``ratings``: optional current Elo-scale ratings (targets close matches better).
     """
     enabled = np.asarray(enabled_mask, dtype=bool)
     n = enabled.size
-    if np.asarray(battle_counts).shape != (n, n):
+    if enabled.ndim != 1 or np.asarray(battle_counts).shape != (n, n):
         raise CountsError("battle_counts and enabled_mask disagree on the number of models")
     if enabled.sum() < 2:
         raise CountsError("need at least two enabled models to draw a pair")
@@ -63,7 +88,9 @@ def sample_pair(
         raise CountsError("explore must lie in [0, 1]")
     gain = pair_gains(battle_counts, ratings=ratings)
     allowed = np.triu(enabled[:, None] & enabled[None, :], k=1)
-    weights = np.where(allowed, gain, 0.0) ** sharpness
+    score = np.where(allowed, gain, 0.0)
+    top = score.max()
+    weights = (score / top) ** sharpness if top > 0 else score
     uniform = allowed / allowed.sum()
     total = weights.sum()
     probs = uniform if total <= 0 else (1.0 - explore) * weights / total + explore * uniform

@@ -1,0 +1,128 @@
+"""Read a battles file (CSV or Parquet: ``model_a, model_b, winner``) for the CLI. Not used by the core.
+
+``winner`` is ``a | b | tie | both_bad`` or Chatbot Arena's ``model_a | model_b | tie | tie (bothbad)``.
+Every malformed row is reported by its 1-based data row number (CSV line = row + 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ranking.counts import A_WINS, B_WINS, BOTH_BAD, TIE, IntArray
+
+COLUMNS = ("model_a", "model_b", "winner")
+WINNER_CODES = {
+    "a": A_WINS,
+    "model_a": A_WINS,
+    "b": B_WINS,
+    "model_b": B_WINS,
+    "tie": TIE,
+    "both_bad": BOTH_BAD,
+    "tie (bothbad)": BOTH_BAD,
+}
+
+
+class BattlesFileError(ValueError):
+    """The battles file cannot be used; the message is one line and names the offending row."""
+
+
+@dataclass(frozen=True)
+class Battles:
+    """A battle stream with model indices into ``models`` (sorted names) and outcome codes."""
+
+    models: tuple[str, ...]
+    model_a: IntArray
+    model_b: IntArray
+    outcome: IntArray
+
+
+def read_table(path: Path) -> pa.Table:
+    """Load the three columns as strings; Parquet by suffix, CSV otherwise."""
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            schema_names = pq.read_schema(path).names
+            _require_columns(schema_names)
+            table = pq.read_table(path, columns=list(COLUMNS))
+        else:
+            from pyarrow import csv
+
+            table = csv.read_csv(
+                path,
+                convert_options=csv.ConvertOptions(
+                    column_types={c: pa.string() for c in COLUMNS}, strings_can_be_null=True
+                ),
+            )
+            _require_columns(table.column_names)
+    except (OSError, pa.ArrowException) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BattlesFileError(f"cannot read {path}: {first}") from exc
+    return table.select(list(COLUMNS)).combine_chunks()
+
+
+def _require_columns(names: list[str]) -> None:
+    missing = [c for c in COLUMNS if c not in names]
+    if missing:
+        raise BattlesFileError(f"missing column(s): {', '.join(missing)} (need model_a, model_b, winner)")
+
+
+def parse_battles(table: pa.Table) -> Battles:
+    """Validate rows and encode them; raises :class:`BattlesFileError` naming the first bad row."""
+    cols = {c: pc.cast(table.column(c), pa.string()).combine_chunks() for c in COLUMNS}
+    for c in COLUMNS:
+        nulls = pc.is_null(cols[c])
+        if pc.any(nulls).as_py():
+            row = int(np.flatnonzero(nulls.to_numpy(zero_copy_only=False))[0]) + 1
+            raise BattlesFileError(f"row {row}: empty {c}")
+    a = pc.utf8_trim_whitespace(cols["model_a"])
+    b = pc.utf8_trim_whitespace(cols["model_b"])
+    for name, col in (("model_a", a), ("model_b", b)):
+        empty = pc.equal(pc.utf8_length(col), 0)
+        if pc.any(empty).as_py():
+            row = int(np.flatnonzero(empty.to_numpy(zero_copy_only=False))[0]) + 1
+            raise BattlesFileError(f"row {row}: empty {name}")
+    winner = pc.utf8_lower(pc.utf8_trim_whitespace(cols["winner"]))
+    keys = pa.array(list(WINNER_CODES))
+    pos = pc.index_in(winner, value_set=keys)
+    unknown = pc.is_null(pos)
+    if pc.any(unknown).as_py():
+        row = int(np.flatnonzero(unknown.to_numpy(zero_copy_only=False))[0])
+        raise BattlesFileError(
+            f"row {row + 1}: unknown winner {winner[row].as_py()!r} "
+            "(expected a, b, tie, both_bad, model_a, model_b, tie (bothbad))"
+        )
+    same = pc.equal(a, b)
+    if pc.any(same).as_py():
+        row = int(np.flatnonzero(same.to_numpy(zero_copy_only=False))[0])
+        raise BattlesFileError(f"row {row + 1}: model {a[row].as_py()!r} battles itself")
+    codes = np.asarray(list(WINNER_CODES.values()), dtype=np.int64)[pos.to_numpy(zero_copy_only=False)]
+    encoded = pa.concat_arrays([a, b]).dictionary_encode()
+    found = [str(x) for x in encoded.dictionary.to_pylist()]
+    order = np.argsort(np.asarray(found, dtype=object))  # sorted names: stable model indices
+    rank = np.empty(len(found), dtype=np.int64)
+    rank[order] = np.arange(len(found))
+    inverse = rank[encoded.indices.to_numpy(zero_copy_only=False)]
+    names = [found[k] for k in order]
+    n = len(table)
+    return Battles(
+        models=tuple(str(x) for x in names),
+        model_a=inverse[:n].astype(np.int64),
+        model_b=inverse[n:].astype(np.int64),
+        outcome=codes,
+    )
+
+
+def read_battles(path: Path) -> Battles:
+    """Read and validate a battles file."""
+    if not path.exists():
+        raise BattlesFileError(f"cannot read {path}: no such file")
+    table = read_table(path)
+    if len(table) == 0:
+        raise BattlesFileError(f"{path} has no battles")
+    return parse_battles(table)
