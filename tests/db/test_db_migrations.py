@@ -1,0 +1,118 @@
+"""Migrations: an empty database upgraded to head matches the models exactly; downgrade returns to base.
+Plus the ``python -m db`` helpers (upgrade, stats, bad input) and their README entries."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect
+
+from db import repository as repo
+from db.__main__ import build_parser
+from db.engine import make_engine
+from db.migrate import current_revision, downgrade_to_base, head_revision, upgrade_to_head
+from db.models import Base
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _diff(url: str) -> list:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            return list(compare_metadata(context, Base.metadata))
+    finally:
+        engine.dispose()
+
+
+def _tables(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_matches_models_then_downgrade_to_base(db_url: str) -> None:
+    assert current_revision(db_url) is None
+    upgrade_to_head(db_url)
+    assert current_revision(db_url) == head_revision() is not None
+    assert _diff(db_url) == []
+    assert _tables(db_url) == set(Base.metadata.tables) | {"alembic_version"}
+    upgrade_to_head(db_url)  # idempotent: the app and the CLI call it on every start
+    engine = make_engine(db_url)
+    repo.upsert_contestant(engine, slug="m1", display_name="M1")  # the migrated schema is usable
+    engine.dispose()
+    downgrade_to_base(db_url)
+    assert current_revision(db_url) is None
+    assert _tables(db_url) == {"alembic_version"}
+    upgrade_to_head(db_url)
+    assert _diff(db_url) == []
+
+
+def test_migrated_schema_keeps_named_constraints(db_url: str) -> None:
+    upgrade_to_head(db_url)
+    engine = make_engine(db_url)
+    try:
+        insp = inspect(engine)
+        checks = {c["name"] for c in insp.get_check_constraints("votes")}
+        assert {"ck_votes_choice", "ck_votes_mode"} <= checks
+        assert "uq_votes_battle_id" in {u["name"] for u in insp.get_unique_constraints("votes")}
+        assert "ix_votes_counted_pairs" in {i["name"] for i in insp.get_indexes("votes")}
+    finally:
+        engine.dispose()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "db", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )
+
+
+def test_cli_upgrade_and_stats(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    done = _cli("upgrade", "--url", url)
+    assert done.returncode == 0, done.stderr
+    assert head_revision() in done.stdout
+    engine = make_engine(url)
+    repo.upsert_contestant(engine, slug="m1", display_name="M1")
+    engine.dispose()
+    stats = _cli("stats", "--url", url, "--json")
+    assert stats.returncode == 0, stats.stderr
+    counts = json.loads(stats.stdout)
+    assert counts["contestants"] == 1 and counts["votes"] == 0 and set(counts) == set(Base.metadata.tables)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("stats", "--url", "mysql://nobody@nowhere/x"),
+        ("upgrade", "--url", "sqlite://"),
+        ("bench", "--writers", "0"),
+        ("frobnicate",),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(args: tuple[str, ...]) -> None:
+    done = _cli(*args)
+    assert done.returncode == 2
+    assert done.stderr.strip() and "Traceback" not in done.stderr
+
+
+def test_every_cli_command_is_documented_in_readme() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert "### python -m db" in readme
+    section = readme.split("### python -m db", 1)[1].split("\n### ", 1)[0]
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    for name in commands:
+        assert f"python -m db {name}" in section, f"`python -m db {name}` is not documented in README.md"
