@@ -1,4 +1,4 @@
-"""The rules the battle screen follows: when voting opens, what each model sees, which fixes await a verdict."""
+"""Battle screen rules: when voting opens, what each model sees, which fixes await a verdict."""
 
 from __future__ import annotations
 

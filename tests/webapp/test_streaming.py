@@ -36,8 +36,11 @@ class PacedModel:
             time.sleep(self.delay)
             yield TextDelta(word)
         yield GenerationResult(
-            text="".join(self.words), finish_reason="stop", prompt_tokens=len(messages),
-            new_tokens=len(self.words), ttft_ms=self.delay * 1000,
+            text="".join(self.words),
+            finish_reason="stop",
+            prompt_tokens=len(messages),
+            new_tokens=len(self.words),
+            ttft_ms=self.delay * 1000,
             total_ms=(time.perf_counter() - start) * 1000,
         )
 

@@ -1,0 +1,136 @@
+"""Web-app fixtures: a real pool of tiny random keras models (built once per session), a fresh SQLite
+database per test, and a tiny OpenAI-compatible server for replies a random model would never write
+(a model naming itself, a failing engine)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "webapp" / "app.py")
+TINY_CATALOGUE = REPO / "tests" / "data" / "tiny_catalogue.toml"
+BUDGET_MB = 8000
+TIMEOUT_S = 180
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("arena-data")
+
+
+def warm_pool(catalogue: Path, data_dir: Path, *, count: int = 2) -> None:
+    """Build (or reuse) the app's cached pool for ``catalogue`` and wait until ``count`` models are ready."""
+    from webapp import resources
+
+    pool = resources.pool(str(catalogue), BUDGET_MB, str(data_dir))
+    ready = pool.wait_ready(count=count, timeout=TIMEOUT_S)
+    assert len(ready) >= count, pool.status()
+
+
+@pytest.fixture
+def arena_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_dir: Path) -> Callable[..., str]:
+    """Point the app at a fresh database and the given catalogue (tiny models by default); returns the URL."""
+
+    def configure(catalogue: Path = TINY_CATALOGUE, **settings: str) -> str:
+        url = f"sqlite:///{(tmp_path / 'arena.db').as_posix()}"
+        monkeypatch.setenv("ARENA_DATABASE_URL", url)
+        monkeypatch.setenv("ARENA_DATA_DIR", str(data_dir))
+        monkeypatch.setenv("ARENA_CATALOGUE_PATH", str(catalogue))
+        monkeypatch.setenv("ARENA_MEMORY_BUDGET_MB", str(BUDGET_MB))
+        for name, value in settings.items():
+            monkeypatch.setenv(f"ARENA_{name.upper()}", value)
+        warm_pool(catalogue, data_dir)
+        return url
+
+    return configure
+
+
+def open_app(page: str | None = None, *, visitor: str | None = None) -> AppTest:
+    """A fresh browser tab on the app (optionally as a returning visitor via the ``?v=`` URL parameter)."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    if visitor:
+        at.query_params["v"] = visitor
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+# --- a scripted OpenAI-compatible engine ---------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 -- quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 -- http.server naming
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        reply: str | None = self.server.reply  # type: ignore[attr-defined]
+        if reply is None:
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "engine on fire"}}')
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        words = reply.split(" ")
+        for i, word in enumerate(words):
+            text = word if i == 0 else " " + word
+            last = i == len(words) - 1
+            chunk = {
+                "choices": [
+                    {"index": 0, "delta": {"content": text}, "finish_reason": "stop" if last else None}
+                ]
+            }
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+class ScriptedEngine(ThreadingHTTPServer):
+    """Answers every chat request with ``reply`` streamed word by word, or HTTP 500 when reply is None."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.reply: str | None = "Hello there."
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+@pytest.fixture(scope="session")
+def engine_server() -> Iterator[ScriptedEngine]:
+    server = ScriptedEngine()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def mixed_catalogue(tmp_path_factory: pytest.TempPathFactory, engine_server: ScriptedEngine) -> Path:
+    """One tiny keras model plus one 'Gemma' served by the scripted engine."""
+    path = tmp_path_factory.mktemp("catalogue") / "mixed.toml"
+    tiny = TINY_CATALOGUE.read_text().split("[[model]]")[1]
+    path.write_text(
+        "[[model]]" + tiny + f'\n[[model]]\nslug = "gemma-served"\nname = "Gemma Served"\nfamily = "remote"\n'
+        f'source = "remote:{engine_server.url}"\nremote_model = "gemma"\n'
+    )
+    return path
