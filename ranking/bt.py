@@ -138,6 +138,7 @@ def fit_bt(
     for it in range(max_iter):
         g_norm = float(np.linalg.norm(g))
         if g_norm <= tol:
+            theta, g_norm = _polish(theta, pairs, lam, g, g_norm)
             return BTFit(theta=theta, ridge=lam, iterations=it, grad_norm=g_norm, converged=True)
         step = np.linalg.solve(newton_matrix(theta, pairs, lam), g)
         scale = 1.0
@@ -156,6 +157,17 @@ def fit_bt(
         g = gradient(theta, pairs, lam)
     g_norm = float(np.linalg.norm(gradient(theta, pairs, lam)))
     return BTFit(theta=theta, ridge=lam, iterations=max_iter, grad_norm=g_norm, converged=g_norm <= tol)
+
+
+def _polish(
+    theta: FloatArray, pairs: PairData, lam: float, g: FloatArray, g_norm: float
+) -> tuple[FloatArray, float]:
+    """One extra Newton step once within tolerance: quadratic convergence takes the error to rounding."""
+    cand = theta + np.linalg.solve(newton_matrix(theta, pairs, lam), g)
+    if lam == 0.0:
+        cand = cand - cand.mean()
+    cand_norm = float(np.linalg.norm(gradient(cand, pairs, lam)))
+    return (cand, cand_norm) if cand_norm <= g_norm else (theta, g_norm)
 
 
 def to_elo(

@@ -1,0 +1,172 @@
+"""Exact bootstrap: multinomial draws, Poisson tables, batched refits, intervals and coverage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.sparse import csr_matrix
+from scipy.stats import chisquare, poisson
+
+from ranking import PairData, fit_bt, fold_pairs, leaderboard, tally
+from ranking import poisson as ptables
+from ranking.bootstrap import (
+    _Problem,
+    _run_block,
+    bootstrap_rounds,
+    multinomial_fix,
+    pair_cells,
+    resample_cells,
+)
+from ranking.bt import ELO_SCALE, newton_matrix
+from ranking.synthetic import draw_battles, true_strengths
+
+
+def synthetic_counts(seed: int, n: int, votes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    theta = true_strengths(n, rng=rng)
+    b = draw_battles(theta, votes, rng=rng)
+    wins, ties, both_bad = tally(b.model_a, b.model_b, b.outcome, n_models=n)
+    return theta, wins, ties, both_bad
+
+
+def test_resample_cells_is_multinomial() -> None:
+    counts = np.array([5, 0, 40, 120, 3, 832])
+    total = int(counts.sum())
+    draws = resample_cells(counts, rounds=20_000, rng=np.random.default_rng(0))
+    assert np.all(draws.sum(axis=1) == total)
+    assert np.all(draws[:, 1] == 0)
+    p = counts / total
+    np.testing.assert_allclose(draws.mean(axis=0), total * p, rtol=0.02, atol=0.05)
+    expected_cov = total * (np.diag(p) - np.outer(p, p))
+    np.testing.assert_allclose(np.cov(draws.T), expected_cov, rtol=0.06, atol=0.5)
+
+
+@pytest.mark.parametrize("shift", [-30, 30])
+def test_multinomial_fix_tops_up_and_thins_exactly(shift: int) -> None:
+    # Rows that are all short (or all long) exercise each branch alone; totals must land exactly.
+    rng = np.random.default_rng(1)
+    p = np.array([0.2, 0.3, 0.5])
+    rows = rng.multinomial(1000 + shift, p, size=4000)
+    multinomial_fix(rows, 1000, p, rng)
+    assert np.all(rows.sum(axis=1) == 1000) and np.all(rows >= 0)
+    np.testing.assert_allclose(rows.mean(axis=0), 1000 * p, rtol=0.01)
+    np.testing.assert_allclose(rows.var(axis=0), 1000 * p * (1 - p), rtol=0.08)
+
+
+@pytest.mark.parametrize("lam", [0.0, 1.0, 3.0, 47.0, 2500.0])
+def test_poisson_tables_match_pmf(lam: float) -> None:
+    means = np.full(50, lam)
+    tables = ptables.build_tables(means, draws_per_cell=400)
+    assert tables.fallback.size == 0
+    x = ptables.draw(tables, 400, np.random.default_rng(2)).ravel()
+    if lam == 0.0:
+        assert np.all(x == 0)
+        return
+    lo, hi = poisson.ppf([1e-4, 1 - 1e-4], lam).astype(int)
+    edges = np.arange(lo, hi + 2)
+    observed = np.histogram(np.clip(x, lo, hi), bins=edges)[0]
+    pmf = poisson.pmf(np.arange(lo, hi + 1), lam)
+    pmf[0] += poisson.cdf(lo - 1, lam)
+    pmf[-1] += poisson.sf(hi, lam)
+    assert chisquare(observed, pmf / pmf.sum() * x.size).pvalue > 1e-3
+
+
+def test_poisson_fallback_for_rare_large_means() -> None:
+    # A table pays off only when it serves enough draws: here the small mean's does, the huge one's not.
+    tables = ptables.build_tables(np.array([5.0, 5.0, 123456.0]), draws_per_cell=200)
+    assert tables.fallback.tolist() == [2]
+    x = ptables.draw(tables, 2000, np.random.default_rng(3))
+    assert abs(x[:, 2].mean() - 123456.0) < 30
+
+
+def test_block_refits_equal_independent_newton_fits() -> None:
+    _, wins, ties, both_bad = synthetic_counts(4, 8, 3000)
+    pairs = fold_pairs(wins, ties + both_bad, tie_policy="half")
+    fit = fit_bt(pairs)
+    result = bootstrap_rounds(pairs, fit.theta, fit.ridge, rounds=3, seed=0)  # warm the code path
+    assert result.theta.shape == (3, 8)
+    cells = pair_cells(pairs)
+    positive = np.flatnonzero(cells)
+    lam = cells[positive].astype(float)
+    m = pairs.i.size
+    problem = _Problem(
+        pairs=pairs,
+        theta_hat=fit.theta,
+        ridge=0.0,
+        incidence=csr_matrix(
+            (np.r_[np.ones(m), -np.ones(m)], (np.r_[pairs.i, pairs.j], np.r_[np.arange(m), np.arange(m)])),
+            shape=(8, m),
+        ),
+        solve=np.linalg.inv(newton_matrix(fit.theta, pairs, 0.0)),
+        positive=positive,
+        tables=ptables.build_tables(lam, draws_per_cell=20),
+        total=int(lam.sum()),
+        p_cells=lam / lam.sum(),
+        step_tol=1e-6 / ELO_SCALE,
+        max_chord=40,
+    )
+    theta, block_cells, stuck = _run_block(problem, np.random.SeedSequence(9), 20)
+    assert stuck == []
+    assert np.all(block_cells.sum(axis=1) == cells.sum())
+    for r in range(20):
+        direct = fit_bt(
+            PairData(
+                n_models=8,
+                i=pairs.i,
+                j=pairs.j,
+                w_ij=block_cells[r, :m],
+                w_ji=block_cells[r, m : 2 * m],
+                t=block_cells[r, 2 * m :],
+            )
+        )
+        np.testing.assert_allclose(theta[r] * ELO_SCALE, direct.theta * ELO_SCALE, atol=1e-5)
+
+
+def test_bootstrap_is_seeded_and_thread_independent() -> None:
+    _, wins, ties, both_bad = synthetic_counts(5, 10, 5000)
+    pairs = fold_pairs(wins, ties, tie_policy="half")
+    fit = fit_bt(pairs)
+    one = bootstrap_rounds(pairs, fit.theta, fit.ridge, rounds=300, seed=3, workers=1)
+    two = bootstrap_rounds(pairs, fit.theta, fit.ridge, rounds=300, seed=3, workers=2)
+    other = bootstrap_rounds(pairs, fit.theta, fit.ridge, rounds=300, seed=4, workers=2)
+    np.testing.assert_array_equal(one.theta, two.theta)
+    assert not np.array_equal(one.theta, other.theta)
+
+
+def test_bootstrap_and_sandwich_intervals_agree_on_large_data() -> None:
+    _, wins, ties, both_bad = synthetic_counts(6, 15, 60_000)
+    names = tuple(f"m{k}" for k in range(15))
+    boot = leaderboard(names, wins, ties, both_bad, bootstrap=1000, seed=1)
+    sand = leaderboard(names, wins, ties, both_bad, interval="sandwich")
+    assert boot.bootstrap_rounds == 1000 and boot.bootstrap_fallback_rounds == 0
+    for b, s in zip(boot.rows, sand.rows, strict=True):
+        assert b.model == s.model and b.rating == s.rating
+        assert b.ci_low < b.rating < b.ci_high
+        assert (b.ci_high - b.ci_low) == pytest.approx(s.ci_high - s.ci_low, rel=0.15)
+
+
+def _coverage(interval: str, draws: int, votes: int, rounds: int) -> float:
+    n = 10
+    rng = np.random.default_rng(123)
+    theta = true_strengths(n, rng=rng)
+    truth = 1000.0 + ELO_SCALE * (theta - theta.mean())
+    names = tuple(f"m{k}" for k in range(n))
+    hits = total = 0
+    for d in range(draws):
+        b = draw_battles(theta, votes, rng=rng)
+        wins, ties, both_bad = tally(b.model_a, b.model_b, b.outcome, n_models=n)
+        board = leaderboard(names, wins, ties, both_bad, interval=interval, bootstrap=rounds, seed=d)
+        for row in board.rows:
+            t = truth[names.index(row.model)]
+            hits += row.ci_low <= t <= row.ci_high
+            total += 1
+    return hits / total
+
+
+def test_sandwich_coverage_of_true_ratings() -> None:
+    assert 0.93 <= _coverage("sandwich", draws=200, votes=4000, rounds=0) <= 0.97
+
+
+@pytest.mark.slow
+def test_bootstrap_coverage_of_true_ratings() -> None:
+    assert 0.93 <= _coverage("bootstrap", draws=200, votes=4000, rounds=1000) <= 0.97
