@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, insert, text
+from sqlalchemy import Engine, insert
 
 from db.engine import make_engine
 from db.models import Base, Battle, Contestant, Conversation, Message, Vote, utcnow
@@ -49,19 +49,21 @@ def _postgres_schema(url: str) -> Iterator[str]:
         admin.dispose()
 
 
-def _seed_contestants(engine: Engine, n: int) -> list[int]:
+def seed_contestants(engine: Engine, n: int, prefix: str = "model") -> list[int]:
+    """``n`` contestants named ``{prefix}-000`` ...; returns their ids in that order."""
     now = utcnow()
     rows = [
-        {"slug": f"model-{i:03d}", "display_name": f"Model {i}", "family": "bench", "source": "",
+        {"slug": f"{prefix}-{i:03d}", "display_name": f"Model {i}", "family": "bench", "source": "",
          "params": {}, "enabled": True, "created_at": now, "updated_at": now}
         for i in range(n)
     ]
     with engine.begin() as conn:
-        conn.execute(insert(Contestant), rows)
-        return [r[0] for r in conn.execute(text("SELECT id FROM contestants ORDER BY id"))]
+        return list(
+            conn.scalars(insert(Contestant).returning(Contestant.id, sort_by_parameter_order=True), rows)
+        )
 
 
-def _prepare_vote_battles(engine: Engine, contestant_ids: list[int], count: int) -> list[str]:
+def prepare_vote_battles(engine: Engine, contestant_ids: list[int], count: int) -> list[str]:
     """``count`` open battles, each with one reply per side (what a vote needs), bulk-inserted."""
     now = utcnow()
     rng = np.random.default_rng(1)
@@ -80,8 +82,9 @@ def _prepare_vote_battles(engine: Engine, contestant_ids: list[int], count: int)
                               "system_prompt": "", "params": {}})
             conv_rows.append({"battle_id": b, "side": "b", "contestant_id": contestant_ids[j],
                               "system_prompt": "", "params": {}})
-        conn.execute(insert(Conversation), conv_rows)
-        conv_ids = [r[0] for r in conn.execute(text("SELECT id FROM conversations ORDER BY id"))]
+        conv_ids = conn.scalars(
+            insert(Conversation).returning(Conversation.id, sort_by_parameter_order=True), conv_rows
+        ).all()
         conn.execute(insert(Message), [
             {"conversation_id": c, "position": 0, "role": "assistant", "kind": "reply", "content": "ok",
              "created_at": now, "first_try": True, "superseded": False} for c in conv_ids
@@ -108,7 +111,7 @@ def measure_votes_per_s(url: str, *, writers: int, votes_per_writer: int, models
     """Concurrent vote throughput through the real repository function."""
     engine = make_engine(url)
     Base.metadata.create_all(engine)
-    ids = _prepare_vote_battles(engine, _seed_contestants(engine, models), writers * votes_per_writer)
+    ids = prepare_vote_battles(engine, seed_contestants(engine, models), writers * votes_per_writer)
     engine.dispose()
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(writers + 1)
@@ -161,7 +164,7 @@ def measure_aggregation(url: str, *, votes: int, models: int) -> dict[str, Any]:
     engine = make_engine(url, sqlite_synchronous="OFF")
     Base.metadata.create_all(engine)
     t0 = time.perf_counter()
-    _bulk_votes(engine, _seed_contestants(engine, models), votes)
+    _bulk_votes(engine, seed_contestants(engine, models), votes)
     seed_s = time.perf_counter() - t0
     timings = []
     counts = None
