@@ -1,0 +1,286 @@
+"""The dataset export: battles, flat tables and training views as JSONL, Parquet or CSV, plus a card.
+
+Python API (what the web app's Dataset page and scripts call; everything keyword-only):
+
+- :func:`export_battles` writes to ``out`` (a file; for flat CSV tables a folder) and a ``README.md``
+  dataset card beside it, and returns an :class:`ExportResult` with the counts.
+- :func:`export_bytes` produces the same export in memory for a download (CSV tables come zipped with
+  the card); meant for filtered sets, it holds the whole output in memory.
+
+Both stream: battles are read in keyset pages of ``chunk_size`` (see :mod:`db.export_read`) and each
+page is written before the next is read. Files are written under a temporary name and renamed into
+place on success, so a failed export never leaves a half-written file under the real name.
+The command line (``python -m db export``) lives in :mod:`db.export_cli`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO
+
+from sqlalchemy import Engine
+
+from db.export_card import DEFAULT_LICENCE, is_ours, render_card
+from db.export_read import (
+    DEFAULT_CHUNK_SIZE,
+    ExportError,
+    ExportFilters,
+    count_battles,
+    iter_chunks,
+    parse_date,
+    snapshot,
+    visitor_hash,
+)
+from db.export_records import (
+    TABLE_COLUMNS,
+    battle_records,
+    correction_records,
+    preference_records,
+    table_rows,
+)
+from db.export_writers import CsvWriter, RecordWriter, record_writer, table_writers
+
+__all__ = [
+    "FORMATS",
+    "VIEWS",
+    "ExportBlob",
+    "ExportCounts",
+    "ExportError",
+    "ExportFilters",
+    "ExportResult",
+    "add_export_parser",
+    "export_battles",
+    "export_bytes",
+    "parse_date",
+    "run_export",
+    "visitor_hash",
+]
+
+FORMATS = ("jsonl", "parquet", "csv")
+VIEWS = ("battles", "preferences", "corrections")
+SUFFIX = {"jsonl": ".jsonl", "parquet": ".parquet", "csv": ".csv"}
+MEDIA_TYPES = {"jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet",
+               "csv": "text/csv", "zip": "application/zip"}
+Progress = Callable[[int, int], None]  # (battles done, battles selected)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportCounts:
+    """Source rows the export covered, and the records (or table rows) it wrote."""
+
+    battles: int = 0
+    conversations: int = 0
+    messages: int = 0
+    corrections: int = 0
+    votes: int = 0
+    records: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    fmt: str
+    view: str
+    counts: ExportCounts
+    files: dict[str, int] = field(default_factory=dict)  # path -> rows written
+    card: str | None = None  # path of README.md
+
+
+@dataclass(frozen=True, slots=True)
+class ExportBlob:
+    """An in-memory export for a download button: bytes, a file name, a media type and the card."""
+
+    data: bytes
+    filename: str
+    media_type: str
+    counts: ExportCounts
+    card: str
+
+
+def _check(fmt: str, view: str, salt: str) -> None:
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if view not in VIEWS:
+        raise ExportError(f"unknown view {view!r}: use one of {', '.join(VIEWS)}")
+    if not salt:
+        raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
+
+
+def _stream(
+    engine: Engine,
+    *,
+    fmt: str,
+    view: str,
+    filters: ExportFilters,
+    salt: str,
+    chunk_size: int,
+    progress: Progress | None,
+    streams: dict[str, IO[bytes]],
+) -> tuple[ExportCounts, dict[str, int]]:
+    """Read page by page and write each page: the one loop behind every export. Returns rows per stream."""
+    flat = fmt == "csv" and view == "battles"
+    rows = {name: 0 for name in streams}
+    totals = dict.fromkeys(("battles", "conversations", "messages", "corrections", "votes"), 0)
+    with snapshot(engine) as conn:
+        selected = count_battles(conn, filters)
+        if progress is not None:
+            progress(0, selected)
+        tables: dict[str, CsvWriter] = table_writers(streams) if flat else {}
+        writer: RecordWriter | None = None if flat else record_writer(fmt, view, streams[view])
+        for chunk in iter_chunks(conn, filters=filters, salt=salt, chunk_size=chunk_size):
+            for name in totals:
+                totals[name] += len(getattr(chunk, name))
+            if flat:
+                for name, page in table_rows(chunk).items():
+                    tables[name].write_rows(page)
+                    rows[name] += len(page)
+            else:
+                records = battle_records(chunk)
+                if view == "preferences":
+                    records = list(preference_records(records))
+                elif view == "corrections":
+                    records = list(correction_records(records))
+                assert writer is not None
+                writer.write(records)
+                rows[view] += len(records)
+            if progress is not None:
+                progress(totals["battles"], selected)
+        for table in tables.values():
+            table.close()
+        if writer is not None:
+            writer.close()
+    written = sum(rows.values()) if not flat else rows["battles"]
+    return ExportCounts(**totals, records=written), rows
+
+
+def _stream_names(fmt: str, view: str) -> list[str]:
+    return list(TABLE_COLUMNS) if fmt == "csv" and view == "battles" else [view]
+
+
+def _file_name(fmt: str, view: str, name: str) -> str:
+    return f"{name}{SUFFIX[fmt]}" if fmt == "csv" else f"{view}{SUFFIX[fmt]}"
+
+
+def _targets(out: Path, fmt: str, view: str) -> tuple[dict[str, Path], Path]:
+    """Where each stream goes and where the card goes; refuses paths that cannot work, before any work."""
+    folder_out = fmt == "csv" and view == "battles"
+    if folder_out:
+        if out.exists() and not out.is_dir():
+            raise ExportError(f"--out {out} is a file; CSV tables need a folder")
+        folder = out
+        targets = {name: out / f"{name}.csv" for name in TABLE_COLUMNS}
+    else:
+        if out.is_dir():
+            raise ExportError(f"--out {out} is a folder; {fmt} needs a file path")
+        folder = out.parent
+        targets = {view: out}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot create folder {folder}: {exc.strerror or exc}") from exc
+    if not os.access(folder, os.W_OK):
+        raise ExportError(f"folder {folder} is not writable")
+    card = folder / "README.md"
+    if card in targets.values():
+        raise ExportError("--out must not be named README.md: the dataset card goes there")
+    if card.exists() and not is_ours(card.read_text(encoding="utf-8", errors="replace")):
+        raise ExportError(f"{card} exists and is not a dataset card; export into another folder")
+    return targets, card
+
+
+@contextmanager
+def _atomic_files(targets: dict[str, Path]) -> Iterator[dict[str, IO[bytes]]]:
+    """Binary streams on ``<target>.partial`` files, renamed onto the targets only if the block succeeds."""
+    partial = {name: path.with_name(path.name + ".partial") for name, path in targets.items()}
+    try:
+        with ExitStack() as stack:
+            streams: dict[str, IO[bytes]] = {
+                name: stack.enter_context(open(path, "wb")) for name, path in partial.items()
+            }
+            yield streams
+        for name, path in partial.items():
+            os.replace(path, targets[name])
+    finally:
+        for path in partial.values():
+            path.unlink(missing_ok=True)
+
+
+def export_battles(
+    engine: Engine,
+    *,
+    fmt: str,
+    out: str | Path,
+    salt: str,
+    filters: ExportFilters | None = None,
+    view: str = "battles",
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    progress: Progress | None = None,
+    licence: str | None = None,
+) -> ExportResult:
+    """Export the battles ``filters`` select to ``out`` in ``fmt``, with a README.md card beside it.
+
+    ``view``: ``battles`` (nested records; with ``fmt='csv'`` flat tables in the folder ``out``),
+    ``preferences`` or ``corrections`` (training views, one file). ``salt`` hashes visitor ids (the CLI
+    passes ``settings.hash_salt``). Raises :class:`ExportError` for bad input, before writing anything.
+    """
+    filters = filters or ExportFilters()
+    _check(fmt, view, salt)
+    targets, card_path = _targets(Path(out), fmt, view)
+    with _atomic_files(targets) as streams:
+        counts, rows = _stream(engine, fmt=fmt, view=view, filters=filters, salt=salt,
+                               chunk_size=chunk_size, progress=progress, streams=streams)
+    files = {targets[name].name: n for name, n in rows.items()}
+    card = render_card(fmt=fmt, view=view, files=files, counts=_card_counts(counts),
+                       filters=filters.describe(), licence=licence or DEFAULT_LICENCE)
+    card_path.write_text(card, encoding="utf-8")
+    return ExportResult(fmt=fmt, view=view, counts=counts,
+                        files={str(targets[name]): n for name, n in rows.items()}, card=str(card_path))
+
+
+def _card_counts(counts: ExportCounts) -> dict[str, int]:
+    return {k: v for k, v in asdict(counts).items() if k != "records"}
+
+
+def export_bytes(
+    engine: Engine,
+    *,
+    fmt: str,
+    salt: str,
+    filters: ExportFilters | None = None,
+    view: str = "battles",
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    progress: Progress | None = None,
+    licence: str | None = None,
+) -> ExportBlob:
+    """The same export as :func:`export_battles`, in memory, for a download of a filtered set.
+
+    Flat CSV tables come as one zip (``<table>.csv`` files and ``README.md``); every other export is
+    the single file's bytes, with the card as text in :attr:`ExportBlob.card`.
+    """
+    filters = filters or ExportFilters()
+    _check(fmt, view, salt)
+    buffers = {name: io.BytesIO() for name in _stream_names(fmt, view)}
+    counts, rows = _stream(engine, fmt=fmt, view=view, filters=filters, salt=salt,
+                           chunk_size=chunk_size, progress=progress, streams=dict(buffers))
+    files = {_file_name(fmt, view, name): n for name, n in rows.items()}
+    card = render_card(fmt=fmt, view=view, files=files, counts=_card_counts(counts),
+                       filters=filters.describe(), licence=licence or DEFAULT_LICENCE)
+    if len(buffers) == 1:
+        (name, buffer), = buffers.items()
+        return ExportBlob(data=buffer.getvalue(), filename=_file_name(fmt, view, name),
+                          media_type=MEDIA_TYPES[fmt], counts=counts, card=card)
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, buffer in buffers.items():
+            archive.writestr(_file_name(fmt, view, name), buffer.getvalue())
+        archive.writestr("README.md", card)
+    return ExportBlob(data=zipped.getvalue(), filename="fixit-arena-tables.zip",
+                      media_type=MEDIA_TYPES["zip"], counts=counts, card=card)
+
+
+from db.export_cli import add_export_parser, run_export  # noqa: E402  (CLI glue, re-exported for db/__main__)

@@ -1,0 +1,105 @@
+"""``python -m db export``: argument parsing and the progress bar around :func:`db.export.export_battles`.
+
+Wired into ``db/__main__.py`` through ``add_export_parser(subparsers)`` and ``run_export(args) -> int``.
+This is command-line glue, so it is the one export module that reads ``settings.py`` (the hashing salt,
+and the database URL through ``db/__main__``). Bad input exits 2 with one line on stderr; success
+prints one JSON line (counts and files) on stdout for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from db.export_read import DEFAULT_CHUNK_SIZE, ExportError, ExportFilters, parse_date
+
+
+def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``export`` subcommand to ``python -m db``'s subparsers."""
+    p = subparsers.add_parser(
+        "export", help="export battles (nested or flat tables) or training views, with a dataset card"
+    )
+    p.add_argument("--url", default=None, help="SQLAlchemy URL (default: ARENA_DATABASE_URL / ./var)")
+    p.add_argument("--format", dest="fmt", required=True, metavar="{jsonl,parquet,csv}")
+    p.add_argument("--out", required=True, help="output file (CSV tables: a folder); README.md beside it")
+    p.add_argument("--scenario", default=None, help="only battles of this scenario slug")
+    p.add_argument("--since", default=None, help="battles created on/after DATE (YYYY-MM-DD or ISO datetime)")
+    p.add_argument("--until", default=None, help="battles created up to DATE (a bare date includes that day)")
+    p.add_argument("--corrections-only", action="store_true", help="only battles with a correction")
+    p.add_argument("--view", default=None, metavar="{preferences,corrections}",
+                   help="a training view instead of the battles")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, help="battles per page")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return p
+
+
+class _Bar:
+    """A tqdm progress bar on stderr, counting battles (created lazily once the total is known)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._bar: Any = None
+        self._done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._enabled:
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit="battle", file=sys.stderr, desc="export", leave=True)
+        self._bar.update(done - self._done)
+        self._done = done
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _filters(args: argparse.Namespace) -> ExportFilters:
+    return ExportFilters(
+        scenario=args.scenario,
+        since=parse_date(args.since) if args.since else None,
+        until=parse_date(args.until, end=True) if args.until else None,
+        corrections_only=args.corrections_only,
+    )
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Run ``python -m db export``; 0 on success, 2 with a one-line reason on bad input."""
+    from db.engine import make_engine
+    from db.export import FORMATS, export_battles
+
+    bar = _Bar(enabled=not args.no_progress)
+    try:
+        if args.fmt not in FORMATS:
+            raise ExportError(f"unknown format {args.fmt!r}: use one of {', '.join(FORMATS)}")
+        if args.view not in (None, "preferences", "corrections"):
+            raise ExportError(f"unknown view {args.view!r}: use preferences or corrections")
+        if args.chunk_size < 1:
+            raise ExportError("--chunk-size must be >= 1")
+        filters = _filters(args)
+        from settings import get_settings
+
+        salt = get_settings().hash_salt.get_secret_value()
+        engine = make_engine(args.url)
+        try:
+            result = export_battles(
+                engine, fmt=args.fmt, out=args.out, salt=salt, filters=filters,
+                view=args.view or "battles", chunk_size=args.chunk_size, progress=bar,
+            )
+        finally:
+            bar.close()
+            engine.dispose()
+    except ExportError as exc:
+        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot write the export: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    print(json.dumps({"format": result.fmt, "view": result.view, "counts": asdict(result.counts),
+                      "files": result.files, "card": result.card}))
+    return 0
