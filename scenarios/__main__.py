@@ -67,7 +67,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="base seed (attempt i uses seed+i; default 0)")
     p.add_argument("--no-store", action="store_true", help="do not write the runs to the database")
     p.set_defaults(handler=_cmd_run)
+
+    p = sub.add_parser("bench", help="grader speed on the labeled replies and on hostile input (JSON)")
+    p.add_argument("--rounds", type=int, default=20, help="repetitions per measurement (default 20)")
+    p.set_defaults(handler=_cmd_bench)
     return parser
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from scenarios.bench import run_bench
+
+    if args.rounds < 1:
+        raise UsageError("--rounds must be >= 1")
+    print(json.dumps(run_bench(rounds=args.rounds), ensure_ascii=False, indent=2))
+    return 0
 
 
 # --- grade -------------------------------------------------------------------------------------------
