@@ -70,7 +70,7 @@ def fit(
         args=(matchups, outcomes, w),
         jac=True,
         method="L-BFGS-B",
-        options={"disp": False, "maxiter": 100, "gtol": 1e-6},
+        options={"maxiter": 100, "gtol": 1e-6},
     )
     r = res.x - res.x.mean()
     return 1000.0 + r

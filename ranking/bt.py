@@ -177,6 +177,8 @@ def to_elo(
 
     Works on any array whose last axis is the model axis (one fit, or bootstrap rounds × models).
     """
+    if theta.shape[-1] == 0:
+        return np.array(theta, dtype=np.float64, copy=True)
     centred = theta - theta.mean(axis=-1, keepdims=True)
     if anchor_index is None:
         return ELO_BASE + ELO_SCALE * centred
