@@ -22,7 +22,7 @@ HOSTILE: dict[str, str] = {
     "1 MB inside a call": "action.add_calendar_entry(" + "A" * 1_000_000 + ")",
     "NUL byte": 'action.add_calendar_entry("Meeting\x00", date="2024-11-11", time="17:00", duration=30)',
     "100k nested parens": "action.add_calendar_entry(" + "(" * 100_000 + ")" * 100_000 + ")",
-    "1.9k unary minus": "action.add_calendar_entry('x', duration=" + "-" * 1_900 + "1)",
+    "900 unary minus": "action.add_calendar_entry('x', duration=" + "-" * 900 + "1)",
     "code injection": "__import__('os').system('echo pwned')",
 }
 

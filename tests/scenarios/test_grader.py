@@ -74,7 +74,7 @@ HOSTILE = {
     "deep_parens": "action.add_calendar_entry(" + "(" * 100_000 + ")" * 100_000 + ")",
     "deep_lists": "action.add_calendar_entry(" + "[" * 5_000,
     "deep_unary": "action.add_calendar_entry(" + "-" * 10_000 + "1)",
-    "deep_unary_short": "action.add_calendar_entry('x', duration=" + "-" * 1_900 + "1)",
+    "deep_unary_short": "action.add_calendar_entry('x', duration=" + "-" * 900 + "1)",
     "huge_power": "action.add_calendar_entry('x', duration=9**9**9**9)",
 }
 
