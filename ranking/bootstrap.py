@@ -54,20 +54,46 @@ def pair_cells(pairs: PairData) -> IntArray:
 def multinomial_fix(draws: IntArray, total: int, p: FloatArray, rng: np.random.Generator) -> None:
     """Turn Poisson rows into exact multinomial(``total``, p) rows in place (top up or thin)."""
     sums = draws.sum(axis=1)
+    k = draws.shape[1]
     short = np.flatnonzero(sums < total)
     if short.size:
         extra = total - sums[short]
         cdf = np.cumsum(p)
         cdf /= cdf[-1]
-        cells = np.minimum(np.searchsorted(cdf, rng.random(int(extra.sum())), side="right"), p.size - 1)
-        rows = np.repeat(short, extra)
-        k = draws.shape[1]
+        # Sorted queries make the search walk forward through the table (much faster than random);
+        # which row gets which extra battle does not matter, the draws are i.i.d.
+        u = np.sort(rng.random(int(extra.sum())))
+        cells = np.minimum(np.searchsorted(cdf, u, side="right"), k - 1)
+        rows = rng.permutation(np.repeat(short, extra))
         draws += np.bincount(rows * k + cells, minlength=draws.size).reshape(draws.shape)
-    for r in np.flatnonzero(sums > total):
-        row = draws[r]
-        cum = np.cumsum(row)
-        picked = rng.choice(int(cum[-1]), size=int(sums[r] - total), replace=False)
-        row -= np.bincount(np.searchsorted(cum, picked, side="right"), minlength=row.size)
+    long = np.flatnonzero(sums > total)
+    if long.size:
+        _thin(draws, long, sums[long] - total, rng)
+
+
+def _thin(draws: IntArray, rows: IntArray, excess: IntArray, rng: np.random.Generator) -> None:
+    """Remove ``excess[r]`` battles, uniformly without replacement, from each of ``rows``.
+
+    Battles of a row are numbered ``0 .. T−1`` in cell order; we draw distinct numbers per row by
+    drawing with replacement and redrawing collisions (about ``m²/2T`` of them), then find their
+    cells with one search over the concatenated cumulative counts of all rows.
+    """
+    sub = draws[rows]
+    totals = sub.sum(axis=1)
+    row_of = np.repeat(np.arange(rows.size), excess)
+    picks = (rng.random(row_of.size) * totals[row_of]).astype(np.int64)
+    while True:
+        keys = row_of * (int(totals.max()) + 1) + picks
+        _, first = np.unique(keys, return_index=True)
+        dup = np.setdiff1d(np.arange(keys.size), first, assume_unique=True)
+        if dup.size == 0:
+            break
+        picks[dup] = (rng.random(dup.size) * totals[row_of[dup]]).astype(np.int64)
+    flat_cum = np.cumsum(sub.ravel())
+    starts = np.concatenate([[0], np.cumsum(totals)[:-1]])
+    hit = np.searchsorted(flat_cum, np.sort(starts[row_of] + picks), side="right")
+    sub -= np.bincount(hit, minlength=sub.size).reshape(sub.shape)
+    draws[rows] = sub
 
 
 def resample_cells(counts: IntArray, *, rounds: int, rng: np.random.Generator) -> IntArray:

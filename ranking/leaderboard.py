@@ -151,7 +151,8 @@ def leaderboard(
     used = w + w.T + used_ties
     with np.errstate(invalid="ignore", divide="ignore"):
         observed = np.where(used > 0, (w + 0.5 * used_ties) / used, np.nan)
-    unrated = tuple(names[i] for i in range(len(names)) if i not in set(rated_idx.tolist()))
+    rated = set(rated_idx.tolist())
+    unrated = tuple(names[i] for i in range(len(names)) if i not in rated)
     return Leaderboard(
         rows=rows,
         models=names,

@@ -80,7 +80,9 @@ def build_tables(means: FloatArray, *, draws_per_cell: int) -> PoissonTables:
 
 def draw(tables: PoissonTables, rounds: int, rng: np.random.Generator) -> IntArray:
     """``rounds`` independent Poisson vectors, shape ``(rounds, cells)``."""
-    out = np.empty((rounds, tables.means.size), dtype=np.int64)
+    out = np.zeros(
+        (rounds, tables.means.size if tables.fallback.size or not tables.tabled.size else 0), dtype=np.int64
+    )
     if tables.fallback.size:
         out[:, tables.fallback] = rng.poisson(
             tables.means[tables.fallback], size=(rounds, tables.fallback.size)
@@ -101,5 +103,7 @@ def draw(tables: PoissonTables, rounds: int, rng: np.random.Generator) -> IntArr
             todo = todo[tables.cdf[flat_pos[todo]] <= flat_u[todo]]
         pos -= tables.cdf_offset[cells]
         pos += tables.lo[cells]
+        if tables.fallback.size == 0:
+            return pos  # every cell tabled, in order: skip the column scatter
         out[:, cells] = pos
     return out
