@@ -20,9 +20,10 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 from scenarios import ScenarioError, get_scenario, list_scenarios  # noqa: E402
 from scenarios.base import Scenario  # noqa: E402
 from scenarios.corrections import STYLES  # noqa: E402
+from scenarios.records import PROTOCOLS, ProtocolName  # noqa: E402
 
 EXIT_BAD_INPUT = 2
-PROTOCOL_CHOICES = ("reliability", "dialogue", "fixing", "all")
+PROTOCOL_CHOICES = (*PROTOCOLS, "all")
 
 
 class UsageError(Exception):
@@ -156,7 +157,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--max-new-tokens must be >= 1")
     if args.temperature is not None and args.temperature < 0:
         raise UsageError("--temperature must be >= 0")
-    protocols = ("reliability", "dialogue", "fixing") if args.protocol == "all" else (args.protocol,)
+    protocols: tuple[ProtocolName, ...] = PROTOCOLS if args.protocol == "all" else (args.protocol,)
     slugs = [s.strip() for s in args.models.split(",") if s.strip()]
     if not slugs:
         raise UsageError("--models needs at least one slug, or 'all'")
