@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=5, help="reliability attempts per model (default 5)")
     p.add_argument("--max-fix-attempts", type=int, default=2,
                    help="dialogue: corrections per wrong reply before moving on (default 2)")
+    p.add_argument("--fixing-attempts", type=int, default=3,
+                   help="fixing: fresh attempts per pre-made mistake (default 3, as in the study)")
     p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
     p.add_argument("--style", choices=STYLES, default="hint", help="correction style (default hint)")
     p.add_argument("--temperature", type=float, help="override the catalogue's sampling temperature")
@@ -151,6 +153,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scenario = _gradable(args.scenario)
     if args.repeats < 1:
         raise UsageError("--repeats must be >= 1")
+    if args.fixing_attempts < 1:
+        raise UsageError("--fixing-attempts must be >= 1")
     if args.max_fix_attempts < 0:
         raise UsageError("--max-fix-attempts must be >= 0")
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
@@ -167,8 +171,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     }
     try:
         return run_command(settings=get_settings(), scenario=scenario, slugs=slugs, protocols=protocols,
-                           repeats=args.repeats, max_fix_attempts=args.max_fix_attempts, style=args.style,
-                           overrides=overrides, out=args.out, store=not args.no_store)
+                           repeats=args.repeats, max_fix_attempts=args.max_fix_attempts,
+                           fixing_attempts=args.fixing_attempts, style=args.style, overrides=overrides,
+                           out=args.out, store=not args.no_store)
     except RunInputError as exc:
         raise UsageError(str(exc)) from exc
 

@@ -62,6 +62,7 @@ def run_and_store(
     protocols: Sequence[ProtocolName],
     repeats: int,
     max_fix_attempts: int,
+    fixing_attempts: int = 3,
     style: Style = "hint",
     overrides: dict[str, Any] | None = None,
     store: bool = True,
@@ -85,7 +86,8 @@ def run_and_store(
             ensure_contestant(engine, slug=entry.slug, name=entry.name, family=entry.family,
                               source=entry.source)
     _compilation_cache(settings)
-    per_model = planned_runs(protocols=protocols, config=RunnerConfig(repeats=repeats), n_cases=len(cases))
+    sizes = RunnerConfig(repeats=repeats, fixing_attempts=fixing_attempts)
+    per_model = planned_runs(protocols=protocols, config=sizes, n_cases=len(cases))
     bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
     keys = {slug: key.get_secret_value() for slug, key in settings.remote_api_keys.items()}
     pool = ModelPool(entries, memory_budget_mb=settings.memory_budget_mb,
@@ -105,7 +107,8 @@ def run_and_store(
                 outcome.skipped[entry.slug] = str(exc)
                 continue
             config = RunnerConfig(repeats=repeats, max_fix_attempts=max_fix_attempts,
-                                  params=_params(entry.sampling, overrides or {}), correction_style=style)
+                                  fixing_attempts=fixing_attempts, correction_style=style,
+                                  params=_params(entry.sampling, overrides or {}))
 
             def sink(record: RunRecord) -> None:
                 if engine is not None:
@@ -175,6 +178,7 @@ def run_command(
     protocols: Sequence[ProtocolName],
     repeats: int,
     max_fix_attempts: int,
+    fixing_attempts: int,
     style: Style,
     overrides: dict[str, Any],
     out: Path | None,
@@ -182,8 +186,8 @@ def run_command(
 ) -> int:
     """The ``run`` command: report on stdout (and in ``out``); 1 if no model could run at all."""
     outcome = run_and_store(settings=settings, scenario=scenario, slugs=slugs, protocols=protocols,
-                            repeats=repeats, max_fix_attempts=max_fix_attempts, style=style,
-                            overrides=overrides, store=store)
+                            repeats=repeats, max_fix_attempts=max_fix_attempts,
+                            fixing_attempts=fixing_attempts, style=style, overrides=overrides, store=store)
     print(outcome.markdown, end="")
     if out is not None:
         out.write_text(outcome.markdown, encoding="utf-8")
