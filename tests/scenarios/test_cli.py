@@ -1,0 +1,77 @@
+"""``python -m scenarios grade`` and ``bench``, in process (``run`` is covered by test_arena_e2e)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scenarios.__main__ import main
+
+ADD = "action.add_calendar_entry"
+
+
+def test_grade_one_reply_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    reply = f'Sure! {ADD}("Meeting with Fred", date="2024-11-11", time="5:00 PM", duration=30)'
+    assert main(["grade", "--scenario", "calendar", "--target", "2", "--reply", reply, "--json"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert line == {"label": "partial", "mistakes": ["chatty", "bad_format"],
+                    "correction": "Just the API call please."}
+
+
+def test_grade_batch_file_one_line_per_reply(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        {"target": 3, "reply": f'{ADD}("Rock Concert", date="2024-11-11", time="08:00", duration=30)'},
+        {"target": 6, "reply": 'action.remove_calendar_entry("Meeting with Fred", "2024-11-11", "17:00")'},
+        {"target": 1, "reply": "Dear Fred, see you Monday."},
+    ]
+    path = tmp_path / "replies.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n", encoding="utf-8")
+    args = ["grade", "--scenario", "calendar", "--replies", str(path), "--json", "--style", "explicit"]
+    assert main(args) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["label"] for x in lines] == ["partial", "correct", "garbage"]
+    assert lines[0] == {"label": "partial", "mistakes": ["wrong_time"], "correction": "Wrong time: 20:00."}
+    assert lines[1]["correction"] is None and lines[2]["mistakes"] == []
+
+
+def test_grade_human_readable_line(capsys: pytest.CaptureFixture[str]) -> None:
+    reply = f'{ADD}("Rock Concert", "2024-11-11", "20:00", 60*3)'
+    assert main(["grade", "--target", "4", "--reply", reply]) == 0
+    assert capsys.readouterr().out.strip() == "✓ correct"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["grade", "--reply", "x"], "needs --target"),
+        (["grade", "--target", "0", "--reply", "x"], "out of range"),
+        (["grade", "--scenario", "free-chat", "--target", "1", "--reply", "x"], "no grader"),
+        (["grade", "--scenario", "chess", "--target", "1", "--reply", "x"], "unknown scenario"),
+        (["grade", "--replies", "/nonexistent/file.jsonl"], "cannot read"),
+        (["bench", "--rounds", "0"], "--rounds"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_batch_file_with_a_bad_line_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"target": 1, "reply": "x"}\n{"target": "one", "reply": "x"}\n', encoding="utf-8")
+    assert main(["grade", "--replies", str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"{path}:2:" in captured.err
+
+
+def test_bench_reports_figures_and_hostile_labels(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--rounds", "1"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["replies"] >= 60 and figures["grade_and_correct_ms_per_reply"] > 0
+    assert figures["hostile"]["1 MB of text"]["label"] == "garbage"
+    assert figures["hostile"]["100k nested parens"]["label"] == "garbage"
