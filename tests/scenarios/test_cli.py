@@ -75,3 +75,17 @@ def test_bench_reports_figures_and_hostile_labels(capsys: pytest.CaptureFixture[
     assert figures["replies"] >= 60 and figures["grade_and_correct_ms_per_reply"] > 0
     assert figures["hostile"]["1 MB of text"]["label"] == "garbage"
     assert figures["hostile"]["100k nested parens"]["label"] == "garbage"
+
+
+def test_every_command_and_flag_is_documented_in_the_readme() -> None:
+    from scenarios.__main__ import _parser
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### python -m scenarios", 1)[1].split("\n## ", 1)[0]
+    sub = next(a for a in _parser()._actions if a.dest == "command")
+    for name, parser in sub.choices.items():  # type: ignore[union-attr]
+        assert f"`{name}" in section, name
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    assert flag in section, f"{name} {flag} is not in README's CLI reference"
