@@ -1,8 +1,10 @@
 """``python -m db bench``: how fast votes land and how fast the leaderboard counts come back.
 
+0. The disk's fsync rate (8 kB write + fdatasync per round): the ceiling of fsync-per-commit writes.
 1. Votes/s: ``writers`` processes each record ``votes_per_writer`` votes through the real
    :func:`db.repository.record_vote` (one committed transaction each) on battles prepared beforehand;
-   wall time from a shared start barrier to the last commit. Target >= 2,000 votes/s.
+   wall time from a shared start barrier to the last commit; for both durability modes of
+   :func:`db.engine.make_engine`. Target >= 2,000 votes/s.
 2. Aggregation: ``aggregate_votes`` votes (and their battles) bulk-loaded, then
    :func:`db.repository.pairwise_counts` timed (best of 3). Target <= 0.5 s.
 
@@ -12,6 +14,7 @@ Measured on SQLite (a fresh file) and, when a URL is given, on PostgreSQL (a fre
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +28,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, insert
 
-from db.engine import make_engine
+from db.engine import Durability, make_engine
 from db.models import Base, Battle, Contestant, Conversation, Message, Vote, utcnow
 
 VOTES_PER_S_TARGET = 2_000.0
@@ -92,10 +95,10 @@ def prepare_vote_battles(engine: Engine, contestant_ids: list[int], count: int) 
     return ids
 
 
-def _writer(url: str, battle_ids: list[str], barrier: Any, out: Any) -> None:
+def _writer(url: str, durability: Durability, battle_ids: list[str], barrier: Any, out: Any) -> None:
     from db.repository import record_vote
 
-    engine = make_engine(url)
+    engine = make_engine(url, durability=durability)
     with engine.connect():  # open the first pooled connection before the clock starts
         pass
     barrier.wait()
@@ -107,7 +110,9 @@ def _writer(url: str, battle_ids: list[str], barrier: Any, out: Any) -> None:
     engine.dispose()
 
 
-def measure_votes_per_s(url: str, *, writers: int, votes_per_writer: int, models: int) -> dict[str, Any]:
+def measure_votes_per_s(
+    url: str, *, writers: int, votes_per_writer: int, models: int, durability: Durability = "fsync"
+) -> dict[str, Any]:
     """Concurrent vote throughput through the real repository function."""
     engine = make_engine(url)
     Base.metadata.create_all(engine)
@@ -117,7 +122,8 @@ def measure_votes_per_s(url: str, *, writers: int, votes_per_writer: int, models
     barrier = ctx.Barrier(writers + 1)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_writer, args=(url, ids[w::writers], barrier, out)) for w in range(writers)
+        ctx.Process(target=_writer, args=(url, durability, ids[w::writers], barrier, out))
+        for w in range(writers)
     ]
     for p in procs:
         p.start()
@@ -128,7 +134,8 @@ def measure_votes_per_s(url: str, *, writers: int, votes_per_writer: int, models
     for p in procs:
         p.join()
     rate = done / elapsed
-    return {"writers": writers, "votes": done, "seconds": round(elapsed, 3), "votes_per_s": round(rate, 1),
+    return {"durability": durability, "writers": writers, "votes": done, "seconds": round(elapsed, 3),
+            "votes_per_s": round(rate, 1),
             "target_votes_per_s": VOTES_PER_S_TARGET, "ratio_vs_target": round(rate / VOTES_PER_S_TARGET, 2)}
 
 
@@ -157,11 +164,24 @@ def _bulk_votes(engine: Engine, contestant_ids: list[int], n: int, chunk: int = 
         conn.exec_driver_sql("ANALYZE")
 
 
+def measure_fsync_per_s(folder: str | None, *, seconds: float = 1.0) -> float:
+    """How many 8 kB write+fdatasync rounds the disk does per second: the ceiling of durable commits."""
+    with tempfile.NamedTemporaryFile(dir=folder) as handle:
+        block = b"\0" * 8192
+        done = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            os.pwrite(handle.fileno(), block, 0)
+            os.fdatasync(handle.fileno())
+            done += 1
+        return done / (time.perf_counter() - start)
+
+
 def measure_aggregation(url: str, *, votes: int, models: int) -> dict[str, Any]:
     """Seed ``votes`` votes over ``models`` contestants, then time :func:`pairwise_counts`."""
     from db.repository import pairwise_counts
 
-    engine = make_engine(url, sqlite_synchronous="OFF")
+    engine = make_engine(url, durability="none")
     Base.metadata.create_all(engine)
     t0 = time.perf_counter()
     _bulk_votes(engine, seed_contestants(engine, models), votes)
@@ -191,27 +211,29 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """All figures as one JSON-able dict. ``ratio_vs_target`` >= 1 means the target is met."""
-    import os
-
     postgres_url = postgres_url or os.environ.get("ARENA_TEST_POSTGRES_URL") or None
     if progress is None:
         def progress(line: str) -> None:
             print(line, file=sys.stderr, flush=True)
 
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"fsync_per_s": round(measure_fsync_per_s(sqlite_dir), 1)}
+    durabilities: tuple[Durability, ...] = ("fsync", "crash_safe")
     with tempfile.TemporaryDirectory(dir=sqlite_dir) as tmp:
-        progress("sqlite: votes/s ...")
-        results["sqlite_votes"] = measure_votes_per_s(
-            f"sqlite:///{Path(tmp) / 'votes.db'}", writers=writers, votes_per_writer=votes_per_writer,
-            models=models)
+        for durability in durabilities:
+            progress(f"sqlite: votes/s ({durability}) ...")
+            results[f"sqlite_votes_{durability}"] = measure_votes_per_s(
+                f"sqlite:///{Path(tmp) / f'votes_{durability}.db'}", writers=writers,
+                votes_per_writer=votes_per_writer, models=models, durability=durability)
         progress("sqlite: aggregation ...")
         results["sqlite_aggregation"] = measure_aggregation(
             f"sqlite:///{Path(tmp) / 'agg.db'}", votes=aggregate_votes, models=models)
     if postgres_url:
-        with _postgres_schema(postgres_url) as url:
-            progress("postgresql: votes/s ...")
-            results["postgres_votes"] = measure_votes_per_s(
-                url, writers=writers, votes_per_writer=votes_per_writer, models=models)
+        for durability in durabilities:
+            with _postgres_schema(postgres_url) as url:
+                progress(f"postgresql: votes/s ({durability}) ...")
+                results[f"postgres_votes_{durability}"] = measure_votes_per_s(
+                    url, writers=writers, votes_per_writer=votes_per_writer, models=models,
+                    durability=durability)
         with _postgres_schema(postgres_url) as url:
             progress("postgresql: aggregation ...")
             results["postgres_aggregation"] = measure_aggregation(url, votes=aggregate_votes, models=models)

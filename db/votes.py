@@ -14,7 +14,7 @@ from sqlalchemy import Engine, and_, bindparam, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from db.checks import require_choice
-from db.engine import WRITE_OPTION
+from db.engine import WRITE_OPTION, writer_gate
 from db.errors import NotFound, VoteRefused
 from db.models import CHOICES, Battle, Conversation, Correction, Message, Vote, utcnow
 from db.views import VoteView
@@ -78,7 +78,7 @@ def record_vote(
     """
     require_choice(choice, CHOICES, what="choice")
     try:
-        with engine.connect() as conn:
+        with writer_gate(engine), engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
                 facts = conn.execute(_FACTS, {"battle_id": battle_id}).first()

@@ -1,0 +1,63 @@
+"""Engine set-up: the SQLite pragmas and PostgreSQL settings each durability mode promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, insert
+from sqlalchemy.exc import IntegrityError
+
+from db.engine import make_engine, read_session, write_session
+from db.models import Base, Conversation
+
+
+def test_sqlite_pragmas_and_foreign_keys(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'nested' / 'dir' / 'a.db'}"
+    engine = make_engine(url)  # creates the parent folders
+    Base.metadata.create_all(engine)
+    with engine.connect() as conn:
+        pragma = conn.exec_driver_sql
+        assert pragma("PRAGMA journal_mode").scalar() == "wal"
+        assert pragma("PRAGMA foreign_keys").scalar() == 1
+        assert pragma("PRAGMA busy_timeout").scalar() == 30_000
+        assert pragma("PRAGMA synchronous").scalar() == 2  # FULL: fsync per commit
+    with pytest.raises(IntegrityError), write_session(engine) as session:
+        session.execute(insert(Conversation).values(battle_id="none", side="a", contestant_id=1,
+                                                    system_prompt="", params={}))
+    engine.dispose()
+    relaxed = make_engine(url, durability="crash_safe")
+    with relaxed.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+    relaxed.dispose()
+    assert (tmp_path / "nested" / "dir" / "a.db.writers").exists()  # the writers' queue lock file
+
+
+def test_read_session_sees_committed_writes(engine: Engine) -> None:
+    from db import repository as repo
+
+    repo.upsert_contestant(engine, slug="m1", display_name="M1")
+    with read_session(engine) as session:
+        assert session.execute(Base.metadata.tables["contestants"].select()).one().slug == "m1"
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "mysql://u@h/db"])
+def test_unsupported_urls_are_refused(url: str) -> None:
+    with pytest.raises(ValueError):
+        make_engine(url)
+
+
+def test_bad_durability_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        make_engine(f"sqlite:///{tmp_path / 'x.db'}", durability="maybe")  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+def test_postgres_durability_modes(pg_schema_url: str) -> None:
+    for durability, expected in (("fsync", "on"), ("crash_safe", "off")):
+        engine = make_engine(pg_schema_url, durability=durability)  # type: ignore[arg-type]
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == expected
+            assert conn.exec_driver_sql("SHOW search_path").scalar().startswith("t_")  # options kept
+        assert engine.pool._pre_ping  # type: ignore[attr-defined]
+        engine.dispose()
