@@ -16,12 +16,14 @@ from sqlalchemy.exc import IntegrityError
 from db.checks import require_choice
 from db.engine import WRITE_OPTION, writer_gate
 from db.errors import NotFound, VoteRefused
-from db.models import CHOICES, Battle, Conversation, Correction, Message, Vote, utcnow
+from db.models import CHOICES, Base, utcnow
 from db.views import VoteView
 
-_battles = Battle.__table__
-_conversations = Conversation.__table__
-_messages = Message.__table__
+_tables = Base.metadata.tables
+_battles = _tables["battles"]
+_conversations = _tables["conversations"]
+_messages = _tables["messages"]
+_votes = _tables["votes"]
 _conv_a = _conversations.alias("conv_a")
 _conv_b = _conversations.alias("conv_b")
 
@@ -43,7 +45,7 @@ _FACTS = (
         _conv_b.c.contestant_id,
         _replied(_conv_a),
         _replied(_conv_b),
-        exists().where(Correction.__table__.c.battle_id == _battles.c.id),
+        exists().where(_tables["corrections"].c.battle_id == _battles.c.id),
     )
     .select_from(_battles)
     .outerjoin(_conv_a, and_(_conv_a.c.battle_id == _battles.c.id, _conv_a.c.side == "a"))
@@ -51,7 +53,7 @@ _FACTS = (
     .where(_battles.c.id == bindparam("battle_id"))
     .with_for_update(of=_battles)
 )
-_INSERT = insert(Vote.__table__).returning(Vote.__table__.c.id)
+_INSERT = insert(_votes).returning(_votes.c.id)
 _CLOSE = (
     update(_battles)
     .where(_battles.c.id == bindparam("b_id"))
