@@ -24,6 +24,11 @@ class UsageError(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["shardings"]:  # its own parser lives next to the layout maps
+        from inference.sharding import cli_shardings
+
+        return cli_shardings(argv[1:], load=_load_for_shardings)
     parser = _parser()
     args = parser.parse_args(argv)
     try:
@@ -59,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--new-tokens", type=int, default=64, help="tokens to generate per run (default 64)")
     p.add_argument("--runs", type=int, default=3, help="measured runs after the warm-up run (default 3)")
     p.set_defaults(handler=_cmd_bench)
+
+    sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
     return parser
 
 
@@ -143,6 +150,21 @@ def _build(entry: Any) -> Any:
     return build_chat_model(
         entry, cache_dir=_cache_dir(), api_key=key.get_secret_value() if key else None, warm_up=False
     )
+
+
+def _load_for_shardings(slug: str) -> Any:
+    from inference.builder import load_weights
+
+    try:
+        entry = _entry(slug)
+        problem = _weights_problem(entry)
+    except UsageError as exc:
+        raise LookupError(str(exc)) from exc
+    if problem:
+        raise LookupError(problem)
+    if entry.source_kind == "remote":
+        raise LookupError(f"model {slug!r} is remote: nothing to shard here")
+    return load_weights(entry, cache_dir=_cache_dir())
 
 
 def _read_messages(path: Path) -> list[Any]:

