@@ -10,7 +10,7 @@ import datetime as dt
 import pandas as pd
 import streamlit as st
 
-from webapp import gateway, resources
+from webapp import gateway, gateway_data, resources
 from webapp.admin_gate import admin_available, check_password
 
 _OK = "admin_ok"
@@ -50,7 +50,7 @@ def _contestants(ctx: gateway.Context) -> None:
     st.subheader("Contestants")
     st.caption("Disabled contestants keep their history and leave the pair sampler.")
     ready = set(ctx.pool.ready_slugs())
-    for contestant in gateway.all_contestants(ctx):
+    for contestant in gateway_data.all_contestants(ctx):
         state = "ready" if contestant.slug in ready else "not loaded"
         st.toggle(
             f"{contestant.display_name} (`{contestant.slug}`, {state})",
@@ -63,7 +63,7 @@ def _contestants(ctx: gateway.Context) -> None:
 
 def _toggle(slug: str) -> None:
     enabled = bool(st.session_state[f"admin_enable_{slug}"])
-    gateway.set_enabled(gateway.context(), slug=slug, enabled=enabled)
+    gateway_data.set_enabled(gateway.context(), slug=slug, enabled=enabled)
     st.toast(f"{slug} {'enabled' if enabled else 'disabled'}")
 
 
@@ -77,15 +77,15 @@ def _flagging(ctx: gateway.Context) -> None:
         do_flag = flag.form_submit_button("Flag")
         do_unflag = unflag.form_submit_button("Unflag")
     if do_flag or do_unflag:
-        outcome = gateway.flag(ctx, battle_id=battle_id.strip(), reason=reason, undo=do_unflag)
+        outcome = gateway_data.flag(ctx, battle_id=battle_id.strip(), reason=reason, undo=do_unflag)
         (st.success if outcome.startswith("Battle") else st.error)(outcome)
 
 
 def _figures(ctx: gateway.Context) -> None:
     st.subheader("Live figures (last 24 hours)")
     since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=24)
-    hours, latency = gateway.admin_figures(ctx, since=since)
-    totals = gateway.table_counts(ctx)
+    hours, latency = gateway_data.admin_figures(ctx, since=since)
+    totals = gateway_data.table_counts(ctx)
     cols = st.columns(4)
     cols[0].metric("Battles", totals.get("battles", 0))
     cols[1].metric("Votes", totals.get("votes", 0))

@@ -100,25 +100,38 @@ def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> g
                 )
             )
         chosen = tuple(picked)
-    return gateway.BattleSetup(scenario=scenario, system_prompt=system_prompt, contestants=chosen)
+    return gateway.BattleSetup(
+        scenario=scenario,
+        system_prompt=system_prompt,
+        contestants=chosen,
+        names=tuple(names.get(s, s) for s in chosen) if chosen else (),
+    )
 
 
-def _title(mode: str, battle: BattleView | None, side: str, view: SideView | None) -> str:
+def _title(mode: str, battle: BattleView | None, side: str, view: SideView | None, planned: str) -> str:
+    """ "Model A" while anonymous; the model's name in named modes and after the vote."""
     named = mode != "anonymous" or (battle is not None and not battle.is_open)
-    if named and view is not None:
-        return view.display_name if mode == "direct" else f"Model {side.upper()}: {view.display_name}"
+    name = view.display_name if view is not None else planned
+    if named and name:
+        return name if mode == "direct" else f"Model {side.upper()}: {name}"
     return f"Model {side.upper()}"
 
 
 def _columns(
-    ctx: gateway.Context, *, mode: str, battle: BattleView | None, sides: tuple[str, ...], setup: Any
+    ctx: gateway.Context,
+    *,
+    mode: str,
+    battle: BattleView | None,
+    sides: tuple[str, ...],
+    setup: gateway.BattleSetup,
 ) -> dict[str, Any]:
     placeholders: dict[str, Any] = {}
     show_badges = battle is not None and (not battle.is_open or ctx.settings.show_grader_live)
     for side, col in zip(sides, st.columns(len(sides)), strict=True):
         view = battle.sides.get(side) if battle else None
         with col:
-            st.subheader(_title(mode, battle, side, view))
+            planned = setup.names["ab".index(side)] if len(setup.names) > "ab".index(side) else ""
+            st.subheader(_title(mode, battle, side, view, planned))
             if view is not None:
                 _messages(view, show_badges=show_badges)
             placeholders[side] = st.empty()

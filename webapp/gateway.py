@@ -45,6 +45,7 @@ class BattleSetup:
     scenario: str
     system_prompt: str
     contestants: tuple[str, ...] = ()  # chosen by name (named/direct); empty: the pair sampler picks
+    names: tuple[str, ...] = ()  # their display names, shown before the battle starts
 
 
 def context() -> Context:
@@ -327,38 +328,3 @@ def show_pool_progress(ctx: Context, *, needed: int) -> bool:
         return False
     st.button("Refresh", key="pool_refresh")
     return False
-
-
-# --- admin --------------------------------------------------------------------------------------------
-
-
-def all_contestants(ctx: Context) -> list[Any]:
-    resources.ensure_contestants(ctx)
-    return list(db_repo.list_contestants(ctx.engine))
-
-
-def set_enabled(ctx: Context, *, slug: str, enabled: bool) -> None:
-    db_repo.set_contestant_enabled(ctx.engine, slug=slug, enabled=enabled)
-
-
-def flag(ctx: Context, *, battle_id: str, reason: str, undo: bool) -> str:
-    """Flag (or unflag) a battle; returns a sentence for the admin."""
-    try:
-        if undo:
-            view = db_repo.unflag_battle(ctx.engine, battle_id=battle_id)
-            return f"Battle {view.id} unflagged (now {view.status})."
-        view = db_repo.flag_battle(ctx.engine, battle_id=battle_id, reason=reason)
-    except db_errors.DBError as exc:
-        return f"Refused: {exc}"
-    return f"Battle {view.id} flagged: its vote no longer counts."
-
-
-def admin_figures(ctx: Context, *, since: dt.datetime) -> tuple[list[Any], list[Any]]:
-    return (
-        db_repo.admin_battles_per_hour(ctx.engine, since=since),
-        db_repo.admin_latency(ctx.engine, since=since),
-    )
-
-
-def table_counts(ctx: Context) -> dict[str, int]:
-    return dict(db_repo.table_counts(ctx.engine))

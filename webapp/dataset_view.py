@@ -1,0 +1,66 @@
+"""The dataset page: counts, filters, downloads (built by ``db.export`` only when a button is clicked),
+the schema and the licence (the export's own dataset card)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from typing import Any
+
+import streamlit as st
+
+from webapp import gateway, gateway_data
+
+DOWNLOADS = (
+    # (label, format, view, file name)
+    ("Battles (JSONL)", "jsonl", "battles", "fixit-arena-battles.jsonl"),
+    ("Battles (Parquet)", "parquet", "battles", "fixit-arena-battles.parquet"),
+    ("Tables (CSV, zipped)", "csv", "battles", "fixit-arena-tables.zip"),
+    ("Preference pairs (JSONL)", "jsonl", "preferences", "fixit-arena-preferences.jsonl"),
+    ("Correction triples (JSONL)", "jsonl", "corrections", "fixit-arena-corrections.jsonl"),
+)
+
+
+def _filters() -> Any:
+    choices = {"": "All scenarios", **gateway.scenario_choices()}
+    c1, c2, c3 = st.columns([2, 1, 2])
+    scenario = c1.selectbox("Scenario", list(choices), format_func=choices.__getitem__, key="ds_scenario")
+    corrections = c2.toggle("Corrections only", value=False, key="ds_corrections")
+    dates = c3.date_input("Date range", value=(), key="ds_dates")
+    since = until = None
+    if isinstance(dates, tuple | list) and len(dates) == 2:
+        since = dt.datetime.combine(dates[0], dt.time(), tzinfo=dt.UTC)
+        until = dt.datetime.combine(dates[1], dt.time(), tzinfo=dt.UTC) + dt.timedelta(days=1)
+    return gateway_data.dataset_filters(
+        scenario=scenario or None, since=since, until=until, corrections_only=corrections
+    )
+
+
+def show() -> None:
+    ctx = gateway.context()
+    counts = gateway_data.table_counts(ctx)
+    cols = st.columns(4)
+    for col, (label, table) in zip(
+        cols,
+        (
+            ("Battles", "battles"),
+            ("Messages", "messages"),
+            ("Corrections", "corrections"),
+            ("Votes", "votes"),
+        ),
+        strict=True,
+    ):
+        col.metric(label, f"{counts.get(table, 0):,}")
+    st.subheader("Download")
+    chosen = _filters()
+    st.caption(f"{gateway_data.dataset_count(ctx, chosen):,} battles match these filters.")
+    for i, (label, fmt, view, name) in enumerate(DOWNLOADS):
+        st.download_button(
+            label,
+            data=functools.partial(gateway_data.dataset_bytes, ctx, chosen, fmt=fmt, view=view),
+            file_name=name,
+            key=f"ds_download_{i}",
+            on_click="ignore",
+        )
+    with st.expander("Schema and licence (the dataset card)", expanded=False):
+        st.markdown(gateway_data.dataset_card(chosen))
