@@ -29,7 +29,7 @@ import numpy as np
 from sqlalchemy import Engine, insert
 
 from db.engine import Durability, make_engine
-from db.models import Base, Battle, Contestant, Conversation, Message, Vote, utcnow
+from db.models import Base, Battle, Contestant, Conversation, Message, utcnow
 
 VOTES_PER_S_TARGET = 2_000.0
 AGGREGATION_S_TARGET = 0.5
@@ -139,8 +139,25 @@ def measure_votes_per_s(
             "target_votes_per_s": VOTES_PER_S_TARGET, "ratio_vs_target": round(rate / VOTES_PER_S_TARGET, 2)}
 
 
+_BATTLE_COLS = ("id", "mode", "scenario", "status", "revealed_before_vote", "created_at", "updated_at")
+_VOTE_COLS = ("battle_id", "choice", "created_at", "model_a_id", "model_b_id", "mode", "scenario", "revealed",
+              "flagged", "with_corrections")
+
+
+def _load(engine: Engine, table: str, cols: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+    """Bulk-load rows: PostgreSQL ``COPY`` through psycopg, else one executemany."""
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            with cursor.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            conn.execute(insert(Base.metadata.tables[table]), [dict(zip(cols, r, strict=True)) for r in rows])
+
+
 def _bulk_votes(engine: Engine, contestant_ids: list[int], n: int, chunk: int = 100_000) -> None:
-    """``n`` voted battles with their votes, loaded in chunks (COPY-speed paths where the driver has one)."""
+    """``n`` voted battles with their votes, loaded in chunks (COPY on PostgreSQL)."""
     rng = np.random.default_rng(7)
     ids = np.asarray(contestant_ids)
     now = utcnow()
@@ -150,18 +167,18 @@ def _bulk_votes(engine: Engine, contestant_ids: list[int], n: int, chunk: int = 
         b = (a + rng.integers(1, len(ids), size)) % len(ids)
         choice = CHOICES[rng.choice(4, size=size, p=[0.42, 0.42, 0.1, 0.06])]
         battle_ids = [str(uuid.uuid4()) for _ in range(size)]
-        battles = [{"id": bid, "mode": "anonymous", "scenario": "bench", "status": "voted",
-                    "revealed_before_vote": False, "created_at": now, "updated_at": now}
-                   for bid in battle_ids]
-        votes = [{"battle_id": bid, "choice": str(c), "created_at": now, "model_a_id": int(ids[x]),
-                  "model_b_id": int(ids[y]), "mode": "anonymous", "scenario": "bench", "revealed": False,
-                  "flagged": False, "with_corrections": bool(k % 5 == 0)}
-                 for k, (bid, c, x, y) in enumerate(zip(battle_ids, choice, a, b, strict=True))]
-        with engine.begin() as conn:
-            conn.execute(insert(Battle), battles)
-            conn.execute(insert(Vote), votes)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("ANALYZE")
+        _load(engine, "battles", _BATTLE_COLS,
+              [(bid, "anonymous", "bench", "voted", False, now, now) for bid in battle_ids])
+        _load(engine, "votes", _VOTE_COLS, [
+            (bid, str(c), now, int(ids[x]), int(ids[y]), "anonymous", "bench", False, False, k % 5 == 0)
+            for k, (bid, c, x, y) in enumerate(zip(battle_ids, choice, a, b, strict=True))
+        ])
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":  # index-only scans need the visibility map
+            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM ANALYZE votes")
+        else:
+            conn.exec_driver_sql("ANALYZE")
+            conn.commit()
 
 
 def measure_fsync_per_s(folder: str | None, *, seconds: float = 1.0) -> float:
