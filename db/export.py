@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
+import pyarrow as pa
 from sqlalchemy import Engine
 
 from db.export_card import DEFAULT_LICENCE, is_ours, render_card
@@ -37,13 +38,8 @@ from db.export_read import (
     snapshot,
     visitor_hash,
 )
-from db.export_records import (
-    TABLE_COLUMNS,
-    battle_records,
-    correction_records,
-    preference_records,
-    table_rows,
-)
+from db.export_records import battle_table, correction_records, flat_tables, preference_records
+from db.export_schema import SCHEMAS, TABLE_COLUMNS
 from db.export_writers import CsvWriter, RecordWriter, record_writer, table_writers
 
 __all__ = [
@@ -134,20 +130,19 @@ def _stream(
         writer: RecordWriter | None = None if flat else record_writer(fmt, view, streams[view])
         for chunk in iter_chunks(conn, filters=filters, salt=salt, chunk_size=chunk_size):
             for name in totals:
-                totals[name] += len(getattr(chunk, name))
+                totals[name] += getattr(chunk, name).num_rows
             if flat:
-                for name, page in table_rows(chunk).items():
-                    tables[name].write_rows(page)
-                    rows[name] += len(page)
+                for name, page in flat_tables(chunk).items():
+                    tables[name].write(page)
+                    rows[name] += page.num_rows
             else:
-                records = battle_records(chunk)
-                if view == "preferences":
-                    records = list(preference_records(records))
-                elif view == "corrections":
-                    records = list(correction_records(records))
                 assert writer is not None
-                writer.write(records)
-                rows[view] += len(records)
+                page = battle_table(chunk)
+                if view != "battles":
+                    shaped = preference_records if view == "preferences" else correction_records
+                    page = pa.Table.from_pylist(list(shaped(page.to_pylist())), schema=SCHEMAS[view])
+                writer.write(page)
+                rows[view] += page.num_rows
             if progress is not None:
                 progress(totals["battles"], selected)
         for table in tables.values():

@@ -19,13 +19,17 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, and_, exists, func, or_, select
+import pyarrow as pa
+from sqlalchemy import Connection, Engine, Select, and_, exists, func, or_, select, type_coerce
+from sqlalchemy.types import NullType
 
 from db.errors import DBError
+from db.export_schema import ROWS, TS
 from db.models import Battle, Contestant, Conversation, Correction, Message, Visitor, Vote
 
 DEFAULT_CHUNK_SIZE = 500  # battles per page: ~10k messages for typical battles, a few MB of Python rows
@@ -96,58 +100,76 @@ def visitor_hash(anon_id: str | None, *, salt: str) -> str | None:
     return digest.hexdigest()[:32]
 
 
-class BattleRow(NamedTuple):
-    id: str
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    closed_at: dt.datetime | None
-    mode: str
-    scenario: str
-    status: str
-    revealed_before_vote: bool
-    revealed_at: dt.datetime | None
-    visitor: str | None  # salted hash
-
-
-class VoteRow(NamedTuple):
-    battle_id: str
-    choice: str
-    created_at: dt.datetime
-    visitor: str | None  # salted hash
-    revealed: bool
-    flagged: bool
-    with_corrections: bool
-
-
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """One page of battles and all rows that belong to them, as SQLAlchemy rows (named tuples).
+    """One page of battles and all rows that belong to them, as Arrow tables (schemas: ``ROWS``).
 
-    ``conversations`` are ordered by (battle, side), ``messages`` by (conversation, position),
-    ``corrections`` by id. Visitor columns already hold salted hashes.
+    Battles are in page order (created_at, id) and conversations follow them (by battle, then side);
+    messages and corrections are grouped by conversation id, ascending (messages by position within,
+    corrections by id), which is index order and costs the database no sort. Visitor columns already
+    hold salted hashes.
     """
 
-    battles: Sequence[BattleRow]
-    conversations: Sequence[Any]
-    messages: Sequence[Any]
-    corrections: Sequence[Any]
-    votes: Sequence[VoteRow]
+    battles: pa.Table
+    conversations: pa.Table
+    messages: pa.Table
+    corrections: pa.Table
+    votes: pa.Table
+
+
+def _raw(column: Any) -> Any:
+    """The column without SQLAlchemy's per-value result processing: Arrow converts whole columns faster.
+
+    SQLite then hands over timestamps as text, booleans as 0/1 and JSON as text; PostgreSQL hands over
+    datetimes, booleans and parsed JSON. :func:`_arrow` accepts both.
+    """
+    return type_coerce(column, NullType()).label(column.key)
+
+
+def _json_values(values: Sequence[Any]) -> Sequence[Any]:
+    """JSON text (SQLite) parsed in one ``json.loads`` for the whole column; parsed values (PostgreSQL)
+    pass through. A column holds one or the other, never both."""
+    if not isinstance(next((v for v in values if v is not None), None), str):
+        return values
+    parsed: list[Any] = json.loads("[" + ",".join(["null" if v is None else v for v in values]) + "]")
+    return parsed
+
+
+def _arrow(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
+    """One column of raw driver values as an Arrow array of ``typ`` (see :func:`_raw`)."""
+    if typ == TS:
+        sample = next((v for v in values if v is not None), None)
+        if isinstance(sample, str):  # SQLite: naive UTC text
+            return pa.array(values, pa.string()).cast(pa.timestamp("us")).cast(TS)
+        return pa.array(values, TS)
+    if typ == pa.bool_():
+        return pa.array(values).cast(pa.bool_())
+    if pa.types.is_list(typ):
+        return pa.array(_json_values(values), typ)
+    return pa.array(values, typ)
+
+
+def _table(rows: Sequence[Any], schema: pa.Schema, *, salt: str | None = None) -> pa.Table:
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    if "params" in schema.names:  # JSON: text on SQLite, parsed by the driver on PostgreSQL
+        at = schema.names.index("params")
+        columns[at] = [v if v is None or isinstance(v, str) else json.dumps(v) for v in columns[at]]
+    if salt is not None:
+        at = schema.names.index("visitor")
+        columns[at] = [visitor_hash(v, salt=salt) for v in columns[at]]
+    return pa.Table.from_arrays(
+        [_arrow(values, field.type) for values, field in zip(columns, schema, strict=True)], schema=schema
+    )
 
 
 def _battle_query(filters: ExportFilters) -> Select[Any]:
     query = select(
-        Battle.id,
-        Battle.created_at,
-        Battle.updated_at,
-        Battle.closed_at,
-        Battle.mode,
-        Battle.scenario,
-        Battle.status,
-        Battle.revealed_before_vote,
-        Battle.revealed_at,
-        Visitor.anon_id.label("visitor"),
+        *(_raw(c) for c in (Battle.id, Battle.created_at, Battle.updated_at, Battle.closed_at, Battle.mode,
+                            Battle.scenario, Battle.status, Battle.revealed_before_vote, Battle.revealed_at)),
+        _raw(Visitor.anon_id).label("visitor"),
+        Battle.created_at.label("page_key"),  # typed: the keyset condition binds it back
     ).outerjoin(Visitor, Visitor.id == Battle.visitor_id)
-    return query.where(*_conditions(filters))  # type: ignore[return-value]
+    return query.where(*_conditions(filters))
 
 
 def _conditions(filters: ExportFilters) -> list[Any]:
@@ -169,78 +191,54 @@ def count_battles(conn: Connection, filters: ExportFilters) -> int:
     return int(conn.scalar(query) or 0)
 
 
-def _related(conn: Connection, battle_ids: list[str], salt: str) -> Chunk:
-    conversations = conn.execute(
-        select(
-            Conversation.id,
-            Conversation.battle_id,
-            Conversation.side,
-            Contestant.slug.label("contestant"),
-            Contestant.display_name.label("contestant_name"),
-            Contestant.family,
-            Conversation.system_prompt,
-            Conversation.params,
-        )
+def _related(conn: Connection, page: Select[Any], battle_ids: list[str], salt: str) -> dict[str, pa.Table]:
+    """Everything hanging off one page of battles.
+
+    Rows are selected with ``IN (the page's own query)`` rather than a list of bound ids: expanding
+    thousands of parameters cost more than running the query. Messages and corrections come in index
+    order (grouped by conversation id): no sort in the database, the nested builder reorders.
+    """
+    rank = {battle_id: i for i, battle_id in enumerate(battle_ids)}
+    in_page = page.with_only_columns(Battle.id).scalar_subquery()
+    conversations = sorted(conn.execute(
+        select(_raw(Conversation.id), _raw(Conversation.battle_id), _raw(Conversation.side),
+               _raw(Contestant.slug).label("contestant"),
+               _raw(Contestant.display_name).label("contestant_name"),
+               _raw(Contestant.family), _raw(Conversation.system_prompt), _raw(Conversation.params))
         .join(Contestant, Contestant.id == Conversation.contestant_id)
-        .where(Conversation.battle_id.in_(battle_ids))
-        .order_by(Conversation.battle_id, Conversation.side)
-    ).all()
+        .where(Conversation.battle_id.in_(in_page))
+    ).all(), key=lambda row: (rank[row[1]], row[2]))
+    conversation_ids = select(Conversation.id).where(Conversation.battle_id.in_(in_page)).scalar_subquery()
     messages = conn.execute(
-        select(
-            Message.id,
-            Message.conversation_id,
-            Message.position,
-            Message.role,
-            Message.kind,
-            Message.content,
-            Message.created_at,
-            Message.first_try,
-            Message.superseded,
-            Message.ttft_ms,
-            Message.total_ms,
-            Message.prompt_tokens,
-            Message.completion_tokens,
-            Message.finish_reason,
-            Message.error,
-            Message.grader_label,
-            Message.grader_mistakes,
-        )
-        .join(Conversation, Conversation.id == Message.conversation_id)
-        .where(Conversation.battle_id.in_(battle_ids))
+        select(*(_raw(c) for c in (
+            Message.conversation_id, Message.id, Message.position, Message.role, Message.kind,
+            Message.content, Message.created_at, Message.first_try, Message.superseded, Message.ttft_ms,
+            Message.total_ms, Message.prompt_tokens, Message.completion_tokens, Message.finish_reason,
+            Message.error, Message.grader_label, Message.grader_mistakes)))
+        .where(Message.conversation_id.in_(conversation_ids))
         .order_by(Message.conversation_id, Message.position)
     ).all()
     corrections = conn.execute(
-        select(
-            Correction.id,
-            Correction.battle_id,
-            Correction.conversation_id,
-            Correction.faulty_message_id,
-            Correction.feedback_message_id,
-            Correction.next_reply_message_id,
-            Correction.outcome,
-            Correction.judged_by,
-            Correction.created_at,
-            Correction.judged_at,
-        )
-        .where(Correction.battle_id.in_(battle_ids))
-        .order_by(Correction.id)
+        select(*(_raw(c) for c in (
+            Correction.id, Correction.battle_id, Correction.conversation_id, Correction.faulty_message_id,
+            Correction.feedback_message_id, Correction.next_reply_message_id, Correction.outcome,
+            Correction.judged_by, Correction.created_at, Correction.judged_at)))
+        .where(Correction.battle_id.in_(in_page))
+        .order_by(Correction.conversation_id, Correction.id)
     ).all()
-    vote_rows = conn.execute(
-        select(
-            Vote.battle_id,
-            Vote.choice,
-            Vote.created_at,
-            Visitor.anon_id.label("visitor"),
-            Vote.revealed,
-            Vote.flagged,
-            Vote.with_corrections,
-        )
+    votes = conn.execute(
+        select(*(_raw(c) for c in (Vote.battle_id, Vote.choice, Vote.created_at)),
+               _raw(Visitor.anon_id).label("visitor"),
+               *(_raw(c) for c in (Vote.revealed, Vote.flagged, Vote.with_corrections)))
         .outerjoin(Visitor, Visitor.id == Vote.visitor_id)
-        .where(Vote.battle_id.in_(battle_ids))
+        .where(Vote.battle_id.in_(in_page))
     ).all()
-    votes = [VoteRow(*row[:3], visitor_hash(row[3], salt=salt), *row[4:]) for row in vote_rows]
-    return Chunk(battles=(), conversations=conversations, messages=messages, corrections=corrections,
-                 votes=votes)
+    return {
+        "conversations": _table(conversations, ROWS["conversations"]),
+        "messages": _table(messages, ROWS["messages"]),
+        "corrections": _table(corrections, ROWS["corrections"]),
+        "votes": _table(votes, ROWS["votes"], salt=salt),
+    }
 
 
 def iter_chunks(
@@ -265,13 +263,12 @@ def iter_chunks(
         rows = conn.execute(query).all()
         if not rows:
             return
-        battles = [BattleRow(*row[:-1], visitor_hash(row[-1], salt=salt)) for row in rows]
-        related = _related(conn, [row.id for row in rows], salt)
-        yield Chunk(battles=battles, conversations=related.conversations, messages=related.messages,
-                    corrections=related.corrections, votes=related.votes)
+        battles = _table([row[:-1] for row in rows], ROWS["battles"], salt=salt)
+        related = _related(conn, query, [row[0] for row in rows], salt)
+        yield Chunk(battles=battles, **related)
         if len(rows) < chunk_size:
             return
-        last = (rows[-1].created_at, rows[-1].id)
+        last = (rows[-1][-1], rows[-1][0])
 
 
 def snapshot(engine: Engine) -> Connection:

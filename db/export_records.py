@@ -28,81 +28,93 @@ Training views use only *standing* messages (a reply that was retried is ``super
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from db.export_read import Chunk
+from db.export_schema import (
+    CORRECTION_FIELDS,
+    MESSAGE_FIELDS,
+    SCHEMAS,
+    SIDE_FIELDS,
+    VOTE_FIELDS,
+    VOTE_TYPE,
+)
 
 Record = dict[str, Any]
 
-MESSAGE_FIELDS = (
-    "id", "position", "role", "kind", "content", "created_at", "first_try", "superseded", "ttft_ms",
-    "total_ms", "prompt_tokens", "completion_tokens", "finish_reason", "error", "grader_label",
-    "grader_mistakes",
-)
-CORRECTION_FIELDS = (
-    "id", "faulty_message_id", "feedback_message_id", "next_reply_message_id", "outcome", "judged_by",
-    "created_at", "judged_at",
-)
-BATTLE_FIELDS = (
-    "battle_id", "created_at", "updated_at", "closed_at", "mode", "scenario", "status",
-    "revealed_before_vote", "revealed_at", "visitor",
-)
+
+def _offsets(group_keys: pa.ChunkedArray | pa.Array, owner_keys: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """List offsets that give each owner (in order) its run of rows; rows are grouped in owner order.
+
+    ``group_keys[i]`` names the owner of row ``i``; owners without rows get an empty list.
+    """
+    keys = group_keys.to_numpy() if isinstance(group_keys, pa.ChunkedArray) else group_keys.to_numpy(
+        zero_copy_only=False)
+    owners = owner_keys.to_numpy() if isinstance(owner_keys, pa.ChunkedArray) else owner_keys.to_numpy(
+        zero_copy_only=False)
+    if keys.dtype.kind in "iu":  # ascending integer ids: vectorised
+        unique, counts = np.unique(keys, return_counts=True)
+        at = np.clip(np.searchsorted(unique, owners), 0, max(len(unique) - 1, 0))
+        sizes = np.where(unique[at] == owners, counts[at], 0) if len(unique) else np.zeros(len(owners), int)
+    else:
+        tally = Counter(keys.tolist())
+        sizes = np.fromiter((tally.get(k, 0) for k in owners.tolist()), dtype=np.int64, count=len(owners))
+    if int(sizes.sum()) != len(keys):
+        raise RuntimeError("export page is not grouped consistently")  # a bug, never bad input
+    return pa.array(np.concatenate(([0], np.cumsum(sizes))).astype(np.int32), pa.int32())
 
 
-def params_json(params: Any) -> str:
-    """Sampling params as canonical JSON text: their shape is free-form, so columnar formats keep text."""
-    return json.dumps(params or {}, sort_keys=True, ensure_ascii=False)
+def _struct(table: pa.Table, fields: list[tuple[str, pa.DataType]]) -> pa.StructArray:
+    names = [name for name, _ in fields]
+    return pa.StructArray.from_arrays([table.column(n).combine_chunks() for n in names], fields=[
+        pa.field(n, t) for n, t in fields])
 
 
-def _vote_record(vote: Any) -> Record:
-    return {
-        "choice": vote.choice,
-        "created_at": vote.created_at,
-        "visitor": vote.visitor,
-        "revealed": bool(vote.revealed),
-        "flagged": bool(vote.flagged),
-        "with_corrections": bool(vote.with_corrections),
-        "counted": not vote.revealed and not vote.flagged,
-    }
+def _counted(table: pa.Table) -> pa.Array:
+    return pc.and_(pc.invert(table.column("revealed")), pc.invert(table.column("flagged"))).combine_chunks()
 
 
-def battle_records(chunk: Chunk) -> list[Record]:
-    """One nested record per battle of the page, in page order."""
-    messages: defaultdict[int, list[Record]] = defaultdict(list)
-    for m in chunk.messages:
-        mistakes = m.grader_mistakes
-        messages[m.conversation_id].append({
-            "id": m.id, "position": m.position, "role": m.role, "kind": m.kind, "content": m.content,
-            "created_at": m.created_at, "first_try": bool(m.first_try), "superseded": bool(m.superseded),
-            "ttft_ms": m.ttft_ms, "total_ms": m.total_ms, "prompt_tokens": m.prompt_tokens,
-            "completion_tokens": m.completion_tokens, "finish_reason": m.finish_reason, "error": m.error,
-            "grader_label": m.grader_label,
-            "grader_mistakes": list(mistakes) if mistakes is not None else None,
-        })
-    corrections: defaultdict[int, list[Record]] = defaultdict(list)
-    for c in chunk.corrections:
-        corrections[c.conversation_id].append({name: getattr(c, name) for name in CORRECTION_FIELDS})
-    sides: defaultdict[str, list[Record]] = defaultdict(list)
-    for conv in chunk.conversations:
-        sides[conv.battle_id].append({
-            "side": conv.side, "contestant": conv.contestant, "contestant_name": conv.contestant_name,
-            "family": conv.family, "system_prompt": conv.system_prompt, "params": params_json(conv.params),
-            "messages": messages.get(conv.id, []), "corrections": corrections.get(conv.id, []),
-        })
-    votes = {v.battle_id: _vote_record(v) for v in chunk.votes}
-    records = []
-    for b in chunk.battles:
-        record: Record = {
-            "battle_id": b.id, "created_at": b.created_at, "updated_at": b.updated_at,
-            "closed_at": b.closed_at, "mode": b.mode, "scenario": b.scenario, "status": b.status,
-            "revealed_before_vote": bool(b.revealed_before_vote), "revealed_at": b.revealed_at,
-            "visitor": b.visitor, "vote": votes.get(b.id), "sides": sides.get(b.id, []),
-        }
-        records.append(record)
-    return records
+def _lists_per_conversation(rows: pa.Table, fields: list[tuple[str, pa.DataType]],
+                            conversation_ids: pa.Array) -> pa.ListArray:
+    """Rows grouped by ascending conversation id, as one list per conversation in page order."""
+    ids = conversation_ids.to_numpy(zero_copy_only=False)
+    by_id = np.argsort(ids, kind="stable")
+    lists = pa.ListArray.from_arrays(
+        _offsets(rows.column("conversation_id"), pa.array(ids[by_id])), _struct(rows, fields))
+    back = np.empty_like(by_id)
+    back[by_id] = np.arange(len(by_id))
+    return lists.take(pa.array(back))
+
+
+def battle_table(chunk: Chunk) -> pa.Table:
+    """The page as nested battle records (schema ``SCHEMAS['battles']``), built column-wise in Arrow.
+
+    Lists are made from offsets over the grouped flat tables, so no Python object is created per
+    message: this is what keeps a million-message Parquet export within seconds.
+    """
+    convs = chunk.conversations
+    conv_ids = convs.column("id").combine_chunks()
+    messages = _lists_per_conversation(chunk.messages, MESSAGE_FIELDS, conv_ids)
+    corrections = _lists_per_conversation(chunk.corrections, CORRECTION_FIELDS, conv_ids)
+    side_arrays = [convs.column(n).combine_chunks() for n, _ in SIDE_FIELDS] + [messages, corrections]
+    sides_type = SCHEMAS["battles"].field("sides").type
+    sides = pa.ListArray.from_arrays(
+        _offsets(convs.column("battle_id"), chunk.battles.column("id")),
+        pa.StructArray.from_arrays(side_arrays, fields=list(sides_type.value_type)))
+    votes = chunk.votes
+    where = {bid: i for i, bid in enumerate(votes.column("battle_id").to_pylist())}
+    picks = pa.array([where.get(bid) for bid in chunk.battles.column("id").to_pylist()], pa.int64())
+    vote_columns = [votes.column(n).combine_chunks() for n, _ in VOTE_FIELDS] + [_counted(votes)]
+    vote = pa.StructArray.from_arrays(
+        [column.take(picks) for column in vote_columns], fields=list(VOTE_TYPE), mask=picks.is_null())
+    battles = chunk.battles.rename_columns(["battle_id", *chunk.battles.column_names[1:]])
+    return battles.append_column("vote", vote).append_column("sides", sides).cast(SCHEMAS["battles"])
 
 
 def _turns(side: Record) -> list[dict[str, str]]:
@@ -164,46 +176,9 @@ def correction_records(battles: list[Record]) -> Iterator[Record]:
 
 # --- flat tables (CSV) -----------------------------------------------------------------------------------
 
-TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "battles": BATTLE_FIELDS,
-    "conversations": (
-        "id", "battle_id", "side", "contestant", "contestant_name", "family", "system_prompt", "params",
-    ),
-    "messages": ("conversation_id", *MESSAGE_FIELDS),
-    "corrections": (
-        "id", "battle_id", "conversation_id", "faulty_message_id", "feedback_message_id",
-        "next_reply_message_id", "outcome", "judged_by", "created_at", "judged_at",
-    ),
-    "votes": (
-        "battle_id", "choice", "created_at", "visitor", "revealed", "flagged", "with_corrections", "counted",
-    ),
-}
 
-
-def table_rows(chunk: Chunk) -> dict[str, list[tuple[Any, ...]]]:
-    """The page as flat rows per table, columns as in :data:`TABLE_COLUMNS` (visitors already hashed)."""
-    return {
-        "battles": [
-            (b.id, b.created_at, b.updated_at, b.closed_at, b.mode, b.scenario, b.status,
-             bool(b.revealed_before_vote), b.revealed_at, b.visitor)
-            for b in chunk.battles
-        ],
-        "conversations": [
-            (c.id, c.battle_id, c.side, c.contestant, c.contestant_name, c.family, c.system_prompt,
-             params_json(c.params))
-            for c in chunk.conversations
-        ],
-        "messages": [
-            (m.conversation_id, m.id, m.position, m.role, m.kind, m.content, m.created_at,
-             bool(m.first_try), bool(m.superseded), m.ttft_ms, m.total_ms, m.prompt_tokens,
-             m.completion_tokens, m.finish_reason, m.error, m.grader_label,
-             json.dumps(list(m.grader_mistakes)) if m.grader_mistakes is not None else None)
-            for m in chunk.messages
-        ],
-        "corrections": [tuple(c) for c in chunk.corrections],
-        "votes": [
-            (v.battle_id, v.choice, v.created_at, v.visitor, bool(v.revealed), bool(v.flagged),
-             bool(v.with_corrections), not v.revealed and not v.flagged)
-            for v in chunk.votes
-        ],
-    }
+def flat_tables(chunk: Chunk) -> dict[str, pa.Table]:
+    """The page as flat tables (``db.export_schema.TABLE_COLUMNS``); votes gain ``counted``."""
+    tables = {name: getattr(chunk, name) for name in ("battles", "conversations", "messages", "corrections")}
+    tables["votes"] = chunk.votes.append_column("counted", _counted(chunk.votes))
+    return tables

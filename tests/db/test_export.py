@@ -165,7 +165,7 @@ def test_csv_tables_one_file_per_table(world: World, engine: Engine, tmp_path: P
                         ("corrections", Correction), ("votes", Vote)):
         assert len(read[name]) == _count(engine, model), name
         assert result.files[str(out / f"{name}.csv")] == len(read[name])
-    battles = {row["battle_id"]: row for row in read["battles"]}
+    battles = {row["id"]: row for row in read["battles"]}
     assert battles[world.b1]["visitor"] == visitor_hash("visitor-1", salt=SALT)
     assert battles[world.b3]["visitor"] == "" and battles[world.b5]["revealed_before_vote"] == "true"
     reply = next(m for m in read["messages"] if m["content"] == "create(day=fri)")
