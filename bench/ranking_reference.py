@@ -5,8 +5,9 @@ Chiang et al. 2024 (arXiv:2403.04132, §5) and the FastChat leaderboard notebook
 
 1. Collapse battles to unique ``(model_a, model_b, outcome)`` rows with their counts as weights
    (outcome 1 = a won, 0 = b won, ½ = tie).
-2. Fit by minimising the weighted logistic loss with SciPy's L-BFGS-B from zero ratings
-   (strengths on the ``log 10 / 400`` Elo scale, base 1000).
+2. Fit by minimising the weighted logistic loss (weights normalised to sum to one) with SciPy's
+   L-BFGS-B from zero, on log10 strengths (``P = 1 / (1 + 10^(s_b − s_a))``, ``gtol`` 1e-6, at most
+   100 iterations), then ``rating = 400 s + 1000``.
 3. Bootstrap: ``rounds`` multinomial draws of ``N`` battles over the unique rows, then one full
    L-BFGS-B refit per round, and percentile 2.5 / 97.5 intervals.
 """
@@ -21,7 +22,8 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize
 from scipy.special import expit
 
-ALPHA = math.log(10.0) / 400.0
+ALPHA = math.log(10.0)  # optimise log10 strengths; ratings = SCALE · s + BASE
+SCALE = 400.0
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,7 @@ def fit(
         method="L-BFGS-B",
         options={"maxiter": 100, "gtol": 1e-6},
     )
-    r = res.x - res.x.mean()
-    return 1000.0 + r
+    return 1000.0 + SCALE * (res.x - res.x.mean())
 
 
 def leaderboard(

@@ -64,6 +64,10 @@ def run_bench(
     full_s, board = _best_of(
         repeat, lambda: leaderboard(names, wins, ties, both_bad, bootstrap=rounds, seed=seed)
     )
+    # CPU seconds of one run: on a shared machine this moves far less with other people's load.
+    cpu_start = time.process_time()
+    leaderboard(names, wins, ties, both_bad, bootstrap=rounds, seed=seed)
+    full_cpu_s = time.process_time() - cpu_start
     sandwich_s, _ = _best_of(repeat, lambda: leaderboard(names, wins, ties, both_bad, interval="sandwich"))
     elo_s, _ = _best_of(
         repeat, lambda: online_elo(battles.model_a, battles.model_b, battles.outcome, n_models=models)
@@ -75,6 +79,7 @@ def run_bench(
         "rounds": rounds,
         "tally_s": round(tally_s, 4),
         "full_s": round(full_s, 4),
+        "full_cpu_s": round(full_cpu_s, 4),
         "sandwich_s": round(sandwich_s, 4),
         "elo_s": round(elo_s, 4),
     }

@@ -65,7 +65,7 @@ def multinomial_fix(draws: IntArray, total: int, p: FloatArray, rng: np.random.G
         u = np.sort(rng.random(int(extra.sum())))
         cells = np.minimum(np.searchsorted(cdf, u, side="right"), k - 1)
         rows = rng.permutation(np.repeat(short, extra))
-        draws += np.bincount(rows * k + cells, minlength=draws.size).reshape(draws.shape)
+        np.add.at(draws, (rows, cells), 1)
     long = np.flatnonzero(sums > total)
     if long.size:
         _thin(draws, long, sums[long] - total, rng)
@@ -92,7 +92,7 @@ def _thin(draws: IntArray, rows: IntArray, excess: IntArray, rng: np.random.Gene
     flat_cum = np.cumsum(sub.ravel())
     starts = np.concatenate([[0], np.cumsum(totals)[:-1]])
     hit = np.searchsorted(flat_cum, np.sort(starts[row_of] + picks), side="right")
-    sub -= np.bincount(hit, minlength=sub.size).reshape(sub.shape)
+    np.subtract.at(sub, np.divmod(hit, sub.shape[1]), 1)
     draws[rows] = sub
 
 
@@ -156,7 +156,7 @@ def bootstrap_rounds(
         theta_hat=theta_hat,
         ridge=ridge,
         incidence=csr_matrix((vals, (rows, cols)), shape=(n, n_pairs)),
-        solve=np.linalg.inv(newton_matrix(theta_hat, pairs, ridge)),
+        solve=np.asarray(np.linalg.inv(newton_matrix(theta_hat, pairs, ridge)), dtype=np.float64),
         positive=positive,
         tables=poisson.build_tables(lam, draws_per_cell=rounds),
         total=int(lam.sum()),
@@ -199,8 +199,11 @@ def _run_block(
     multinomial_fix(draws, problem.total, problem.p_cells, rng)
     pairs = problem.pairs
     m = pairs.i.size
-    cells = np.zeros((size, 3 * m), dtype=np.int64)
-    cells[:, problem.positive] = draws
+    if problem.positive.size == 3 * m:
+        cells = draws  # every cell has battles: no scatter needed
+    else:
+        cells = np.zeros((size, 3 * m), dtype=np.int64)
+        cells[:, problem.positive] = draws
     trans = cells.T.astype(np.float64)  # (3 × pairs, rounds)
     battles = trans[:m] + trans[m : 2 * m] + trans[2 * m :]
     wins = trans[:m] + 0.5 * trans[2 * m :]

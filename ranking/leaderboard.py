@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ranking.blas import single_threaded_blas
 from ranking.bootstrap import bootstrap_rounds
 from ranking.bt import DEFAULT_TOL, fit_bt, to_elo, win_probability
 from ranking.counts import (
@@ -113,6 +114,36 @@ def leaderboard(
     ``anchor=(model, value)`` pins that model's rating to ``value`` (in every bootstrap round too, so its
     own interval has zero width); otherwise the mean rating is 1000.
     """
+    with single_threaded_blas():
+        return _leaderboard(
+            models,
+            wins,
+            tie_counts,
+            both_bad_counts,
+            ties=ties,
+            both_bad=both_bad,
+            bootstrap=bootstrap,
+            seed=seed,
+            anchor=anchor,
+            interval=interval,
+            tol=tol,
+        )
+
+
+def _leaderboard(
+    models: tuple[str, ...] | list[str],
+    wins: Any,
+    tie_counts: Any,
+    both_bad_counts: Any,
+    *,
+    ties: str,
+    both_bad: str,
+    bootstrap: int,
+    seed: int,
+    anchor: tuple[str, float] | None,
+    interval: str,
+    tol: float,
+) -> Leaderboard:
     names, w, t_raw, bb = validate_counts(models, wins, tie_counts, both_bad_counts)
     check_policies(ties, both_bad)
     if interval not in ("bootstrap", "sandwich"):

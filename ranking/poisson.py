@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import gammaln
 
 from ranking.counts import FloatArray, IntArray
@@ -23,15 +24,14 @@ GUIDE_FACTOR = 2  # guide entries per table entry: more entries → fewer fix-up
 
 @dataclass(frozen=True)
 class PoissonTables:
-    """Concatenated inversion tables; per cell: offsets into them (or -1 for the NumPy fallback)."""
+    """Concatenated inversion tables and, per tabled cell, where its guide table starts."""
 
     means: FloatArray  # per cell
-    cdf: FloatArray  # concatenated CDFs
-    lo: IntArray  # per cell: smallest tabulated value
-    cdf_offset: IntArray  # per cell
-    guide: IntArray  # concatenated guide tables, absolute indices into cdf
-    guide_offset: IntArray  # per cell
-    guide_size: IntArray  # per cell
+    cdf: FloatArray  # concatenated CDFs (last entry of each: +inf)
+    values: IntArray  # per CDF entry: the Poisson value it stands for
+    guide: NDArray[np.int32]  # concatenated guide tables: absolute indices into cdf
+    guide_offset: NDArray[np.int32]  # per tabled cell
+    guide_size: FloatArray  # per tabled cell
     tabled: IntArray  # cell indices drawn from tables
     fallback: IntArray  # cell indices drawn with Generator.poisson
 
@@ -45,9 +45,8 @@ def build_tables(means: FloatArray, *, draws_per_cell: int) -> PoissonTables:
     highs = np.ceil(values + half).astype(np.int64)
     sizes = highs - lows + 1
     use = sizes * 4 <= multiplicity * max(1, draws_per_cell)
-    cdf_parts, guide_parts = [], []
-    cdf_off = np.full(values.size, -1, dtype=np.int64)
-    guide_off = np.full(values.size, -1, dtype=np.int64)
+    cdf_parts, value_parts, guide_parts = [], [], []
+    guide_off = np.zeros(values.size, dtype=np.int64)
     guide_len = np.zeros(values.size, dtype=np.int64)
     pos_cdf = pos_guide = 0
     for v in np.flatnonzero(use):
@@ -58,52 +57,47 @@ def build_tables(means: FloatArray, *, draws_per_cell: int) -> PoissonTables:
         cdf /= cdf[-1]
         cdf[-1] = np.inf  # every uniform in [0, 1) stops by the last entry
         g = GUIDE_FACTOR * cdf.size
-        guide = np.searchsorted(cdf, np.arange(g) / g, side="right") + pos_cdf
+        guide_parts.append(np.searchsorted(cdf, np.arange(g) / g, side="right") + pos_cdf)
         cdf_parts.append(cdf)
-        guide_parts.append(guide)
-        cdf_off[v], guide_off[v], guide_len[v] = pos_cdf, pos_guide, g
+        value_parts.append(x.astype(np.int64))
+        guide_off[v], guide_len[v] = pos_guide, g
         pos_cdf += cdf.size
         pos_guide += g
-    cell_use = use[inverse]
+    if pos_guide >= 2**31:
+        raise ValueError("Poisson tables too large")  # unreachable: tables stay below draws / 4
+    tabled = np.flatnonzero(use[inverse])
     return PoissonTables(
         means=means,
         cdf=np.concatenate(cdf_parts) if cdf_parts else np.zeros(0),
-        lo=lows[inverse],
-        cdf_offset=cdf_off[inverse],
-        guide=np.concatenate(guide_parts) if guide_parts else np.zeros(0, dtype=np.int64),
-        guide_offset=guide_off[inverse],
-        guide_size=guide_len[inverse],
-        tabled=np.flatnonzero(cell_use),
-        fallback=np.flatnonzero(~cell_use),
+        values=np.concatenate(value_parts) if value_parts else np.zeros(0, dtype=np.int64),
+        guide=(np.concatenate(guide_parts) if guide_parts else np.zeros(0)).astype(np.int32),
+        guide_offset=guide_off[inverse][tabled].astype(np.int32),
+        guide_size=guide_len[inverse][tabled].astype(np.float64),
+        tabled=tabled,
+        fallback=np.flatnonzero(~use[inverse]),
     )
 
 
 def draw(tables: PoissonTables, rounds: int, rng: np.random.Generator) -> IntArray:
     """``rounds`` independent Poisson vectors, shape ``(rounds, cells)``."""
-    out = np.zeros(
-        (rounds, tables.means.size if tables.fallback.size or not tables.tabled.size else 0), dtype=np.int64
-    )
-    if tables.fallback.size:
-        out[:, tables.fallback] = rng.poisson(
-            tables.means[tables.fallback], size=(rounds, tables.fallback.size)
-        )
     cells = tables.tabled
+    pos = np.empty((rounds, cells.size), dtype=np.int32)
     if cells.size:
         u = rng.random((rounds, cells.size))
-        size = tables.guide_size[cells].astype(np.float64)
-        idx = (u * size).astype(np.int64)
-        idx += tables.guide_offset[cells]
-        pos = tables.guide[idx]
+        np.multiply(u, tables.guide_size, out=pos, casting="unsafe")  # floor (u ≥ 0): guide slot
+        pos += tables.guide_offset
+        np.take(tables.guide, pos, out=pos)
         # Walk up while F(pos) <= u; entries needing a step are few, and shrink every pass.
-        todo = np.flatnonzero(tables.cdf[pos].ravel() <= u.ravel())
-        flat_pos = pos.ravel()
-        flat_u = u.ravel()
+        flat_pos = pos.reshape(-1)
+        flat_u = u.reshape(-1)
+        todo = np.flatnonzero(tables.cdf[flat_pos] <= flat_u)
         while todo.size:
             flat_pos[todo] += 1
             todo = todo[tables.cdf[flat_pos[todo]] <= flat_u[todo]]
-        pos -= tables.cdf_offset[cells]
-        pos += tables.lo[cells]
-        if tables.fallback.size == 0:
-            return pos  # every cell tabled, in order: skip the column scatter
-        out[:, cells] = pos
+    values = tables.values[pos]
+    if tables.fallback.size == 0:
+        return values  # every cell tabled, in order
+    out = np.zeros((rounds, tables.means.size), dtype=np.int64)
+    out[:, cells] = values
+    out[:, tables.fallback] = rng.poisson(tables.means[tables.fallback], size=(rounds, tables.fallback.size))
     return out

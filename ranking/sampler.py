@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ranking.blas import single_threaded_blas
 from ranking.counts import CountsError, FloatArray
 
 PRIOR_INFORMATION = 0.5  # total weight of virtual even battles per model, spread over all its pairs
@@ -86,7 +87,8 @@ def sample_pair(
         raise CountsError("need at least two enabled models to draw a pair")
     if not 0.0 <= explore <= 1.0:
         raise CountsError("explore must lie in [0, 1]")
-    gain = pair_gains(battle_counts, ratings=ratings)
+    with single_threaded_blas():
+        gain = pair_gains(battle_counts, ratings=ratings)
     allowed = np.triu(enabled[:, None] & enabled[None, :], k=1)
     score = np.where(allowed, gain, 0.0)
     top = score.max()
