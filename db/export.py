@@ -241,6 +241,13 @@ def _card_counts(counts: ExportCounts) -> dict[str, int]:
     return {k: v for k, v in asdict(counts).items() if k != "records"}
 
 
+def _zip_entry(name: str) -> zipfile.ZipInfo:
+    """A zip entry with a fixed date, so the same data always zips to the same bytes."""
+    entry = zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0))
+    entry.compress_type = zipfile.ZIP_DEFLATED
+    return entry
+
+
 def export_bytes(
     engine: Engine,
     *,
@@ -272,8 +279,8 @@ def export_bytes(
     zipped = io.BytesIO()
     with zipfile.ZipFile(zipped, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, buffer in buffers.items():
-            archive.writestr(_file_name(fmt, view, name), buffer.getvalue())
-        archive.writestr("README.md", card)
+            archive.writestr(_zip_entry(_file_name(fmt, view, name)), buffer.getvalue())
+        archive.writestr(_zip_entry("README.md"), card)
     return ExportBlob(data=zipped.getvalue(), filename="fixit-arena-tables.zip",
                       media_type=MEDIA_TYPES["zip"], counts=counts, card=card)
 
