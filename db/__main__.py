@@ -60,14 +60,21 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from db.bench import run_bench
 
-    results = run_bench(
-        sqlite_dir=args.dir,
-        postgres_url=args.postgres_url,
-        writers=args.writers,
-        votes_per_writer=args.votes_per_writer,
-        aggregate_votes=args.votes,
-        models=args.models,
-    )
+    results: dict[str, object] = {}
+    if args.only != "export":
+        results = run_bench(
+            sqlite_dir=args.dir,
+            postgres_url=args.postgres_url,
+            writers=args.writers,
+            votes_per_writer=args.votes_per_writer,
+            aggregate_votes=args.votes,
+            models=args.models,
+        )
+    if args.only != "votes" and _export_module() is not None:
+        from db.export_bench import run_export_bench
+
+        results.update(run_export_bench(sqlite_dir=args.dir, postgres_url=args.postgres_url,
+                                        messages=args.messages))
     print(json.dumps(results, indent=None if args.json else 2))
     return 0
 
@@ -94,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--postgres-url", default=None, help="PostgreSQL to measure too (default: ARENA_TEST_POSTGRES_URL)"
     )
     bench.add_argument("--json", action="store_true", help="compact one-line JSON")
+    bench.add_argument("--only", choices=("all", "votes", "export"), default="all",
+                       help="votes: votes/s + aggregation only; export: the export figure only")
+    bench.add_argument("--messages", type=int, default=1_000_000, help="stored messages for the export")
 
     export = _export_module()
     if export is not None:
@@ -107,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "url", "") is None:
         args.url = _default_url()
     if args.command == "bench":
-        for name in ("writers", "votes_per_writer", "votes", "models"):
+        for name in ("writers", "votes_per_writer", "votes", "models", "messages"):
             if getattr(args, name) < 1 or (name == "models" and args.models < 2):
                 print(f"error: --{name.replace('_', '-')} is too small", file=sys.stderr)
                 return 2
