@@ -1,0 +1,128 @@
+"""Fast: tiny random keras-hub backbones exported to GGUF the way llama.cpp writes them (see
+``gguf_tiny``), loaded back with ``load_gguf``; the logits must be the original ones.
+
+Drop the Q/K unpermute, the Gemma -1 on norms, or get a transpose wrong, and these fail in seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from inference.families import UnsupportedArchitectureError, load_gguf
+from inference.families.gguf_weights import WeightLayoutError
+from inference.families.llama.loader import unpermute_rotary
+from inference.gguf_reader import GGUFError, GGUFFile
+from tests.inference import gguf_tiny
+
+TOKENS = np.array([[5, 40, 77, 130, 9, 200, 31, 64, 250, 12, 3, 99]], dtype=np.int32)
+
+
+def tensors_of(path: Path) -> dict[str, np.ndarray]:
+    gguf = GGUFFile(path)
+    return {name: gguf.tensor(name) for name in gguf.tensor_names}
+
+
+def assert_same_logits(loaded: object, original: object) -> None:
+    np.testing.assert_allclose(logits(loaded, TOKENS), logits(original, TOKENS), atol=2e-5, rtol=1e-5)
+
+
+def logits(backbone: object, token_ids: np.ndarray) -> np.ndarray:
+    hidden = backbone({"token_ids": token_ids, "padding_mask": np.ones_like(token_ids)})  # type: ignore[operator]
+    return np.asarray(backbone.token_embedding(hidden, reverse=True))  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def llama_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
+    original = gguf_tiny.tiny_llama_backbone(seed=1)
+    return original, gguf_tiny.export_llama(original, tmp_path_factory.mktemp("llama") / "tiny.gguf")
+
+
+@pytest.fixture(scope="module")
+def gemma_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
+    original = gguf_tiny.tiny_gemma3_backbone(seed=2)
+    return original, gguf_tiny.export_gemma3(original, tmp_path_factory.mktemp("gemma") / "tiny.gguf")
+
+
+def test_unpermute_inverts_llama_cpp_permute() -> None:
+    weight = np.arange(24 * 5, dtype=np.float32).reshape(24, 5)
+    permuted = gguf_tiny.llama_cpp_permute(weight, 3)
+    assert not np.array_equal(permuted, weight)
+    np.testing.assert_array_equal(unpermute_rotary(permuted, heads=3), weight)
+
+
+def test_llama_round_trip_gives_the_same_logits(llama_file: tuple[object, Path]) -> None:
+    original, path = llama_file
+    loaded = load_gguf(path)
+    assert loaded.family == "llama" and loaded.backbone.tie_word_embeddings
+    assert loaded.context_length == 256 and loaded.metadata["num_key_value_heads"] == 2
+    assert_same_logits(loaded.backbone, original)
+
+
+def test_gemma3_round_trip_gives_the_same_logits(gemma_file: tuple[object, Path]) -> None:
+    """12 tokens through a window of 4 and a global 6th layer: sliding attention is exercised."""
+    original, path = gemma_file
+    loaded = load_gguf(path)
+    assert loaded.family == "gemma3" and loaded.tokenizer.bos_id == 2
+    flags = [loaded.backbone.get_layer(f"decoder_block_{i}").use_sliding_window_attention for i in range(6)]
+    assert flags == [True] * 5 + [False]
+    assert_same_logits(loaded.backbone, original)
+
+
+def test_bfloat16_dtype_is_applied(llama_file: tuple[object, Path]) -> None:
+    _, path = llama_file
+    loaded = load_gguf(path, dtype="bfloat16")
+    assert loaded.backbone.get_layer("token_embedding").embeddings.dtype == "bfloat16"
+    assert loaded.metadata["dtype"] == "bfloat16"
+
+
+def test_unknown_dtype_is_refused(llama_file: tuple[object, Path]) -> None:
+    with pytest.raises(ValueError, match="int4"):
+        load_gguf(llama_file[1], dtype="int4")
+
+
+def test_unsupported_architecture_names_it(tmp_path: Path) -> None:
+    path = gguf_tiny.write_gguf(
+        tmp_path / "x.gguf", arch="rwkv6", metadata=lambda w: w.add_block_count(1), tensors={}
+    )
+    with pytest.raises(UnsupportedArchitectureError, match="rwkv6"):
+        load_gguf(path)
+
+
+def test_wrong_shape_names_tensor_and_variable(tmp_path: Path, llama_file: tuple[object, Path]) -> None:
+    """Metadata that disagrees with the tensors fails at load, naming both the tensor and the variable."""
+    tokens, types, merges = gguf_tiny.bpe_vocabulary()
+
+    def metadata(w: Any) -> None:
+        w.add_block_count(2)
+        w.add_embedding_length(32)
+        w.add_feed_forward_length(40)  # the tensors are 48 wide
+        w.add_head_count(4)
+        w.add_head_count_kv(2)
+        w.add_layer_norm_rms_eps(1e-5)
+        gguf_tiny.write_bpe_tokenizer(w, tokens=tokens, types=types, merges=merges, pre="smollm")
+
+    tensors = tensors_of(llama_file[1])
+    path = gguf_tiny.write_gguf(tmp_path / "lie.gguf", arch="llama", metadata=metadata, tensors=tensors)
+    with pytest.raises(WeightLayoutError, match=r"blk\.0\.ffn_gate\.weight.*expects"):
+        load_gguf(path)
+
+
+def test_gemma3_with_another_rope_base_is_refused(tmp_path: Path, gemma_file: tuple[object, Path]) -> None:
+    """keras-hub hard-codes 10k/1M RoPE bases; a file saying otherwise must not load silently wrong."""
+
+    def metadata(w: Any) -> None:
+        w.add_block_count(6)
+        w.add_embedding_length(16)
+        w.add_feed_forward_length(24)
+        w.add_head_count(2)
+        w.add_rope_freq_base(10_000.0)
+        gguf_tiny.write_sentencepiece_tokenizer(w)
+
+    tensors = tensors_of(gemma_file[1])
+    path = gguf_tiny.write_gguf(tmp_path / "rope.gguf", arch="gemma3", metadata=metadata, tensors=tensors)
+    with pytest.raises(GGUFError, match="RoPE base"):
+        load_gguf(path)
