@@ -12,9 +12,10 @@ from typing import Literal
 
 import numpy as np
 
+from ranking.blas import single_threaded_blas
 from ranking.counts import A_WINS, TIE, FloatArray
 from ranking.leaderboard import leaderboard
-from ranking.sampler import sample_pair
+from ranking.sampler import draw_pair
 
 Strategy = Literal["uniform", "active"]
 
@@ -50,6 +51,28 @@ def votes_to_target(
     tie_share: float = 0.15,
 ) -> int:
     """Votes until the widest sandwich 95% interval is ≤ ``target_width`` (or ``max_votes``)."""
+    with single_threaded_blas():
+        return _votes_to_target(
+            theta,
+            strategy=strategy,
+            target_width=target_width,
+            rng=rng,
+            batch=batch,
+            max_votes=max_votes,
+            tie_share=tie_share,
+        )
+
+
+def _votes_to_target(
+    theta: FloatArray,
+    *,
+    strategy: Strategy,
+    target_width: float,
+    rng: np.random.Generator,
+    batch: int,
+    max_votes: int,
+    tie_share: float,
+) -> int:
     n = theta.size
     names = tuple(f"m{k}" for k in range(n))
     wins = np.zeros((n, n), dtype=np.int64)
@@ -64,7 +87,7 @@ def votes_to_target(
             if strategy == "uniform":
                 a, b = (int(x) for x in rng.choice(n, size=2, replace=False))
             else:
-                a, b = sample_pair(counts, enabled, rng, ratings=ratings)
+                a, b = draw_pair(counts, enabled, rng, ratings=ratings)
             outcome = _play(theta, a, b, tie_share, rng)
             if outcome == TIE:
                 ties[a, b] += 1
