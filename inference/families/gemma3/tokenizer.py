@@ -4,7 +4,8 @@
 The GGUF keeps the pieces, scores and types but not the model proto, so we write one. Copied verbatim,
 the proto tokenizes text wrongly in three ways, each fixed here:
 
-1. ``<unk>`` is typed CONTROL in the file; SentencePiece insists the unknown piece be UNKNOWN.
+1. ``<unk>`` is typed CONTROL in the file; SentencePiece then has no unknown piece at all
+   (``unk_id() == -1``) and treats id 3 as an ordinary control symbol. It is typed UNKNOWN.
 2. ``<bos>``, ``<start_of_turn>``, ``<end_of_turn>``, ``<unusedN>`` ... are CONTROL, and SentencePiece
    never matches a CONTROL piece in text - so a rendered chat template would be cut into ``<``,
    ``start``, ``_of`` ... They become USER_DEFINED, which SentencePiece matches whole, as llama.cpp and
