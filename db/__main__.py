@@ -69,8 +69,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             votes_per_writer=args.votes_per_writer,
             aggregate_votes=args.votes,
             models=args.models,
+            parts=("aggregation",) if args.only == "aggregation" else ("votes", "aggregation"),
         )
-    if args.only != "votes" and _export_module() is not None:
+    if args.only in ("all", "export") and _export_module() is not None:
         from db.export_bench import run_export_bench
 
         results.update(run_export_bench(sqlite_dir=args.dir, postgres_url=args.postgres_url,
@@ -101,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--postgres-url", default=None, help="PostgreSQL to measure too (default: ARENA_TEST_POSTGRES_URL)"
     )
     bench.add_argument("--json", action="store_true", help="compact one-line JSON")
-    bench.add_argument("--only", choices=("all", "votes", "export"), default="all",
-                       help="votes: votes/s + aggregation only; export: the export figure only")
+    bench.add_argument("--only", choices=("all", "votes", "aggregation", "export"), default="all",
+                       help="votes: votes/s + aggregation only; aggregation: the aggregation only; "
+                       "export: the export figure only")
     bench.add_argument("--messages", type=int, default=1_000_000, help="stored messages for the export")
 
     export = _export_module()
