@@ -18,6 +18,7 @@ the proto tokenizes text wrongly in three ways, each fixed here:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from inference.gguf_reader import TOKEN_CONTROL, TOKEN_USER_DEFINED, GGUFError, GGUFFile
 
@@ -39,7 +40,9 @@ def build_model_proto(
     pad_id: int | None,
 ) -> bytes:
     """A serialized SentencePiece ``ModelProto`` for these pieces, with the three fixes applied."""
-    from sentencepiece import sentencepiece_model_pb2 as pb2
+    from sentencepiece import sentencepiece_model_pb2
+
+    pb2: Any = sentencepiece_model_pb2  # generated protobuf module: no type stubs
 
     if not len(tokens) == len(scores) == len(token_types):
         raise TokenizerBuildError(

@@ -14,6 +14,7 @@ so a rendered chat template written as text encodes each of them to a single id.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from inference.gguf_reader import TOKEN_CONTROL, TOKEN_USER_DEFINED, GGUFError, GGUFFile
 
@@ -70,7 +71,7 @@ class ByteLevelBPETokenizer:
         tokenizer = Tokenizer(model)
 
         split_digits, regex = PRE_TOKENIZER_SPLITS[pre_tokenizer]
-        steps = []
+        steps: list[Any] = []
         if split_digits:
             steps.append(pre_tokenizers.Digits(individual_digits=True))
         if regex is not None:
