@@ -13,8 +13,9 @@ draws themselves use inversion tables shared by cells with equal counts (:mod:`r
 Hessian (inverted once): bootstrap counts differ from the data by O(1/√n) per pair, so each step gains
 about one digit, and all rounds of a block advance together as ``models × rounds`` array operations. A
 round stops when its step moves no rating by more than ``step_tol`` Elo points (default 1e-6). Rounds
-still moving after ``max_chord`` steps (no finite MLE in that round, or very sparse data) are refitted
-one by one with damped Newton and the ridge rule of :mod:`ranking.bt`.
+still moving after ``max_chord`` steps (no finite MLE in that round, or very sparse data), and rounds
+in which a model drew no battle at all, are refitted one by one with damped Newton and the ridge rule
+of :mod:`ranking.bt`.
 
 Rounds are processed in fixed blocks, each with its own child stream of the seed, on a small thread
 pool (NumPy releases the GIL): results depend on the seed only, never on the number of threads.
@@ -208,7 +209,11 @@ def _run_block(
     battles = trans[:m] + trans[m : 2 * m] + trans[2 * m :]
     wins = trans[:m] + 0.5 * trans[2 * m :]
     theta, stuck = _chord(problem, wins, battles)
-    return theta.T, cells, stuck
+    # A model that lost all its battles in the resample has a flat likelihood: the chord would leave it
+    # wherever its neighbours pushed it. Such rounds get the ridge rule like any round without an MLE.
+    played = abs(problem.incidence) @ battles
+    empty = np.flatnonzero((played == 0).any(axis=0)).tolist()
+    return theta.T, cells, sorted(set(stuck) | set(empty))
 
 
 def _chord(problem: _Problem, wins: FloatArray, battles: FloatArray) -> tuple[FloatArray, list[int]]:

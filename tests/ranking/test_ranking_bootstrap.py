@@ -170,3 +170,17 @@ def test_sandwich_coverage_of_true_ratings() -> None:
 @pytest.mark.slow
 def test_bootstrap_coverage_of_true_ratings() -> None:
     assert 0.93 <= _coverage("bootstrap", draws=200, votes=4000, rounds=1000) <= 0.97
+
+
+def test_rounds_that_lose_a_model_fall_back_to_the_ridge_rule() -> None:
+    # "C" won once and lost once: a resample drops its only win (or its only loss) with probability
+    # about 1 − (1 − e⁻¹)² ≈ 60%, leaving no finite MLE (or no battle at all, ≈ e⁻² of rounds).
+    wins = np.array([[0, 30, 1], [25, 0, 0], [0, 1, 0]])
+    pairs = fold_pairs(wins, np.zeros((3, 3), dtype=np.int64), tie_policy="half")
+    fit = fit_bt(pairs)
+    assert fit.ridge == 0.0
+    result = bootstrap_rounds(pairs, fit.theta, fit.ridge, rounds=400, seed=0)
+    assert 180 < result.fallback_rounds < 320
+    # Nearly all of them lack an MLE; the few others only converged slowly and got an exact refit.
+    assert 0.9 * result.fallback_rounds <= result.ridge_rounds <= result.fallback_rounds
+    assert np.all(np.isfinite(result.theta))
