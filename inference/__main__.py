@@ -141,9 +141,9 @@ def _build(entry: Any) -> Any:
         raise UsageError(problem)
     settings = _settings()
     if settings.compilation_cache:
-        import jax
+        from inference.pool import enable_compilation_cache
 
-        jax.config.update("jax_compilation_cache_dir", str(Path(settings.data_dir) / "jax-cache"))
+        enable_compilation_cache(Path(settings.data_dir) / "jax-cache")
     from inference.builder import build_chat_model
 
     key = settings.remote_api_keys.get(entry.slug)

@@ -378,6 +378,17 @@ class ModelPool:
         return family_distribution(entry.family, self._mesh)
 
 
+def enable_compilation_cache(directory: Path) -> None:
+    """Keep compiled prefill/step functions on disk, so a restarted app recompiles in a fraction.
+
+    A process-wide JAX setting: entry points (CLI, web app) call it, library code never does.
+    """
+    import jax
+
+    directory.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+
+
 _SHARED: dict[tuple[Any, ...], ModelPool] = {}
 _SHARED_LOCK = threading.Lock()
 
