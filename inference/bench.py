@@ -14,7 +14,7 @@ from typing import Any
 
 from inference.catalogue import CatalogueEntry
 from inference.engine import TokenTrace, generate_stream
-from inference.protocol import ChatMessage, GenerationParams
+from inference.protocol import ChatMessage, GenerationParams, GenerationResult
 
 BENCH_MESSAGES = [
     ChatMessage(
@@ -35,7 +35,7 @@ def _timed_run(model: Any, ids: list[int], params: GenerationParams) -> tuple[fl
     result = None
     for event in generate_stream(model.runner, model.loaded.tokenizer, ids, params, stop_ids=(), trace=trace):
         result = event
-    assert result is not None and hasattr(result, "ttft_ms")
+    assert isinstance(result, GenerationResult)
     decode_s = (result.total_ms - (result.ttft_ms or 0.0)) / 1000
     rate = (len(trace.ids) - 1) / decode_s if decode_s > 0 else float("nan")
     return float(result.ttft_ms or 0.0), rate, len(trace.ids)
