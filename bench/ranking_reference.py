@@ -55,9 +55,8 @@ def _loss_and_grad(
     eps = 1e-300
     loss = -float(np.sum(weights * (outcomes * np.log(p + eps) + (1.0 - outcomes) * np.log(1.0 - p + eps))))
     coef = ALPHA * weights * (p - outcomes)
-    grad = np.zeros_like(ratings)
-    np.add.at(grad, matchups[:, 0], coef)
-    np.add.at(grad, matchups[:, 1], -coef)
+    n = ratings.size
+    grad = np.bincount(matchups[:, 0], coef, n) - np.bincount(matchups[:, 1], coef, n)
     return loss, grad
 
 

@@ -40,14 +40,15 @@ def online_elo(
     if np.any((o < 0) | (o > 3)):
         raise CountsError("outcome codes must be 0..3")
     score = np.where(o == A_WINS, 1.0, np.where(o == B_WINS, 0.0, 0.5))
-    ratings = [float(base)] * n_models
+    # Work in natural-log units x = c·r, so each step needs no multiply inside exp; K scales alike.
     c = math.log(10.0) / scale
+    kc = float(k) * c
+    x = [float(base) * c] * n_models
     exp = math.exp
-    kk = float(k)
-    for i, j, s in zip(a.tolist(), b.tolist(), score.tolist(), strict=True):
-        ri = ratings[i]
-        rj = ratings[j]
-        d = kk * (s - 1.0 / (1.0 + exp(c * (rj - ri))))
-        ratings[i] = ri + d
-        ratings[j] = rj - d
-    return np.asarray(ratings, dtype=np.float64)
+    for i, j, ks in zip(a.tolist(), b.tolist(), (score * kc).tolist(), strict=True):
+        xi = x[i]
+        xj = x[j]
+        d = ks - kc / (1.0 + exp(xj - xi))
+        x[i] = xi + d
+        x[j] = xj - d
+    return np.asarray(x, dtype=np.float64) / c
