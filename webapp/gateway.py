@@ -8,6 +8,7 @@ committed by ``db`` before the function returns, so the UI only confirms what is
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from webapp.visitor import current_address, current_visitor_id
 DEFAULT_SCENARIO = "calendar"
 FREE_CHAT = "free-chat"
 _BATTLE_KEY = "battle_id:{mode}"
+POOL_POLL_S = 2.0
 CHOICE_LABELS = {"a": "Model A", "b": "Model B", "tie": "Tie", "both_bad": "Both bad"}
 
 
@@ -326,5 +328,5 @@ def show_pool_progress(ctx: Context, *, needed: int) -> bool:
     if all(state in ("ready", "failed", "refused") for _, state, _ in progress):
         st.error("Not enough models could be loaded; see the messages above.")
         return False
-    st.button("Refresh", key="pool_refresh")
-    return False
+    time.sleep(POOL_POLL_S)  # poll: the page re-renders itself until enough models are ready
+    st.rerun()

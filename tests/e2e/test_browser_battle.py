@@ -1,0 +1,165 @@
+"""A real browser (Debian's chromium, headless, driven by Playwright) clicks through a full battle against
+``streamlit run`` on a free port; the vote and the correction must be in the database afterwards.
+
+Screenshots of the revealed battle and of the leaderboard go to ``test-artifacts/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TURN_1 = "Add a meeting with Fred on Nov 11 at 5PM"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError("streamlit did not become healthy")
+
+
+@pytest.fixture
+def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """``streamlit run webapp/app.py`` headless on a free port, on a fresh SQLite database."""
+    db_url = f"sqlite:///{(tmp_path / 'arena.db').as_posix()}"
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "ARENA_ENVIRONMENT": "test",
+        "ARENA_DATABASE_URL": db_url,
+        "ARENA_DATA_DIR": str(tmp_path),
+        "ARENA_CATALOGUE_PATH": str(REPO / "tests" / "data" / "tiny_catalogue.toml"),
+    }
+    env.pop("XLA_FLAGS", None)  # one CPU device is enough for the app
+    port = _free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(REPO / "webapp" / "app.py"),
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
+    log = (tmp_path / "streamlit.log").open("wb")
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        yield url, db_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _wait_for_models(page, timeout_s: float = 480.0) -> None:  # noqa: ANN001
+    """The start-up screen shows loading progress and re-renders itself until the battle screen is up."""
+    page.get_by_test_id("stChatInputTextArea").wait_for(state="visible", timeout=timeout_s * 1000)
+
+
+def _send(page, text: str) -> None:  # noqa: ANN001
+    box = page.get_by_test_id("stChatInputTextArea")
+    box.fill(text)
+    box.press("Enter")
+
+
+def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from db import repository as db_repo
+    from db.engine import make_engine
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not on PATH (apt-get install chromium)")
+    url, db_url = app_server
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.set_default_timeout(120_000)
+        page.goto(url)
+        _wait_for_models(page)
+
+        _send(page, TURN_1)
+        vote_a = page.get_by_role("button", name="👈 A is better")
+        expect(vote_a).to_be_enabled(timeout=120_000)
+
+        page.get_by_test_id("stRadio").get_by_text("Model A", exact=True).click()  # route to A only
+        page.get_by_test_id("stCheckbox").get_by_text("This message corrects the last reply").click()
+        _send(page, "The current year is 2024.")
+        fixed = page.get_by_role("button", name="Fixed ✓")
+        expect(fixed).to_be_visible(timeout=120_000)
+        fixed.click()
+        expect(page.get_by_text("Recorded: fixed ✓")).to_be_visible()
+
+        page.get_by_role("button", name="👈 A is better").click()
+        expect(page.get_by_text("Your vote: Model A")).to_be_visible()
+        expect(page.get_by_role("button", name="New battle")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "revealed_battle.png"), full_page=True)
+        revealed = page.get_by_role("heading", level=3).all_inner_texts()
+
+        page.get_by_role("link", name="Leaderboard").click()
+        expect(page.get_by_text("Computed over 1 votes")).to_be_visible()
+        expect(page.get_by_test_id("stDataFrame")).to_be_visible()
+        expect(page.locator(".vega-embed")).to_have_count(3)  # ratings, win-rate and battle-count charts
+        expect(page.get_by_test_id("stStatusWidget")).to_be_hidden()  # the script run has finished
+        page.wait_for_timeout(1500)  # let the canvases paint
+        page.screenshot(path=str(ARTIFACTS / "leaderboard.png"), full_page=True)
+        browser.close()
+
+    engine = make_engine(db_url)
+    counts = db_repo.table_counts(engine)
+    assert counts["votes"] == 1 and counts["corrections"] == 1
+    assert db_repo.pairwise_counts(engine).total == 1
+    contestants = {c.display_name for c in db_repo.list_contestants(engine)}
+    assert any(name in " ".join(revealed) for name in contestants), revealed
+    visitor_battles = db_repo.fix_counts(engine)
+    assert int(visitor_battles.successes.sum()) == 1, "the correction was judged fixed by the visitor"
