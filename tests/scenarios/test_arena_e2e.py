@@ -87,13 +87,14 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # on a loaded 2-core CPU one generation takes 30-50 s
 def test_bundled_gguf_models_run_the_whole_study(tmp_path: Path) -> None:
     settings = _settings(tmp_path, REPO_ROOT / "inference" / "catalogue.toml")
     slugs = ["smollm2-135m-instruct", "gemma3-270m"]
-    # Sized for a shared 2-core CPU (about 16 generations per model); `python -m scenarios run` runs
-    # the study's full sizes.
+    # Sized for a shared 2-core CPU (10 generations per model: automatic corrections are covered by the
+    # fast test, the fixing cases still correct); `python -m scenarios run` runs the study's full sizes.
     outcome = run_and_store(settings=settings, scenario=CALENDAR, slugs=slugs,
-                            protocols=("reliability", "dialogue", "fixing"), repeats=1, max_fix_attempts=1,
+                            protocols=("reliability", "dialogue", "fixing"), repeats=1, max_fix_attempts=0,
                             fixing_attempts=1, overrides={"max_new_tokens": 32}, show_progress=False)
     _check_outcome(outcome, settings, slugs, repeats=1, fixing=1)
     print(outcome.markdown)
