@@ -35,9 +35,10 @@ MAX_CHARS = 100_000  # model replies are bounded by max_new_tokens; keep whateve
 
 
 def db_label(grade: Grade) -> str:
-    """The grader label as the database accepts it (``many`` stored as ``partial`` if the schema lacks
-    it; the mistake list is stored too, so nothing is lost for the dataset)."""
-    return grade.label if grade.label in GRADER_LABELS else "partial"
+    """The grader label as the database accepts it: while the schema lacks ``many`` (3+ mistakes, 🔥🔥)
+    it is stored as ``garbage`` (🔥), exactly as the web app stores human battles; the mistake list is
+    stored too, so the distinction can be recomputed."""
+    return grade.label if grade.label in GRADER_LABELS else "garbage"
 
 
 def ensure_contestant(engine: Engine, *, slug: str, name: str, family: str = "", source: str = "") -> None:
