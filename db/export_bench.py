@@ -10,6 +10,7 @@ on a shared machine it tells how much of the wall time was spent waiting for a c
 
 from __future__ import annotations
 
+import datetime as dt
 import tempfile
 import time
 import uuid
@@ -41,6 +42,7 @@ _REPLY: dict[int, dict[str, Any]] = {
 def _seed(engine: Engine, *, battles: int, chunk: int = 5_000) -> None:
     """``battles`` voted battles of 8 messages each, inserted in chunks (Core executemany)."""
     now = utcnow()
+    start_at = now - dt.timedelta(seconds=battles)
     with engine.begin() as conn:
         conn.execute(insert(Contestant), [
             {"slug": f"model-{i}", "display_name": f"Model {i}", "family": "bench", "source": "",
@@ -53,11 +55,12 @@ def _seed(engine: Engine, *, battles: int, chunk: int = 5_000) -> None:
         b_rows, c_rows, m_rows, k_rows, v_rows = [], [], [], [], []
         for n in range(start, start + size):
             bid = str(uuid.uuid4())
+            when = start_at + dt.timedelta(seconds=n)  # battles a second apart, as visitors start them
             a, b = models[n % 10], models[(n * 7 + 3) % 10 if (n * 7 + 3) % 10 != n % 10 else (n + 1) % 10]
             b_rows.append({"id": bid, "mode": "anonymous", "scenario": "calendar", "status": "voted",
-                           "revealed_before_vote": False, "created_at": now, "updated_at": now,
-                           "closed_at": now})
-            v_rows.append({"battle_id": bid, "choice": "ab"[n % 2], "created_at": now, "model_a_id": a,
+                           "revealed_before_vote": False, "created_at": when, "updated_at": when,
+                           "closed_at": when})
+            v_rows.append({"battle_id": bid, "choice": "ab"[n % 2], "created_at": when, "model_a_id": a,
                            "model_b_id": b, "mode": "anonymous", "scenario": "calendar", "revealed": False,
                            "flagged": False, "with_corrections": True})
             for side, model in (("a", a), ("b", b)):
@@ -74,14 +77,14 @@ def _seed(engine: Engine, *, battles: int, chunk: int = 5_000) -> None:
                     msg_id += 1
                     m_rows.append({
                         "id": msg_id, "conversation_id": conv_id, "position": position, "role": role,
-                        "kind": kind, "content": content, "created_at": now, "first_try": position == 1,
+                        "kind": kind, "content": content, "created_at": when, "first_try": position == 1,
                         "superseded": False, "error": None,
                         **(_REPLY[position] if kind == "reply" else _NOT_REPLY),
                     })
                 k_rows.append({
                     "battle_id": bid, "conversation_id": conv_id, "faulty_message_id": msg_id - 2,
                     "feedback_message_id": msg_id - 1, "next_reply_message_id": msg_id, "outcome": "fixed",
-                    "judged_by": "person", "created_at": now, "judged_at": now,
+                    "judged_by": "person", "created_at": when, "judged_at": when,
                 })
         with engine.begin() as conn:
             conn.execute(insert(Battle), b_rows)

@@ -25,7 +25,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Connection, Engine, Select, and_, exists, func, or_, select, type_coerce
+from sqlalchemy import (
+    ARRAY,
+    Connection,
+    Engine,
+    Integer,
+    Select,
+    String,
+    and_,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    type_coerce,
+)
 from sqlalchemy.types import NullType
 
 from db.errors import DBError
@@ -201,15 +215,24 @@ def _rows(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
         result.close()
 
 
-def _related(conn: Connection, page: Select[Any], battle_ids: list[str], salt: str) -> dict[str, pa.Table]:
+def _listed(conn: Connection, values: list[str] | list[int]) -> Select[Any]:
+    """``SELECT`` of a list of ids passed as ONE parameter (a JSON array on SQLite, an array on
+    PostgreSQL). Expanding a thousand ids into bound parameters cost SQLAlchemy more than the query,
+    and re-running the page query as a subquery cost the database as much again per table."""
+    if conn.dialect.name == "postgresql":
+        element = Integer() if values and isinstance(values[0], int) else String()
+        return select(func.unnest(literal(values, ARRAY(element))))
+    return select(func.json_each(json.dumps(values)).table_valued("value").c.value)
+
+
+def _related(conn: Connection, battle_ids: list[str], salt: str) -> dict[str, pa.Table]:
     """Everything hanging off one page of battles.
 
-    Rows are selected with ``IN (the page's own query)`` rather than a list of bound ids: expanding
-    thousands of parameters cost more than running the query. Messages and corrections come in index
-    order (grouped by conversation id): no sort in the database, the nested builder reorders.
+    Messages and corrections come in index order (grouped by conversation id): no sort in the
+    database, the nested builder reorders.
     """
     rank = {battle_id: i for i, battle_id in enumerate(battle_ids)}
-    in_page = page.with_only_columns(Battle.id).scalar_subquery()
+    in_page = _listed(conn, battle_ids)
     conversations = sorted(_rows(conn,
         select(_raw(Conversation.id), _raw(Conversation.battle_id), _raw(Conversation.side),
                _raw(Contestant.slug).label("contestant"),
@@ -218,7 +241,7 @@ def _related(conn: Connection, page: Select[Any], battle_ids: list[str], salt: s
         .join(Contestant, Contestant.id == Conversation.contestant_id)
         .where(Conversation.battle_id.in_(in_page))
     ), key=lambda row: (rank[row[1]], row[2]))
-    conversation_ids = select(Conversation.id).where(Conversation.battle_id.in_(in_page)).scalar_subquery()
+    conversation_ids = _listed(conn, [row[0] for row in conversations])
     messages = _rows(conn,
         select(*(_raw(c) for c in (
             Message.conversation_id, Message.id, Message.position, Message.role, Message.kind,
@@ -274,7 +297,7 @@ def iter_chunks(
         if not rows:
             return
         battles = _table([row[:-1] for row in rows], ROWS["battles"], salt=salt)
-        related = _related(conn, query, [row[0] for row in rows], salt)
+        related = _related(conn, [row[0] for row in rows], salt)
         yield Chunk(battles=battles, **related)
         if len(rows) < chunk_size:
             return
