@@ -193,7 +193,7 @@ def _vote_bar(ctx: gateway.Context, *, battle: BattleView) -> None:
             disabled=problem is not None,
             on_click=_vote,
             args=(battle.id, choice),
-            use_container_width=True,
+            width="stretch",
         )
     if problem:
         st.caption(problem)

@@ -49,10 +49,10 @@ def show() -> None:
     if board.table.empty:
         st.info("No votes match these filters yet. Battles in the Arena fill this page.")
         return
-    st.dataframe(board.table, hide_index=True, use_container_width=True, key="lb_table")
+    st.dataframe(board.table, hide_index=True, width="stretch", key="lb_table")
     st.subheader("Ratings with 95% intervals")
     ratings = board.table.rename(columns=_CHART_COLUMNS)
-    st.altair_chart(charts.ratings_chart(ratings), use_container_width=True)
+    st.altair_chart(charts.ratings_chart(ratings), width="stretch")
     left, right = st.columns(2)
     left.altair_chart(
         charts.matrix_heatmap(board.win_rate, title="Win rate (row vs column)", value_format=".2f")

@@ -1,0 +1,132 @@
+"""``python -m webapp bench``: how fast the leaderboard page renders, and whether both sides really stream
+at the same time.
+
+1. Leaderboard: a SQLite file seeded with ``votes`` votes over ``models`` contestants (db's bulk seeder),
+   then the Leaderboard page rendered by Streamlit's AppTest (the real page script: SQL counts,
+   Bradley-Terry fit, table, three Altair charts) with the data cache cleared (cold) and warm.
+   Target: cold render <= 1.5 s at 1M votes over 100 contestants.
+2. Streaming: two tiny random keras models from the real pool answer the same prompt, first one after
+   the other, then through :func:`webapp.streaming.stream_pair`; overlap and the wall-time ratio show
+   that the two sides generate concurrently.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RENDER_TARGET_S = 1.5
+TINY_CATALOGUE = REPO / "tests" / "data" / "tiny_catalogue.toml"
+
+
+def seed(url: str, *, votes: int, models: int) -> float:
+    """Create the schema and bulk-load ``votes`` voted battles; returns seconds taken."""
+    from db.bench import _bulk_votes, seed_contestants  # db's own bulk loader
+    from db.engine import make_engine
+    from db.migrate import upgrade_to_head
+
+    upgrade_to_head(url)
+    engine = make_engine(url, durability="none")
+    started = time.perf_counter()
+    _bulk_votes(engine, seed_contestants(engine, models), votes)
+    engine.dispose()
+    return time.perf_counter() - started
+
+
+def render_leaderboard(url: str, *, rounds: int) -> dict[str, Any]:
+    """Render the Leaderboard page ``rounds`` times cold (cache cleared) and once warm."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["ARENA_DATABASE_URL"] = url
+    script = str(REPO / "webapp" / "pages" / "leaderboard.py")
+    cold: list[float] = []
+    votes_caption = ""
+    for _ in range(rounds):
+        st.cache_data.clear()
+        app = AppTest.from_file(script, default_timeout=600)
+        started = time.perf_counter()
+        app.run()
+        cold.append(time.perf_counter() - started)
+        if app.exception:
+            raise RuntimeError(app.exception[0].value)
+        votes_caption = next((c.value for c in app.caption if "Computed over" in c.value), "")
+    started = time.perf_counter()
+    app.run()
+    warm = time.perf_counter() - started
+    best = min(cold)
+    return {
+        "caption": votes_caption,
+        "cold_best_s": round(best, 3),
+        "cold_median_s": round(statistics.median(cold), 3),
+        "warm_s": round(warm, 3),
+        "target_s": RENDER_TARGET_S,
+        "target_over_cold_best": round(RENDER_TARGET_S / best, 2),
+    }
+
+
+def board_breakdown(url: str) -> dict[str, float]:
+    """Where the cold render's time goes: SQL counts + fit + frames, without Streamlit."""
+    from db.engine import make_engine
+    from webapp.leaderboard_data import Filters, build_board
+
+    engine = make_engine(url)
+    started = time.perf_counter()
+    board = build_board(engine, Filters())
+    total = time.perf_counter() - started
+    engine.dispose()
+    return {"build_board_s": round(total, 3), "rated_models": float(len(board.table))}
+
+
+def streaming_overlap(*, data_dir: Path, max_new_tokens: int = 96) -> dict[str, Any]:
+    """Sequential vs concurrent generation of two tiny models through the real pool."""
+    from inference.catalogue import load_catalogue
+    from inference.pool import ModelPool
+    from inference.protocol import ChatMessage, GenerationParams, complete
+    from webapp.streaming import StreamJob, stream_pair
+
+    entries = load_catalogue(TINY_CATALOGUE)
+    with ModelPool(entries, memory_budget_mb=8000, cache_dir=data_dir) as pool:
+        slugs = pool.wait_ready(count=2, timeout=600)[:2]
+        models = [pool.get(s) for s in slugs]
+        messages = [ChatMessage("user", "Add a meeting with Fred on Nov 11 at 5PM")]
+        params = GenerationParams(max_new_tokens=max_new_tokens)
+        for model in models:  # warm both (compile the prompt bucket) before timing
+            complete(model, messages, params)
+        started = time.perf_counter()
+        for model in models:
+            complete(model, messages, params)
+        sequential = time.perf_counter() - started
+        jobs = {side: StreamJob(m, messages, params) for side, m in zip("ab", models, strict=True)}
+        started = time.perf_counter()
+        outcome = stream_pair(jobs, on_delta=lambda side, text: None, on_result=lambda side, result: None)
+        concurrent = time.perf_counter() - started
+    return {
+        "models": slugs,
+        "sequential_s": round(sequential, 3),
+        "concurrent_s": round(concurrent, 3),
+        "sequential_over_concurrent": round(sequential / concurrent, 2),
+        "overlap_s": round(outcome.overlap_s(), 3),
+        "overlap_share_of_concurrent": round(outcome.overlap_s() / concurrent, 2),
+    }
+
+
+def run(
+    *, votes: int, models: int, rounds: int, database: Path | None, skip_streaming: bool
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="webapp-bench-") as tmp:
+        path = database or Path(tmp) / "bench.db"
+        url = f"sqlite:///{path.as_posix()}"
+        report: dict[str, Any] = {"votes": votes, "models": models, "database": "sqlite"}
+        if database is None or not path.exists():
+            report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
+        report["leaderboard"] = render_leaderboard(url, rounds=rounds)
+        report["breakdown"] = board_breakdown(url)
+        if not skip_streaming:
+            report["streaming"] = streaming_overlap(data_dir=Path(tmp))
+        return report
