@@ -52,6 +52,9 @@ def pair_cells(pairs: PairData) -> IntArray:
     return np.concatenate([pairs.w_ij, pairs.w_ji, pairs.t])
 
 
+SORTED_SEARCH_CELLS = 4096  # from this many cells on, sorted queries beat random ones (cache)
+
+
 def multinomial_fix(draws: IntArray, total: int, p: FloatArray, rng: np.random.Generator) -> None:
     """Turn Poisson rows into exact multinomial(``total``, p) rows in place (top up or thin)."""
     sums = draws.sum(axis=1)
@@ -61,11 +64,14 @@ def multinomial_fix(draws: IntArray, total: int, p: FloatArray, rng: np.random.G
         extra = total - sums[short]
         cdf = np.cumsum(p)
         cdf /= cdf[-1]
-        # Sorted queries make the search walk forward through the table (much faster than random);
-        # which row gets which extra battle does not matter, the draws are i.i.d.
-        u = np.sort(rng.random(int(extra.sum())))
+        rows = np.repeat(short, extra)
+        u = rng.random(rows.size)
+        if k >= SORTED_SEARCH_CELLS:
+            # Sorted queries walk forward through a large table; the draws are i.i.d., so which row
+            # gets which one only needs to be random: shuffle the rows instead of the draws.
+            u.sort()
+            rng.shuffle(rows)
         cells = np.minimum(np.searchsorted(cdf, u, side="right"), k - 1)
-        rows = rng.permutation(np.repeat(short, extra))
         np.add.at(draws, (rows, cells), 1)
     long = np.flatnonzero(sums > total)
     if long.size:
@@ -75,24 +81,24 @@ def multinomial_fix(draws: IntArray, total: int, p: FloatArray, rng: np.random.G
 def _thin(draws: IntArray, rows: IntArray, excess: IntArray, rng: np.random.Generator) -> None:
     """Remove ``excess[r]`` battles, uniformly without replacement, from each of ``rows``.
 
-    Battles of a row are numbered ``0 .. T−1`` in cell order; we draw distinct numbers per row by
-    drawing with replacement and redrawing collisions (about ``m²/2T`` of them), then find their
-    cells with one search over the concatenated cumulative counts of all rows.
+    The battles of all these rows are numbered consecutively in cell order (row after row). Each row
+    draws its numbers with replacement inside its own range and redraws collisions (about ``m²/2T``)
+    until they are distinct; the procedure is symmetric in the battles, so the removed set is a
+    uniform subset. One sort serves both the collision check and the search for the battles' cells.
     """
     sub = draws[rows]
     totals = sub.sum(axis=1)
+    starts = np.concatenate([[0], np.cumsum(totals)[:-1]])
     row_of = np.repeat(np.arange(rows.size), excess)
-    picks = (rng.random(row_of.size) * totals[row_of]).astype(np.int64)
+    keys = starts[row_of] + (rng.random(row_of.size) * totals[row_of]).astype(np.int64)
     while True:
-        keys = row_of * (int(totals.max()) + 1) + picks
-        _, first = np.unique(keys, return_index=True)
-        dup = np.setdiff1d(np.arange(keys.size), first, assume_unique=True)
+        keys.sort()
+        dup = np.flatnonzero(keys[1:] == keys[:-1]) + 1
         if dup.size == 0:
             break
-        picks[dup] = (rng.random(dup.size) * totals[row_of[dup]]).astype(np.int64)
-    flat_cum = np.cumsum(sub.ravel())
-    starts = np.concatenate([[0], np.cumsum(totals)[:-1]])
-    hit = np.searchsorted(flat_cum, np.sort(starts[row_of] + picks), side="right")
+        owner = np.searchsorted(starts, keys[dup], side="right") - 1
+        keys[dup] = starts[owner] + (rng.random(dup.size) * totals[owner]).astype(np.int64)
+    hit = np.searchsorted(np.cumsum(sub.ravel()), keys, side="right")
     np.subtract.at(sub, np.divmod(hit, sub.shape[1]), 1)
     draws[rows] = sub
 

@@ -184,3 +184,35 @@ def test_rounds_that_lose_a_model_fall_back_to_the_ridge_rule() -> None:
     # Nearly all of them lack an MLE; the few others only converged slowly and got an exact refit.
     assert 0.9 * result.fallback_rounds <= result.ridge_rounds <= result.fallback_rounds
     assert np.all(np.isfinite(result.theta))
+
+
+@pytest.mark.parametrize("start", ["empty", "long"])
+def test_multinomial_fix_on_large_tables_keeps_multinomial_law(start: str) -> None:
+    # 5000 cells take the sorted-search top-up path: from empty rows it alone must build
+    # multinomial(N, p) (group sums binomial(N, P_g)); rows a little long are thinned to exactly N.
+    rng = np.random.default_rng(5)
+    k, total, rounds = 5000, 5000, 400
+    p = rng.dirichlet(np.ones(k))
+    if start == "empty":
+        rows = np.zeros((rounds, k), dtype=np.int64)
+    else:
+        rows = rng.multinomial(total + 300, p, size=rounds)
+    multinomial_fix(rows, total, p, rng)
+    assert np.all(rows.sum(axis=1) == total) and np.all(rows >= 0)
+    groups = np.array_split(np.arange(k), 5)
+    sums = np.stack([rows[:, g].sum(axis=1) for g in groups], axis=1)
+    big_p = np.array([p[g].sum() for g in groups])
+    np.testing.assert_allclose(sums.mean(axis=0), total * big_p, rtol=0.01)
+    np.testing.assert_allclose(sums.var(axis=0), total * big_p * (1 - big_p), rtol=0.2)
+
+
+def test_thinning_half_of_a_multinomial_leaves_a_multinomial() -> None:
+    # Removing a uniform half of multinomial(2N, p) battles leaves multinomial(N, p): variance
+    # N p (1 − p). Removing proportionally (or from fixed cells) would shrink or skew it.
+    rng = np.random.default_rng(6)
+    p = np.array([0.1, 0.3, 0.6])
+    rows = rng.multinomial(400, p, size=6000)
+    multinomial_fix(rows, 200, p, rng)
+    assert np.all(rows.sum(axis=1) == 200)
+    np.testing.assert_allclose(rows.mean(axis=0), 200 * p, rtol=0.01)
+    np.testing.assert_allclose(rows.var(axis=0), 200 * p * (1 - p), rtol=0.06)
