@@ -31,7 +31,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from ranking import poisson
-from ranking.bt import DEFAULT_TOL, ELO_SCALE, fit_bt, newton_matrix
+from ranking.bt import DEFAULT_TOL, ELO_SCALE, fit_bt, newton_matrix, win_probability
 from ranking.counts import FloatArray, IntArray, PairData
 
 BLOCK_ELEMENTS = 150_000  # pairs × rounds per block: each work array (~1.2 MB) stays in a core's L2
@@ -230,13 +230,17 @@ def _chord(problem: _Problem, wins: FloatArray, battles: FloatArray) -> tuple[Fl
     active = np.ones(size, dtype=bool)
     s_i = np.empty_like(wins)
     buf = np.empty_like(wins)
-    for _ in range(problem.max_chord):
-        strength = np.exp(np.clip(theta, -60.0, 60.0))
-        np.take(strength, pairs.i, axis=0, out=s_i)
-        np.take(strength, pairs.j, axis=0, out=buf)
-        buf += s_i
-        np.divide(s_i, buf, out=buf)  # p = σ(θ_i − θ_j)
-        buf *= battles
+    p_hat = win_probability(problem.theta_hat[pairs.i] - problem.theta_hat[pairs.j])[:, None]
+    for it in range(problem.max_chord):
+        if it == 0:  # every round starts at θ̂, where p is known per pair
+            np.multiply(battles, p_hat, out=buf)
+        else:
+            strength = np.exp(np.clip(theta, -60.0, 60.0))
+            np.take(strength, pairs.i, axis=0, out=s_i)
+            np.take(strength, pairs.j, axis=0, out=buf)
+            buf += s_i
+            np.divide(s_i, buf, out=buf)  # p = σ(θ_i − θ_j)
+            buf *= battles
         np.subtract(wins, buf, out=buf)  # residual W − N p
         grad = problem.incidence @ buf
         if problem.ridge:
