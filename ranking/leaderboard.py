@@ -27,7 +27,12 @@ IntervalKind = Literal["bootstrap", "sandwich"]
 
 @dataclass(frozen=True)
 class LeaderboardRow:
-    """One rated model. ``ties`` includes both-bad votes when they count as ties."""
+    """One rated model.
+
+    ``ties`` includes both-bad votes when they count as ties (``both_bad="tie"``); with
+    ``ties="exclude"`` ties are still listed here (they happened) but do not enter the fit.
+    ``battles`` = ``wins + losses + ties``.
+    """
 
     model: str
     rating: float
