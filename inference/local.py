@@ -14,7 +14,14 @@ from collections.abc import Iterator, Sequence
 from inference.chat_template import ChatTemplate, fit_to_context
 from inference.engine import KVRunner, TokenTrace, causal_lm_for, generate_stream
 from inference.families.base import LoadedModel
-from inference.protocol import CancelToken, ChatMessage, GenerationParams, GenerationResult, StreamEvent
+from inference.protocol import (
+    CancelToken,
+    ChatMessage,
+    GenerationParams,
+    GenerationResult,
+    StreamEvent,
+    TextDelta,
+)
 
 
 class LocalChatModel:
@@ -73,11 +80,12 @@ class LocalChatModel:
         """Stream the reply; never raises: a failure ends the stream with an ``"error"`` result."""
         started = time.perf_counter() if submitted_at is None else submitted_at
         prompt_tokens = 0
+        partial: list[str] = []
         try:
             with self._lock:
                 ids = self.prompt_ids(messages, params)
                 prompt_tokens = len(ids)
-                yield from generate_stream(
+                for event in generate_stream(
                     self.runner,
                     self.loaded.tokenizer,
                     ids,
@@ -86,12 +94,15 @@ class LocalChatModel:
                     cancel=cancel,
                     started=started,
                     trace=trace,
-                )
+                ):
+                    if isinstance(event, TextDelta):
+                        partial.append(event.text)
+                    yield event
         except GeneratorExit:
             raise
-        except Exception as exc:  # isolate the failure to this request
+        except Exception as exc:  # isolate the failure to this request; keep what was already shown
             yield GenerationResult(
-                text="",
+                text="".join(partial),
                 finish_reason="error",
                 prompt_tokens=prompt_tokens,
                 new_tokens=0,

@@ -223,3 +223,25 @@ def test_sample_token_respects_top_k_and_top_p() -> None:
     assert nucleus == {1}
     wide = {sample_token(logits, GenerationParams(temperature=10.0), rng) for _ in range(500)}
     assert wide == {0, 1, 2, 3, 4}
+
+
+def test_failure_mid_stream_keeps_the_text_already_shown(
+    model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_step = model.runner.step
+    calls = {"n": 0}
+
+    def failing_step(cache: Any, token: int, index: int) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise RuntimeError("device lost")
+        return real_step(cache, token, index)
+
+    monkeypatch.setattr(model.runner, "step", failing_step)
+    events = list(model.stream(MESSAGES, GenerationParams(max_new_tokens=30)))
+    result = events[-1]
+    assert isinstance(result, GenerationResult)
+    assert result.finish_reason == "error" and "RuntimeError: device lost" in (result.error or "")
+    assert result.text == "".join(e.text for e in events if isinstance(e, TextDelta))
+    monkeypatch.undo()
+    assert complete(model, MESSAGES, GenerationParams(max_new_tokens=4)).finish_reason != "error"
