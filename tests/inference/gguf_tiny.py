@@ -83,7 +83,7 @@ def write_gguf(path: Path, *, arch: str, metadata: Any, tensors: dict[str, np.nd
     return path
 
 
-def tiny_llama_backbone(*, seed: int = 0) -> Any:
+def tiny_llama_backbone(*, seed: int = 0, tied: bool = True) -> Any:
     from keras_hub.models import Llama3Backbone
 
     tokens, _, _ = bpe_vocabulary()
@@ -96,7 +96,7 @@ def tiny_llama_backbone(*, seed: int = 0) -> Any:
         intermediate_dim=48,
         rope_max_wavelength=10_000.0,
         layer_norm_epsilon=1e-5,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tied,
     )
     randomize(backbone, seed=seed)
     return backbone
@@ -105,7 +105,10 @@ def tiny_llama_backbone(*, seed: int = 0) -> Any:
 def export_llama(backbone: Any, path: Path, *, pre: str = "smollm") -> Path:
     heads, kv_heads = backbone.num_query_heads, backbone.num_key_value_heads
     hidden = backbone.hidden_dim
-    tensors = {"token_embd.weight": np.asarray(backbone.get_layer("token_embedding").embeddings)}
+    embedding = backbone.get_layer("token_embedding")
+    tensors = {"token_embd.weight": np.asarray(embedding.embeddings)}
+    if not backbone.tie_word_embeddings:  # llama.cpp writes the LM head as (vocab, hidden)
+        tensors["output.weight"] = np.asarray(embedding.reverse_embeddings).T
     for i in range(backbone.num_layers):
         layer = backbone.get_layer(f"transformer_layer_{i}")
         att = layer._self_attention_layer

@@ -72,11 +72,17 @@ def test_gemma3_round_trip_gives_the_same_logits(gemma_file: tuple[object, Path]
     assert_same_logits(loaded.backbone, original)
 
 
-def test_bfloat16_dtype_is_applied(llama_file: tuple[object, Path]) -> None:
-    _, path = llama_file
-    loaded = load_gguf(path, dtype="bfloat16")
-    assert loaded.backbone.get_layer("token_embedding").embeddings.dtype == "bfloat16"
-    assert loaded.metadata["dtype"] == "bfloat16"
+def test_untied_output_head_in_bfloat16(tmp_path: Path) -> None:
+    """A file with ``output.weight`` (Llama 3 8B style) gets its own LM head; dtype reaches every variable."""
+    original = gguf_tiny.tiny_llama_backbone(seed=3, tied=False)
+    loaded = load_gguf(gguf_tiny.export_llama(original, tmp_path / "untied.gguf"), dtype="bfloat16")
+    embedding = loaded.backbone.get_layer("token_embedding")
+    assert not loaded.backbone.tie_word_embeddings and loaded.metadata["dtype"] == "bfloat16"
+    assert {v.dtype for v in loaded.backbone.weights} == {"bfloat16"}
+    head = np.asarray(embedding.reverse_embeddings, dtype=np.float32)
+    expected = np.asarray(original.get_layer("token_embedding").reverse_embeddings)
+    np.testing.assert_allclose(head, expected, rtol=1e-2, atol=1e-2)  # bfloat16 keeps 8 bits of mantissa
+    assert not np.allclose(head, np.asarray(embedding.embeddings, dtype=np.float32).T, atol=1e-2)
 
 
 def test_unknown_dtype_is_refused(llama_file: tuple[object, Path]) -> None:
