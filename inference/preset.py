@@ -87,12 +87,13 @@ def _as_bytes(value: Any) -> bytes:
 
 
 def load_preset(handle: str, *, family: str, dtype: str, template: ChatTemplate) -> LoadedModel:
-    """Backbone + tokenizer from a keras-hub preset; bos/eos taken from the template's stop tokens."""
+    """Backbone + tokenizer from a keras-hub preset; eos: the template's first stop token it knows."""
     import keras_hub
 
     backbone = keras_hub.models.Backbone.from_preset(handle, dtype=dtype)
     tokenizer = keras_hub.models.Tokenizer.from_preset(handle)
-    eos = template.stop_tokens[-1] if template.stop_tokens else None
+    probe = KerasHubTokenizer(tokenizer)
+    eos = next((t for t in template.stop_tokens if probe.token_to_id(t) is not None), None)
     wrapped = KerasHubTokenizer(tokenizer, eos=eos)
     context = int(getattr(backbone, "max_sequence_length", 0) or 8192)
     return LoadedModel(
