@@ -140,13 +140,29 @@ def _raw(column: Any) -> Any:
     return type_coerce(column, NullType()).label(column.key)
 
 
+def _json_or_null(conn: Connection, column: Any) -> Any:
+    """A JSON column, raw; on SQLite a stored JSON ``null`` comes back as SQL NULL, so only real
+    values are left to parse (PostgreSQL's driver already turns JSON null into None)."""
+    if conn.dialect.name == "sqlite":
+        return type_coerce(func.nullif(column, "null"), NullType()).label(column.key)
+    return _raw(column)
+
+
+def _aware(value: Any) -> dt.datetime:
+    """A raw timestamp (SQLite: naive UTC text; PostgreSQL: aware datetime) as an aware datetime."""
+    if isinstance(value, str):
+        return dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC)
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
 def _json_values(values: Sequence[Any]) -> Sequence[Any]:
     """JSON text (SQLite) parsed in one ``json.loads`` for the whole column; parsed values (PostgreSQL)
     pass through. A column holds one or the other, never both."""
-    if not isinstance(next((v for v in values if v is not None), None), str):
+    texts = [v for v in values if v is not None]
+    if not texts or not isinstance(texts[0], str):
         return values
-    parsed: list[Any] = json.loads("[" + ",".join(["null" if v is None else v for v in values]) + "]")
-    return parsed
+    parsed = iter(json.loads("[" + ",".join(texts) + "]"))
+    return [None if v is None else next(parsed) for v in values]
 
 
 def _arrow(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
@@ -181,7 +197,6 @@ def _battle_query(filters: ExportFilters) -> Select[Any]:
         *(_raw(c) for c in (Battle.id, Battle.created_at, Battle.updated_at, Battle.closed_at, Battle.mode,
                             Battle.scenario, Battle.status, Battle.revealed_before_vote, Battle.revealed_at)),
         _raw(Visitor.anon_id).label("visitor"),
-        Battle.created_at.label("page_key"),  # typed: the keyset condition binds it back
     ).outerjoin(Visitor, Visitor.id == Battle.visitor_id)
     return query.where(*_conditions(filters))
 
@@ -247,7 +262,7 @@ def _related(conn: Connection, battle_ids: list[str], salt: str) -> dict[str, pa
             Message.conversation_id, Message.id, Message.position, Message.role, Message.kind,
             Message.content, Message.created_at, Message.first_try, Message.superseded, Message.ttft_ms,
             Message.total_ms, Message.prompt_tokens, Message.completion_tokens, Message.finish_reason,
-            Message.error, Message.grader_label, Message.grader_mistakes)))
+            Message.error, Message.grader_label)), _json_or_null(conn, Message.grader_mistakes))
         .where(Message.conversation_id.in_(conversation_ids))
         .order_by(Message.conversation_id, Message.position)
     )
@@ -293,15 +308,15 @@ def iter_chunks(
             query = query.where(
                 or_(Battle.created_at > last[0], and_(Battle.created_at == last[0], Battle.id > last[1]))
             )
-        rows = conn.execute(query).all()
+        rows = _rows(conn, query)
         if not rows:
             return
-        battles = _table([row[:-1] for row in rows], ROWS["battles"], salt=salt)
+        battles = _table(rows, ROWS["battles"], salt=salt)
         related = _related(conn, [row[0] for row in rows], salt)
         yield Chunk(battles=battles, **related)
         if len(rows) < chunk_size:
             return
-        last = (rows[-1][-1], rows[-1][0])
+        last = (_aware(rows[-1][1]), rows[-1][0])
 
 
 def snapshot(engine: Engine) -> Connection:
