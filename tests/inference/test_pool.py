@@ -198,3 +198,29 @@ def test_pool_shards_models_on_a_mesh_and_answers_the_same(
                 expected.new_tokens,
                 expected.finish_reason,
             )
+
+
+def test_remote_entries_join_the_pool_without_memory(tmp_path: Path) -> None:
+    from inference.catalogue import parse_catalogue
+    from inference.remote import RemoteChatModel
+
+    (remote,) = parse_catalogue(
+        """
+[[model]]
+slug = "far-away"
+name = "Far away"
+family = "remote"
+source = "remote:http://127.0.0.1:9/v1"
+remote_model = "served-name"
+"""
+    )
+    with ModelPool([remote], memory_budget_mb=1, cache_dir=tmp_path, api_keys={"far-away": "k"}) as p:
+        assert p.wait_ready(timeout=30) == ["far-away"]
+        status = p.status()["far-away"]
+        assert status.memory_mb == 0
+        inner = p._workers["far-away"].model
+        assert (
+            isinstance(inner, RemoteChatModel) and inner.endpoint == "http://127.0.0.1:9/v1/chat/completions"
+        )
+        failed = complete(p.get("far-away"), MESSAGES, GenerationParams(max_new_tokens=2))
+        assert failed.finish_reason == "error" and failed.error  # nothing listens there: a clean error result
