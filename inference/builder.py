@@ -72,7 +72,11 @@ def build_chat_model(
     with scope:
         loaded = load_weights(entry, cache_dir=cache_dir)
         model = LocalChatModel(
-            entry.slug, loaded, get_template(entry.template), context_length=entry.context_length
+            entry.slug,
+            loaded,
+            get_template(entry.template),
+            context_length=entry.context_length,
+            default_system=entry.default_system,
         )
         if warm_up:
             model.warm_up()

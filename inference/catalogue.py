@@ -22,7 +22,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _FIELDS = {
     "slug", "name", "family", "source", "dtype", "template", "context_length", "enabled", "sampling",
-    "memory_mb", "remote_model", "description",
+    "memory_mb", "remote_model", "description", "default_system",
 }
 _SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "seed"}
 
@@ -47,6 +47,7 @@ class CatalogueEntry:
     memory_mb: int | None = None  # overrides the pool's estimate (needed for presets it cannot size)
     remote_model: str | None = None  # the engine's model name, for ``remote:`` sources
     description: str = ""
+    default_system: str | None = None  # used when a conversation has no system message (the file's own)
 
     @property
     def source_kind(self) -> str:
@@ -167,6 +168,7 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
         memory_mb=memory_mb,
         remote_model=remote_model,
         description=text("description", required=False) or "",
+        default_system=text("default_system", required=False),
     )
 
 

@@ -25,7 +25,11 @@ from inference.protocol import (
 
 
 class LocalChatModel:
-    """A chat model running in this process. ``context_length`` caps prompt + reply (tokens)."""
+    """A chat model running in this process. ``context_length`` caps prompt + reply (tokens).
+
+    ``default_system`` is the system prompt the model file's own template adds when a conversation has
+    none (SmolLM2's "You are a helpful AI assistant named SmolLM…"); the model was tuned with it.
+    """
 
     def __init__(
         self,
@@ -34,8 +38,10 @@ class LocalChatModel:
         template: ChatTemplate,
         *,
         context_length: int | None = None,
+        default_system: str | None = None,
     ) -> None:
         self._slug = slug
+        self.default_system = default_system
         self.loaded = loaded
         self.template = template
         self.context_length = min(context_length or loaded.context_length, loaded.context_length)
@@ -59,6 +65,8 @@ class LocalChatModel:
     def prompt_ids(self, messages: Sequence[ChatMessage], params: GenerationParams) -> list[int]:
         """The token ids of the rendered, left-trimmed prompt (room is kept for the reply)."""
         tokenizer = self.loaded.tokenizer
+        if self.default_system is not None and (not messages or messages[0].role != "system"):
+            messages = [ChatMessage("system", self.default_system), *messages]
         reserve = min(params.max_new_tokens, self.context_length // 2)
         _, prompt = fit_to_context(
             self.template,

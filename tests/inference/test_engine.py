@@ -245,3 +245,13 @@ def test_failure_mid_stream_keeps_the_text_already_shown(
     assert result.text == "".join(e.text for e in events if isinstance(e, TextDelta))
     monkeypatch.undo()
     assert complete(model, MESSAGES, GenerationParams(max_new_tokens=4)).finish_reason != "error"
+
+
+def test_default_system_prompt_applies_only_without_one(model: LocalChatModel) -> None:
+    with_default = LocalChatModel(
+        "d", model.loaded, model.template, context_length=256, default_system="HOUSE RULES"
+    )
+    tokenizer, params = model.loaded.tokenizer, GenerationParams(max_new_tokens=4)
+    assert "HOUSE RULES" in tokenizer.decode(with_default.prompt_ids(MESSAGES[1:], params))
+    own = tokenizer.decode(with_default.prompt_ids(MESSAGES, params))
+    assert "HOUSE RULES" not in own and "Be brief." in own
