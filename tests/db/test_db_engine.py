@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, insert
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from db.checks import retry_read
 from db.engine import make_engine, read_session, write_session
 from db.models import Base, Conversation
 
@@ -61,3 +62,29 @@ def test_postgres_durability_modes(pg_schema_url: str) -> None:
             assert conn.exec_driver_sql("SHOW search_path").scalar().startswith("t_")  # options kept
         assert engine.pool._pre_ping  # type: ignore[attr-defined]
         engine.dispose()
+
+
+def _dropped(invalidated: bool) -> DBAPIError:
+    return DBAPIError("SELECT 1", None, Exception("server closed the connection"),
+                      connection_invalidated=invalidated)
+
+
+def test_retry_read_retries_once_only_when_the_connection_died() -> None:
+    calls: list[int] = []
+
+    @retry_read
+    def flaky(*, fail_times: int, invalidated: bool) -> str:
+        calls.append(1)
+        if len(calls) <= fail_times:
+            raise _dropped(invalidated)
+        return "rows"
+
+    assert flaky(fail_times=1, invalidated=True) == "rows" and len(calls) == 2
+    calls.clear()
+    with pytest.raises(DBAPIError):  # a second failure is not hidden
+        flaky(fail_times=2, invalidated=True)
+    assert len(calls) == 2
+    calls.clear()
+    with pytest.raises(DBAPIError):  # an ordinary error is never retried
+        flaky(fail_times=1, invalidated=False)
+    assert len(calls) == 1
