@@ -132,21 +132,27 @@ def _columns(
         with col:
             planned = setup.names["ab".index(side)] if len(setup.names) > "ab".index(side) else ""
             st.subheader(_title(mode, battle, side, view, planned))
-            if view is not None:
-                _messages(view, show_badges=show_badges)
+            if view is not None and battle is not None:
+                outcomes = {c.reply_id: c.outcome for c in battle.corrections if c.reply_id is not None}
+                _messages(view, show_badges=show_badges, outcomes=outcomes)
             placeholders[side] = st.empty()
             if battle is not None and view is not None and battle.is_open:
                 _side_buttons(ctx, mode=mode, battle=battle, side=side)
     return placeholders
 
 
-def _messages(view: SideView, *, show_badges: bool) -> None:
+OUTCOME_TEXT = {"fixed": "fixed ✓", "not_fixed": "not fixed ✗"}
+
+
+def _messages(view: SideView, *, show_badges: bool, outcomes: dict[int, str]) -> None:
     for message in view.messages:
         if message.role == "user":
             st.caption(render.turn_caption(role="user", kind=message.kind))
             render.visitor_text(st, message.content)
             continue
         badge = render.badge(message.label) if show_badges else ""
+        verdict = OUTCOME_TEXT.get(outcomes.get(message.id, ""), "")
+        badge = f"{badge} · {verdict}" if verdict and badge else verdict or badge
         st.caption(render.turn_caption(role="assistant", kind="reply", badge_text=badge))
         if message.error or message.finish_reason == "error":
             render.show_error(st, message.error or "unknown error")
@@ -163,7 +169,9 @@ def _side_buttons(ctx: gateway.Context, *, mode: str, battle: BattleView, side: 
         right.button(
             "Not fixed ✗", key=_key(mode, f"notfixed_{side}"), on_click=_judge, args=(pending.id, False)
         )
-    if last_reply(battle.sides[side]) is not None:
+    messages = battle.sides[side].messages
+    if last_reply(battle.sides[side]) is not None or (messages and messages[-1].role == "user"):
+        # Also offered when a turn has no reply (generation interrupted by a reload).
         st.button("🔄 Retry", key=_key(mode, f"retry_{side}"), on_click=_ask_retry, args=(mode, side))
 
 
@@ -227,6 +235,7 @@ def _composer(
     correction = st.checkbox(
         "This message corrects the last reply", key=_key(mode, "correction"), disabled=battle is None
     )
+    _script_hint(setup.scenario, battle)
     text = st.chat_input("Type a request or a correction…", key=_key(mode, "input"))
     if text is None:
         return
@@ -241,6 +250,14 @@ def _composer(
     )
     battle = gateway.load_battle(ctx, battle_id=battle.id)
     _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False)
+
+
+def _script_hint(scenario: str, battle: BattleView | None) -> None:
+    """The study's next scripted request, so visitors can follow it (only scripted turns are graded)."""
+    script = gateway.scripted_turns(scenario)
+    done = 0 if battle is None else sum(1 for m in battle.sides["a"].messages if m.kind == "request")
+    if done < len(script):
+        st.caption(f"Following the study? Its request {done + 1} of {len(script)} is: {script[done]}")
 
 
 def _run(

@@ -114,13 +114,17 @@ def stream_pair(
     texts = dict.fromkeys(jobs, "")
     results: dict[str, GenerationResult] = {}
     remaining = len(threads)
-    while remaining:
-        side, event = events.get()  # type: ignore[misc]
-        if event is _DONE:
-            remaining -= 1
-            continue
-        assert isinstance(event, TextDelta | GenerationResult)
-        _apply(side, event, texts, timings, results, on_delta, on_result)
+    try:
+        while remaining:
+            side, event = events.get()  # type: ignore[misc]
+            if event is _DONE:
+                remaining -= 1
+                continue
+            assert isinstance(event, TextDelta | GenerationResult)
+            _apply(side, event, texts, timings, results, on_delta, on_result)
+    finally:
+        if remaining:  # the page was left or re-run mid-stream: stop generating for nobody
+            token.cancel()
     for thread in threads:
         thread.join(timeout=1.0)
     return PairOutcome(results=results, timings=timings)

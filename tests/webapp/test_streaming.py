@@ -30,10 +30,22 @@ class PacedModel:
         self, messages: Sequence[ChatMessage], params: GenerationParams, *, cancel: CancelToken | None = None
     ) -> Iterator[StreamEvent]:
         start = time.perf_counter()
+        self.emitted = 0
         for i, word in enumerate(self.words):
+            if cancel is not None and cancel.cancelled:
+                yield GenerationResult(
+                    text="",
+                    finish_reason="cancelled",
+                    prompt_tokens=0,
+                    new_tokens=i,
+                    ttft_ms=None,
+                    total_ms=0.0,
+                )
+                return
             if self.fail_after is not None and i == self.fail_after:
                 raise RuntimeError("device lost")
             time.sleep(self.delay)
+            self.emitted += 1
             yield TextDelta(word)
         yield GenerationResult(
             text="".join(self.words),
@@ -89,3 +101,22 @@ def test_single_side() -> None:
     outcome = stream_pair({"a": _jobs(a, a)["a"]}, on_delta=lambda s, t: None, on_result=lambda s, r: None)
     assert list(outcome.results) == ["a"]
     assert outcome.overlap_s() == 0.0
+
+
+def test_leaving_the_page_mid_stream_cancels_both_sides() -> None:
+    """Streamlit interrupts a script run by raising inside it (here: in on_delta); generation must stop."""
+    a = PacedModel("a", ["a"] * 200, 0.005)
+    b = PacedModel("b", ["b"] * 200, 0.005)
+
+    def interrupted(side: str, text: str) -> None:
+        if len(text) >= 3:
+            raise KeyboardInterrupt("rerun requested")
+
+    try:
+        stream_pair(_jobs(a, b), on_delta=interrupted, on_result=lambda s, r: None)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the interruption must propagate")
+    time.sleep(0.2)
+    assert a.emitted < 100 and b.emitted < 100, (a.emitted, b.emitted)
