@@ -121,6 +121,17 @@ class _WriterGate:
 _GATES: weakref.WeakKeyDictionary[Engine, _WriterGate] = weakref.WeakKeyDictionary()
 
 
+def _reset_gates_in_child() -> None:
+    """A forked child starts with free gates: a lock held by another parent thread would never be released."""
+    for gate in list(_GATES.values()):
+        if gate._fd is not None:
+            os.close(gate._fd)  # the child's copy only; the parent's lock is untouched
+        gate._fd, gate._pid, gate._thread_lock = None, -1, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_gates_in_child)
+
+
 def writer_gate(engine: Engine) -> AbstractContextManager[None]:
     """Hold this while running one write transaction (a no-op except for SQLite engines)."""
     gate = _GATES.get(engine)

@@ -88,3 +88,43 @@ def test_retry_read_retries_once_only_when_the_connection_died() -> None:
     with pytest.raises(DBAPIError):  # an ordinary error is never retried
         flaky(fail_times=1, invalidated=False)
     assert len(calls) == 1
+
+
+def _child_writes(url: str, engine_holder: list) -> None:  # runs in a forked child
+    from db import repository as repo
+
+    repo.upsert_contestant(engine_holder[0], slug="child", display_name="Child")
+
+
+def test_forked_child_is_not_deadlocked_by_a_gate_held_in_the_parent(tmp_path: Path) -> None:
+    import multiprocessing
+    import threading
+    import time
+
+    from db import repository as repo
+    from db.engine import writer_gate
+
+    url = f"sqlite:///{tmp_path / 'fork.db'}"
+    engine = make_engine(url)
+    Base.metadata.create_all(engine)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with writer_gate(engine):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    child = multiprocessing.get_context("fork").Process(target=_child_writes, args=(url, [engine]))
+    child.start()
+    time.sleep(0.3)
+    release.set()  # the parent's queue position ends; the child must get its turn
+    holder.join(10)
+    child.join(30)
+    if child.exitcode is None:
+        child.kill()
+    assert child.exitcode == 0
+    assert repo.get_contestant(engine, slug="child").display_name == "Child"
+    engine.dispose()
