@@ -32,10 +32,8 @@ from db.export_read import (
     DEFAULT_CHUNK_SIZE,
     ExportError,
     ExportFilters,
-    count_battles,
-    iter_chunks,
     parse_date,
-    snapshot,
+    read_ahead,
     visitor_hash,
 )
 from db.export_records import battle_table, correction_records, flat_tables, preference_records
@@ -122,13 +120,12 @@ def _stream(
     flat = fmt == "csv" and view == "battles"
     rows = {name: 0 for name in streams}
     totals = dict.fromkeys(("battles", "conversations", "messages", "corrections", "votes"), 0)
-    with snapshot(engine) as conn:
-        selected = count_battles(conn, filters)
+    with read_ahead(engine, filters=filters, salt=salt, chunk_size=chunk_size) as (selected, pages):
         if progress is not None:
             progress(0, selected)
         tables: dict[str, CsvWriter] = table_writers(streams) if flat else {}
         writer: RecordWriter | None = None if flat else record_writer(fmt, view, streams[view])
-        for chunk in iter_chunks(conn, filters=filters, salt=salt, chunk_size=chunk_size):
+        for chunk in pages:
             for name in totals:
                 totals[name] += getattr(chunk, name).num_rows
             if flat:

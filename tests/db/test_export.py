@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 import json
+import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Engine, func, select, update
+from sqlalchemy.exc import OperationalError
 
 from db import repository as repo
+from db.engine import make_engine
 from db.export import (
     ExportError,
     ExportFilters,
@@ -25,6 +28,7 @@ from db.export import (
     visitor_hash,
 )
 from db.export_card import MARKER
+from db.export_read import read_ahead
 from db.models import Battle, Conversation, Correction, Message, Vote
 
 SALT = "pepper-for-tests"
@@ -329,3 +333,18 @@ def test_refusals_write_nothing(world: World, engine: Engine, tmp_path: Path) ->
         export_battles(engine, fmt="jsonl", out=out, salt=SALT)
     assert (tmp_path / "README.md").read_text() == "# my project\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "file"]
+
+
+def test_reader_thread_stops_early_and_hands_errors_over(world: World, engine: Engine,
+                                                        tmp_path: Path) -> None:
+    with read_ahead(engine, filters=ExportFilters(), salt=SALT, chunk_size=1) as (selected, pages):
+        first = next(pages)
+        assert selected == 5 and first.battles.column("id").to_pylist() == [world.b1]
+    assert not [t for t in threading.enumerate() if t.name == "export-reader"]  # left early: stopped
+    empty = make_engine(f"sqlite:///{tmp_path / 'no-tables.db'}")
+    try:
+        with pytest.raises(OperationalError, match="no such table"):
+            export_battles(empty, fmt="parquet", out=tmp_path / "out" / "x.parquet", salt=SALT)
+    finally:
+        empty.dispose()
+    assert list((tmp_path / "out").iterdir()) == []  # no half-written file, no card
