@@ -242,3 +242,16 @@ def test_postgres_restart_under_a_live_pool(pg_schema_url: str) -> None:
     assert ids[399] in confirmed, Counter(failures)
     _assert_consistent(engine)
     engine.dispose()
+
+
+def test_racing_tabs_of_a_new_visitor_get_one_visitor(engine: Engine) -> None:
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def tab() -> None:
+        visitor = repo.get_or_create_visitor(engine, anon_id="new-visitor", address_hash="h")
+        with lock:
+            seen.append(visitor.id)
+
+    _run_threads([tab for _ in range(6)])
+    assert len(seen) == 6 and len(set(seen)) == 1
