@@ -1,7 +1,9 @@
 """Shaping a page of rows into export records: nested battles, flat tables, and the two training views.
 
-Pure functions over one :class:`~db.export_read.Chunk`: no database access, so the shapes are easy to
-test and the same records feed JSONL, Parquet and the in-memory downloads.
+Pure functions over one :class:`~db.export_read.Chunk` of Arrow tables: no database access. The nested
+battles are built column-wise in Arrow (list offsets, no Python object per message), which is what
+keeps a million-message Parquet export within seconds; JSONL and the views go through Python records
+(``to_pylist``) only after that.
 
 Nested battle record (one per battle)::
 

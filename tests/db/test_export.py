@@ -348,3 +348,15 @@ def test_reader_thread_stops_early_and_hands_errors_over(world: World, engine: E
     finally:
         empty.dispose()
     assert list((tmp_path / "out").iterdir()) == []  # no half-written file, no card
+
+
+def test_battles_without_messages_and_empty_database(arena: Any, engine: Engine, tmp_path: Path) -> None:
+    empty = export_battles(engine, fmt="parquet", out=tmp_path / "empty.parquet", salt=SALT)
+    table = pq.read_table(tmp_path / "empty.parquet")
+    assert empty.counts.battles == 0 and table.num_rows == 0 and "sides" in table.column_names
+    fresh = arena.battle("m1", "m2", replies=False)
+    blob = export_bytes(engine, fmt="jsonl", salt=SALT)
+    (record,) = [json.loads(line) for line in blob.data.decode().splitlines()]
+    assert record["battle_id"] == fresh.id and record["vote"] is None
+    assert [(s["side"], s["messages"], s["corrections"]) for s in record["sides"]] == [("a", [], []),
+                                                                                     ("b", [], [])]
