@@ -57,7 +57,7 @@ def _loss_and_grad(
     coef = ALPHA * weights * (p - outcomes)
     n = ratings.size
     grad = np.bincount(matchups[:, 0], coef, n) - np.bincount(matchups[:, 1], coef, n)
-    return loss, grad
+    return loss, grad.astype(np.float64)
 
 
 def fit(
