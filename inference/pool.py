@@ -184,7 +184,13 @@ class PooledChatModel:
         done = False
         try:
             while True:
-                event = request.events.get()
+                try:
+                    event = request.events.get(timeout=1.0)
+                except queue.Empty:
+                    if self._worker.thread.is_alive():
+                        continue
+                    # The worker is gone (pool closed): answer instead of waiting forever.
+                    event = _error_result(request, RuntimeError(f"model {self.slug!r} was shut down"))
                 if isinstance(event, GenerationResult):
                     done = True
                 yield event

@@ -154,7 +154,7 @@ def test_failures_are_isolated_to_the_request_and_the_model(tmp_path: Path) -> N
         assert fine.finish_reason != "error" and fine.new_tokens > 0
 
 
-def test_memory_budget_refuses_with_a_clear_message(tmp_path: Path) -> None:
+def test_memory_budget_refuses_with_a_clear_message_and_close_ends_requests(tmp_path: Path) -> None:
     built: list[str] = []
 
     def builder(entry: CatalogueEntry) -> ChatModel:
@@ -172,6 +172,13 @@ def test_memory_budget_refuses_with_a_clear_message(tmp_path: Path) -> None:
         assert built == ["tiny-llama"]  # the refused model was never loaded
         with pytest.raises(ModelNotReadyError, match="refused"):
             p.get("tiny-gemma3")
+        model = p.get("tiny-llama")
+    # After close(): a handle taken before gets an error result instead of waiting forever.
+    assert not p._workers["tiny-llama"].thread.is_alive()
+    late = complete(model, MESSAGES, GREEDY)
+    assert late.finish_reason == "error" and "was shut down" in (late.error or "")
+    with pytest.raises(ModelNotReadyError, match="pool is closed"):
+        p.get("tiny-llama")
 
 
 def test_pool_shards_models_on_a_mesh_and_answers_the_same(
