@@ -126,6 +126,7 @@ class _Problem:
     theta_hat: FloatArray
     ridge: float
     incidence: csr_matrix  # models × pairs, +1 at i, −1 at j: gradient = D (W − N p)
+    touches: csr_matrix  # |D|: battles per model = |D| N
     solve: FloatArray  # inverse of the full-data Newton matrix
     positive: IntArray  # cells with a non-zero count
     tables: poisson.PoissonTables
@@ -158,11 +159,13 @@ def bootstrap_rounds(
     rows = np.concatenate([pairs.i, pairs.j])
     cols = np.concatenate([np.arange(n_pairs), np.arange(n_pairs)])
     vals = np.concatenate([np.ones(n_pairs), -np.ones(n_pairs)])
+    incidence = csr_matrix((vals, (rows, cols)), shape=(n, n_pairs))
     problem = _Problem(
         pairs=pairs,
         theta_hat=theta_hat,
         ridge=ridge,
-        incidence=csr_matrix((vals, (rows, cols)), shape=(n, n_pairs)),
+        incidence=incidence,
+        touches=abs(incidence),
         solve=np.asarray(np.linalg.inv(newton_matrix(theta_hat, pairs, ridge)), dtype=np.float64),
         positive=positive,
         tables=poisson.build_tables(lam, draws_per_cell=rounds),
@@ -217,7 +220,7 @@ def _run_block(
     theta, stuck = _chord(problem, wins, battles)
     # A model that lost all its battles in the resample has a flat likelihood: the chord would leave it
     # wherever its neighbours pushed it. Such rounds get the ridge rule like any round without an MLE.
-    played = abs(problem.incidence) @ battles
+    played = problem.touches @ battles
     empty = np.flatnonzero((played == 0).any(axis=0)).tolist()
     return theta.T, cells, sorted(set(stuck) | set(empty))
 

@@ -89,14 +89,16 @@ def test_block_refits_equal_independent_newton_fits() -> None:
     positive = np.flatnonzero(cells)
     lam = cells[positive].astype(float)
     m = pairs.i.size
+    incidence = csr_matrix(
+        (np.r_[np.ones(m), -np.ones(m)], (np.r_[pairs.i, pairs.j], np.r_[np.arange(m), np.arange(m)])),
+        shape=(8, m),
+    )
     problem = _Problem(
         pairs=pairs,
         theta_hat=fit.theta,
         ridge=0.0,
-        incidence=csr_matrix(
-            (np.r_[np.ones(m), -np.ones(m)], (np.r_[pairs.i, pairs.j], np.r_[np.arange(m), np.arange(m)])),
-            shape=(8, m),
-        ),
+        incidence=incidence,
+        touches=abs(incidence),
         solve=np.linalg.inv(newton_matrix(fit.theta, pairs, 0.0)),
         positive=positive,
         tables=ptables.build_tables(lam, draws_per_cell=20),
