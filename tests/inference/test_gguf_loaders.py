@@ -132,3 +132,17 @@ def test_gemma3_with_another_rope_base_is_refused(tmp_path: Path, gemma_file: tu
     path = gguf_tiny.write_gguf(tmp_path / "rope.gguf", arch="gemma3", metadata=metadata, tensors=tensors)
     with pytest.raises(GGUFError, match="RoPE base"):
         load_gguf(path)
+
+
+def test_llama_file_with_a_sentencepiece_vocabulary_points_to_presets(tmp_path: Path) -> None:
+    def metadata(w: Any) -> None:
+        w.add_block_count(1)
+        w.add_embedding_length(16)
+        w.add_feed_forward_length(24)
+        w.add_head_count(2)
+        w.add_layer_norm_rms_eps(1e-5)
+        gguf_tiny.write_sentencepiece_tokenizer(w)
+
+    path = gguf_tiny.write_gguf(tmp_path / "mistral.gguf", arch="llama", metadata=metadata, tensors={})
+    with pytest.raises(GGUFError, match="keras-hub preset"):
+        load_gguf(path)

@@ -101,7 +101,11 @@ class ByteLevelBPETokenizer:
         """Read vocabulary, merges, token types and special ids from ``tokenizer.ggml.*``."""
         model = gguf.get("tokenizer.ggml.model")
         if model != "gpt2":
-            raise TokenizerBuildError(f"{gguf.path.name}: tokenizer model {model!r} is not byte-level BPE")
+            raise TokenizerBuildError(
+                f"{gguf.path.name}: tokenizer model {model!r} is not byte-level BPE; Llama-architecture "
+                "files with a SentencePiece vocabulary (Llama 2, Mistral, Vicuna) are not supported as GGUF: "
+                "use their keras-hub preset (source = preset:...)"
+            )
         return cls(
             tokens=gguf.get("tokenizer.ggml.tokens"),
             merges=gguf.get("tokenizer.ggml.merges"),
