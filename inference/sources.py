@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import threading
 from pathlib import Path, PurePosixPath
 
 from inference.gguf_reader import GGUF_MAGIC
@@ -150,7 +151,7 @@ def _assemble(module: str, *, source: str, cache_dir: Path) -> Path:
             # The wheel re-checks the sha256 of an existing file and raises if it is damaged.
             assemble(target)
         else:
-            partial = target.with_name(f"{name}.{os.getpid()}.partial")
+            partial = target.with_name(f"{name}.{os.getpid()}-{threading.get_ident()}.partial")
             try:
                 assemble(partial, overwrite=True)
                 os.replace(partial, target)
