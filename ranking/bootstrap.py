@@ -13,9 +13,10 @@ draws themselves use inversion tables shared by cells with equal counts (:mod:`r
 Hessian (inverted once): bootstrap counts differ from the data by O(1/√n) per pair, so each step gains
 about one digit, and all rounds of a block advance together as ``models × rounds`` array operations. A
 round stops when its step moves no rating by more than ``step_tol`` Elo points (default 1e-6). Rounds
-still moving after ``max_chord`` steps (no finite MLE in that round, or very sparse data), and rounds
-in which a model drew no battle at all, are refitted one by one with damped Newton and the ridge rule
-of :mod:`ranking.bt`.
+still moving after ``max_chord`` steps (sparse data, where resamples differ a lot) continue with full
+Newton steps using their own Hessians, solved as one batch. Rounds that still do not settle (no finite
+MLE in that round) and rounds in which a model drew no battle at all are refitted one by one with damped
+Newton and the ridge rule of :mod:`ranking.bt`.
 
 Rounds are processed in fixed blocks, each with its own child stream of the seed, on a small thread
 pool (NumPy releases the GIL): results depend on the seed only, never on the number of threads.
@@ -28,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.sparse import csr_matrix
 
 from ranking import poisson
@@ -145,7 +147,7 @@ def bootstrap_rounds(
     seed: int,
     tol: float = DEFAULT_TOL,
     step_tol: float = DEFAULT_STEP_TOL,
-    max_chord: int = 40,
+    max_chord: int = 12,
     workers: int | None = None,
 ) -> BootstrapResult:
     """Refitted strengths for ``rounds`` exact bootstrap resamples of the battles behind ``pairs``."""
@@ -217,15 +219,19 @@ def _run_block(
     trans = cells.T.astype(np.float64)  # (3 × pairs, rounds)
     battles = trans[:m] + trans[m : 2 * m] + trans[2 * m :]
     wins = trans[:m] + 0.5 * trans[2 * m :]
-    theta, stuck = _chord(problem, wins, battles)
     # A model that lost all its battles in the resample has a flat likelihood: the chord would leave it
     # wherever its neighbours pushed it. Such rounds get the ridge rule like any round without an MLE.
-    played = problem.touches @ battles
-    empty = np.flatnonzero((played == 0).any(axis=0)).tolist()
-    return theta.T, cells, sorted(set(stuck) | set(empty))
+    empty = (problem.touches @ battles == 0).any(axis=0)
+    theta, active = _chord(problem, wins, battles)
+    slow = np.flatnonzero(active & ~empty)
+    if slow.size:  # sparse data: per-round Hessians converge where the shared one crawls
+        theta[:, slow], ok = _newton_rounds(problem, wins[:, slow], battles[:, slow], theta[:, slow])
+        active[slow[ok]] = False
+    theta -= theta.mean(axis=0)
+    return theta.T, cells, np.flatnonzero(active | empty).tolist()
 
 
-def _chord(problem: _Problem, wins: FloatArray, battles: FloatArray) -> tuple[FloatArray, list[int]]:
+def _chord(problem: _Problem, wins: FloatArray, battles: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Chord Newton on a (pairs × rounds) block; in-place arithmetic keeps temporaries out of the loop."""
     pairs = problem.pairs
     size = wins.shape[1]
@@ -255,5 +261,39 @@ def _chord(problem: _Problem, wins: FloatArray, battles: FloatArray) -> tuple[Fl
         active &= moving
         if not active.any():
             break
-    theta -= theta.mean(axis=0)
-    return theta, np.flatnonzero(active).tolist()
+    return theta, active
+
+
+def _newton_rounds(
+    problem: _Problem, wins: FloatArray, battles: FloatArray, theta: FloatArray, max_iter: int = 15
+) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """Full Newton with each round's own Hessian (batched solves); returns (theta, converged mask)."""
+    pairs = problem.pairs
+    n, k = theta.shape
+    theta = theta.copy()
+    lin_ij = pairs.i * n + pairs.j
+    lin_ji = pairs.j * n + pairs.i
+    diag = np.arange(n) * (n + 1)
+    active = np.ones(k, dtype=bool)
+    failed = np.zeros(k, dtype=bool)
+    for _ in range(max_iter):
+        p = win_probability(np.clip(theta[pairs.i] - theta[pairs.j], -60.0, 60.0))
+        grad = problem.incidence @ (wins - battles * p) - problem.ridge * theta
+        h = battles * p * (1.0 - p)
+        hess = np.zeros((k, n * n))
+        hess[:, lin_ij] = -h.T
+        hess[:, lin_ji] = -h.T
+        hess[:, diag] = (problem.touches @ h).T + problem.ridge
+        if not problem.ridge:
+            hess += 1.0 / n  # pins the free shift, as in ranking.bt.newton_matrix
+        try:
+            step = np.linalg.solve(hess.reshape(k, n, n), grad.T[..., None])[..., 0].T
+        except np.linalg.LinAlgError:  # a disconnected round: leave all to the one-by-one fallback
+            return theta, np.zeros(k, dtype=bool)
+        failed |= ~np.isfinite(step).all(axis=0)
+        step[:, failed | ~active] = 0.0
+        theta += step
+        active &= np.abs(step).max(axis=0) > problem.step_tol
+        if not (active & ~failed).any():
+            break
+    return theta, ~active & ~failed

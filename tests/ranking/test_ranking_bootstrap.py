@@ -7,7 +7,7 @@ import pytest
 from scipy.sparse import csr_matrix
 from scipy.stats import chisquare, poisson
 
-from ranking import PairData, fit_bt, fold_pairs, leaderboard, tally
+from ranking import PairData, fit_bt, fold_pairs, leaderboard, mle_exists, tally
 from ranking import poisson as ptables
 from ranking.bootstrap import (
     _Problem,
@@ -79,49 +79,61 @@ def test_poisson_fallback_for_rare_large_means() -> None:
     assert abs(x[:, 2].mean() - 123456.0) < 30
 
 
-def test_block_refits_equal_independent_newton_fits() -> None:
-    _, wins, ties, both_bad = synthetic_counts(4, 8, 3000)
-    pairs = fold_pairs(wins, ties + both_bad, tie_policy="half")
-    fit = fit_bt(pairs)
-    result = bootstrap_rounds(pairs, fit.theta, fit.ridge, rounds=3, seed=0)  # warm the code path
-    assert result.theta.shape == (3, 8)
+def _problem(pairs: PairData, theta_hat: np.ndarray, *, max_chord: int, draws_per_cell: int) -> _Problem:
+    m, n = pairs.i.size, pairs.n_models
     cells = pair_cells(pairs)
     positive = np.flatnonzero(cells)
     lam = cells[positive].astype(float)
-    m = pairs.i.size
     incidence = csr_matrix(
         (np.r_[np.ones(m), -np.ones(m)], (np.r_[pairs.i, pairs.j], np.r_[np.arange(m), np.arange(m)])),
-        shape=(8, m),
+        shape=(n, m),
     )
-    problem = _Problem(
+    return _Problem(
         pairs=pairs,
-        theta_hat=fit.theta,
+        theta_hat=theta_hat,
         ridge=0.0,
         incidence=incidence,
         touches=abs(incidence),
-        solve=np.linalg.inv(newton_matrix(fit.theta, pairs, 0.0)),
+        solve=np.linalg.inv(newton_matrix(theta_hat, pairs, 0.0)),
         positive=positive,
-        tables=ptables.build_tables(lam, draws_per_cell=20),
+        tables=ptables.build_tables(lam, draws_per_cell=draws_per_cell),
         total=int(lam.sum()),
         p_cells=lam / lam.sum(),
         step_tol=1e-6 / ELO_SCALE,
-        max_chord=40,
+        max_chord=max_chord,
     )
+
+
+@pytest.mark.parametrize(
+    ("votes", "max_chord"),
+    [(3000, 40), (150, 2)],  # dense data: chord steps alone; sparse + 2 chord steps: batched Newton
+)
+def test_block_refits_equal_independent_newton_fits(votes: int, max_chord: int) -> None:
+    _, wins, ties, both_bad = synthetic_counts(4, 8, votes)
+    pairs = fold_pairs(wins, ties + both_bad, tie_policy="half")
+    fit = fit_bt(pairs)
+    assert fit.ridge == 0.0
+    problem = _problem(pairs, fit.theta, max_chord=max_chord, draws_per_cell=20)
     theta, block_cells, stuck = _run_block(problem, np.random.SeedSequence(9), 20)
-    assert stuck == []
-    assert np.all(block_cells.sum(axis=1) == cells.sum())
+    assert np.all(block_cells.sum(axis=1) == pair_cells(pairs).sum())
+    m = pairs.i.size
+    checked = 0
     for r in range(20):
-        direct = fit_bt(
-            PairData(
-                n_models=8,
-                i=pairs.i,
-                j=pairs.j,
-                w_ij=block_cells[r, :m],
-                w_ji=block_cells[r, m : 2 * m],
-                t=block_cells[r, 2 * m :],
-            )
+        one = PairData(
+            n_models=8,
+            i=pairs.i,
+            j=pairs.j,
+            w_ij=block_cells[r, :m],
+            w_ji=block_cells[r, m : 2 * m],
+            t=block_cells[r, 2 * m :],
         )
+        if r in stuck:
+            assert not mle_exists(one) or (one.per_model_battles() == 0).any()
+            continue
+        direct = fit_bt(one)
         np.testing.assert_allclose(theta[r] * ELO_SCALE, direct.theta * ELO_SCALE, atol=1e-5)
+        checked += 1
+    assert checked >= 15
 
 
 def test_bootstrap_is_seeded_and_thread_independent() -> None:
