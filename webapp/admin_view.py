@@ -39,7 +39,7 @@ def _login() -> bool:
 def show() -> None:
     if not _login():
         return
-    ctx = gateway.context()
+    ctx = gateway.reader()
     st.button("Log out", key="admin_logout", on_click=lambda: st.session_state.pop(_OK, None))
     _contestants(ctx)
     _flagging(ctx)
@@ -63,7 +63,7 @@ def _contestants(ctx: gateway.Context) -> None:
 
 def _toggle(slug: str) -> None:
     enabled = bool(st.session_state[f"admin_enable_{slug}"])
-    gateway_data.set_enabled(gateway.context(), slug=slug, enabled=enabled)
+    gateway_data.set_enabled(gateway.reader(), slug=slug, enabled=enabled)
     st.toast(f"{slug} {'enabled' if enabled else 'disabled'}")
 
 

@@ -243,11 +243,17 @@ def _composer(
     if problem:
         st.error(problem)
         return
-    if battle is None:
-        battle = gateway.start_battle(ctx, mode=mode, setup=setup)
-    gateway.add_visitor_message(
-        ctx, battle=battle, targets=targets, text=text, kind="correction" if correction else "request"
-    )
+    if mode == "named" and len(set(setup.contestants)) < 2:
+        st.error("Pick two different models.")
+        return
+    kind = "correction" if correction else "request"
+    try:
+        if battle is None:
+            battle = gateway.start_battle(ctx, mode=mode, setup=setup)
+        gateway.add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
+    except gateway.Refused as refused:
+        st.error(str(refused))
+        return
     battle = gateway.load_battle(ctx, battle_id=battle.id)
     _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False)
 

@@ -37,7 +37,7 @@ def _filters() -> Any:
 
 
 def show() -> None:
-    ctx = gateway.context()
+    ctx = gateway.reader()
     counts = gateway_data.table_counts(ctx)
     cols = st.columns(4)
     for col, (label, table) in zip(

@@ -33,13 +33,18 @@ CHOICE_LABELS = {"a": "Model A", "b": "Model B", "tie": "Tie", "both_bad": "Both
 
 @dataclass(frozen=True)
 class Context:
-    """Everything one script run needs: settings, the shared engine and pool, this visitor."""
+    """Everything one script run needs: settings, the shared engine, this visitor, the pool on demand."""
 
     settings: Settings
     engine: Any
-    pool: Any
-    visitor_id: int
-    anon_id: str
+    visitor_id: int = 0
+    anon_id: str = ""
+
+    @property
+    def pool(self) -> Any:
+        """The shared model pool (created, and loading started, on first use in the process)."""
+        s = self.settings
+        return resources.pool(str(s.catalogue_path), s.memory_budget_mb, str(s.data_dir))
 
 
 @dataclass(frozen=True)
@@ -50,15 +55,21 @@ class BattleSetup:
     names: tuple[str, ...] = ()  # their display names, shown before the battle starts
 
 
+def reader() -> Context:
+    """A context for pages that only read (leaderboard, dataset, admin): no visitor row is written."""
+    settings = resources.settings()
+    return Context(settings=settings, engine=resources.engine(settings.resolved_database_url))
+
+
 def context() -> Context:
+    """The context of a visitor's page: the visitor's row is created on their first action page view."""
     settings = resources.settings()
     engine = resources.engine(settings.resolved_database_url)
-    pool = resources.pool(str(settings.catalogue_path), settings.memory_budget_mb, str(settings.data_dir))
     anon = current_visitor_id()
     address = current_address()
     digest = db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
     visitor = _visitor(engine, anon, digest)
-    return Context(settings=settings, engine=engine, pool=pool, visitor_id=visitor, anon_id=anon)
+    return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon)
 
 
 def _visitor(engine: Any, anon: str, digest: str | None) -> int:
@@ -166,11 +177,24 @@ def forget_battle(*, mode: str) -> None:
     st.session_state.pop(_BATTLE_KEY.format(mode=mode), None)
 
 
+class Refused(Exception):
+    """An action the database (or the pool) refused; the message is for the visitor."""
+
+
 def start_battle(ctx: Context, *, mode: str, setup: BattleSetup) -> BattleView:
     """Open a battle (committed) with the chosen contestants, or a pair from the sampler."""
-    picks = list(setup.contestants) if setup.contestants else resources.sample_pair(ctx)
+    try:
+        picks = list(setup.contestants) if setup.contestants else resources.sample_pair(ctx)
+        battle = _open(ctx, mode=mode, setup=setup, picks=picks)
+    except (db_errors.DBError, resources.NotEnoughModels) as exc:
+        raise Refused(f"Could not start the battle: {exc}") from exc
+    st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
+    return _to_view(battle)
+
+
+def _open(ctx: Context, *, mode: str, setup: BattleSetup, picks: list[str]) -> Any:
     params = {slug: resources.sampling(ctx, slug) for slug in picks}
-    battle = db_repo.open_battle(
+    return db_repo.open_battle(
         ctx.engine,
         mode=mode,
         scenario=setup.scenario,
@@ -181,8 +205,6 @@ def start_battle(ctx: Context, *, mode: str, setup: BattleSetup) -> BattleView:
         params_a=params[picks[0]],
         params_b=params[picks[1]] if len(picks) > 1 else None,
     )
-    st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
-    return _to_view(battle)
 
 
 def params_for(ctx: Context, slug: str) -> GenerationParams:
@@ -192,15 +214,24 @@ def params_for(ctx: Context, slug: str) -> GenerationParams:
 def add_visitor_message(
     ctx: Context, *, battle: BattleView, targets: tuple[str, ...], text: str, kind: str
 ) -> None:
-    for side in targets:
-        db_repo.append_message(
-            ctx.engine,
-            battle_id=battle.id,
-            side=side,
-            kind=kind,
-            content=text,
-            max_chars=ctx.settings.max_message_chars,
-        )
+    try:
+        for side in targets:
+            _append_visitor(ctx, battle=battle, side=side, text=text, kind=kind)
+    except db_errors.BattleClosed as exc:
+        raise Refused("This battle is closed (voted in another tab?). Start a new battle.") from exc
+    except db_errors.DBError as exc:
+        raise Refused(f"Your message was not recorded: {exc}") from exc
+
+
+def _append_visitor(ctx: Context, *, battle: BattleView, side: str, text: str, kind: str) -> None:
+    db_repo.append_message(
+        ctx.engine,
+        battle_id=battle.id,
+        side=side,
+        kind=kind,
+        content=text,
+        max_chars=ctx.settings.max_message_chars,
+    )
 
 
 def _grade(battle: BattleView, side: str, text: str) -> tuple[str | None, list[str] | None]:

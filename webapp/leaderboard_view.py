@@ -42,7 +42,7 @@ def compute(url: str, chosen: Filters) -> Board:
 
 
 def show() -> None:
-    ctx = gateway.context()
+    ctx = gateway.reader()
     chosen = filters()
     board = compute(ctx.settings.resolved_database_url, chosen)
     st.caption(f"Computed over {board.votes:,} votes at {board.computed_at:%H:%M} UTC.")

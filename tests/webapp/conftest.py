@@ -73,8 +73,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 -- http.server naming
         length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
-        reply: str | None = self.server.reply  # type: ignore[attr-defined]
+        model = json.loads(self.rfile.read(length) or b"{}").get("model", "")
+        reply: str | None = self.server.replies.get(model, "Hello there.")  # type: ignore[attr-defined]
         if reply is None:
             self.send_response(500)
             self.send_header("Content-Type", "application/json")
@@ -100,13 +100,14 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ScriptedEngine(ThreadingHTTPServer):
-    """Answers every chat request with ``reply`` streamed word by word, or HTTP 500 when reply is None."""
+    """Answers a chat request for engine model ``m`` with ``replies[m]`` streamed word by word ("Hello
+    there." when unset), or HTTP 500 when it is None."""
 
     daemon_threads = True
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
-        self.reply: str | None = "Hello there."
+        self.replies: dict[str, str | None] = {}
 
     @property
     def url(self) -> str:
@@ -126,11 +127,15 @@ def engine_server() -> Iterator[ScriptedEngine]:
 
 @pytest.fixture(scope="session")
 def mixed_catalogue(tmp_path_factory: pytest.TempPathFactory, engine_server: ScriptedEngine) -> Path:
-    """One tiny keras model plus one 'Gemma' served by the scripted engine."""
-    path = tmp_path_factory.mktemp("catalogue") / "mixed.toml"
-    tiny = TINY_CATALOGUE.read_text().split("[[model]]")[1]
+    """Two models behind the scripted engine (engine model names "gemma" and "plain"): they load in no
+    time, and each can be told what to answer."""
+    path = tmp_path_factory.mktemp("catalogue") / "served.toml"
+    entries = [("gemma-served", "Gemma Served", "gemma"), ("plain-served", "Plain Served", "plain")]
     path.write_text(
-        "[[model]]" + tiny + f'\n[[model]]\nslug = "gemma-served"\nname = "Gemma Served"\nfamily = "remote"\n'
-        f'source = "remote:{engine_server.url}"\nremote_model = "gemma"\n'
+        "".join(
+            f'[[model]]\nslug = "{slug}"\nname = "{name}"\nfamily = "remote"\n'
+            f'source = "remote:{engine_server.url}"\nremote_model = "{model}"\n\n'
+            for slug, name, model in entries
+        )
     )
     return path

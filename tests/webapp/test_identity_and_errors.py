@@ -1,5 +1,5 @@
-"""Identity guard and failing generations, with one tiny keras model and one model behind a scripted
-OpenAI-compatible engine (the real remote client in the real pool)."""
+"""Identity guard, HTML-looking replies and failing generations, with two models behind a scripted
+OpenAI-compatible engine (the real remote client in the real pool): replies a random model never writes."""
 
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ ARENA = "pages/arena.py"
 
 @pytest.fixture
 def engine_reply(engine_server: ScriptedEngine) -> Iterator[Callable[[str | None], None]]:
+    """Sets what the 'Gemma Served' model answers (None: HTTP 500); 'Plain Served' says hello."""
+
     def set_reply(reply: str | None) -> None:
-        engine_server.reply = reply
+        engine_server.replies["gemma"] = reply
 
     yield set_reply
-    engine_server.reply = "Hello there."
+    engine_server.replies.clear()
 
 
 def test_a_model_naming_itself_makes_the_vote_uncounted(

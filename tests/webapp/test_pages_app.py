@@ -103,7 +103,6 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
     ctx = gateway.Context(
         settings=settings(),
         engine=engine(settings().resolved_database_url),
-        pool=None,
         visitor_id=0,
         anon_id="",
     )
