@@ -183,16 +183,17 @@ def bootstrap_rounds(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         blocks = list(pool.map(lambda a: _run_block(problem, *a), zip(seeds, sizes, strict=True)))
     theta = np.concatenate([b[0] for b in blocks], axis=0)
-    cell_blocks = [b[1] for b in blocks]
-    stuck = [(k, r) for k, b in enumerate(blocks) for r in b[2]]
-    ridge_rounds = 0
+    ridge_rounds = fallback = 0
     offsets = np.cumsum([0, *sizes])
-    for k, r in stuck:
-        one = _round_pairs(pairs, cell_blocks[k][r])
-        fit = fit_bt(one, ridge=ridge if ridge else None, tol=tol, theta0=theta_hat)
-        ridge_rounds += int(fit.ridge > 0 and ridge == 0)
-        theta[offsets[k] + r] = fit.theta
-    return BootstrapResult(theta=theta, fallback_rounds=len(stuck), ridge_rounds=ridge_rounds)
+    for k, (_, stuck_cells, stuck) in enumerate(blocks):
+        for cells_row, r in zip(stuck_cells, stuck, strict=True):
+            fit = fit_bt(
+                _round_pairs(pairs, cells_row), ridge=ridge if ridge else None, tol=tol, theta0=theta_hat
+            )
+            ridge_rounds += int(fit.ridge > 0 and ridge == 0)
+            theta[offsets[k] + r] = fit.theta
+            fallback += 1
+    return BootstrapResult(theta=theta, fallback_rounds=fallback, ridge_rounds=ridge_rounds)
 
 
 def _round_pairs(pairs: PairData, cells: IntArray) -> PairData:
@@ -205,7 +206,7 @@ def _round_pairs(pairs: PairData, cells: IntArray) -> PairData:
 def _run_block(
     problem: _Problem, seed: np.random.SeedSequence, size: int
 ) -> tuple[FloatArray, IntArray, list[int]]:
-    """Draw one block of rounds and refit them; returns (theta rows, cells, indices of stuck rounds)."""
+    """Draw one block of rounds and refit them: (theta rows, cells of stuck rounds, their indices)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     draws = poisson.draw(problem.tables, size, rng)
     multinomial_fix(draws, problem.total, problem.p_cells, rng)
@@ -228,7 +229,8 @@ def _run_block(
         theta[:, slow], ok = _newton_rounds(problem, wins[:, slow], battles[:, slow], theta[:, slow])
         active[slow[ok]] = False
     theta -= theta.mean(axis=0)
-    return theta.T, cells, np.flatnonzero(active | empty).tolist()
+    stuck = np.flatnonzero(active | empty)
+    return theta.T, cells[stuck], stuck.tolist()
 
 
 def _chord(problem: _Problem, wins: FloatArray, battles: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:

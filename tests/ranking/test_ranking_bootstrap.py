@@ -114,8 +114,15 @@ def test_block_refits_equal_independent_newton_fits(votes: int, max_chord: int) 
     fit = fit_bt(pairs)
     assert fit.ridge == 0.0
     problem = _problem(pairs, fit.theta, max_chord=max_chord, draws_per_cell=20)
-    theta, block_cells, stuck = _run_block(problem, np.random.SeedSequence(9), 20)
+    theta, stuck_cells, stuck = _run_block(problem, np.random.SeedSequence(9), 20)
+    # The same child stream drawn again gives the cells of every round (the block keeps only stuck ones).
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(9)))
+    draws = ptables.draw(problem.tables, 20, rng)
+    multinomial_fix(draws, problem.total, problem.p_cells, rng)
+    block_cells = np.zeros((20, 3 * pairs.i.size), dtype=np.int64)
+    block_cells[:, problem.positive] = draws
     assert np.all(block_cells.sum(axis=1) == pair_cells(pairs).sum())
+    np.testing.assert_array_equal(stuck_cells, block_cells[stuck])
     m = pairs.i.size
     checked = 0
     for r in range(20):
