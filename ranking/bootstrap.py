@@ -8,6 +8,7 @@ multinomial(``T``, p). If ``T < N`` we add ``N − T`` categorical draws; if ``T
 battles chosen uniformly without replacement (thinning an i.i.d. sample keeps it i.i.d.). Either way the
 result is exactly multinomial(``N``, p); ``|T − N|`` is only about ``0.8√N`` per round. The Poisson
 draws themselves use inversion tables shared by cells with equal counts (:mod:`ranking.poisson`).
+With few cells (≤ ``DIRECT_MULTINOMIAL_CELLS``) NumPy's multinomial is cheaper and is used instead.
 
 **Refits.** Each round's MLE is found from the full-data MLE by chord Newton steps with the full-data
 Hessian (inverted once): bootstrap counts differ from the data by O(1/√n) per pair, so each step gains
@@ -36,6 +37,9 @@ from ranking import poisson
 from ranking.bt import DEFAULT_TOL, ELO_SCALE, fit_bt, newton_matrix, win_probability
 from ranking.counts import FloatArray, IntArray, PairData
 
+# Up to this many cells NumPy's own multinomial (one binomial per cell) beats Poissonisation, whose
+# fix-up costs about √N per round whatever the number of cells (20 models: 570 cells, 3× faster).
+DIRECT_MULTINOMIAL_CELLS = 2048
 BLOCK_ELEMENTS = 150_000  # pairs × rounds per block: each work array (~1.2 MB) stays in a core's L2
 DEFAULT_STEP_TOL = 1e-6  # Elo points
 
@@ -170,7 +174,9 @@ def bootstrap_rounds(
         touches=abs(incidence),
         solve=np.asarray(np.linalg.inv(newton_matrix(theta_hat, pairs, ridge)), dtype=np.float64),
         positive=positive,
-        tables=poisson.build_tables(lam, draws_per_cell=rounds),
+        tables=poisson.build_tables(
+            lam if lam.size > DIRECT_MULTINOMIAL_CELLS else lam[:0], draws_per_cell=rounds
+        ),
         total=int(lam.sum()),
         p_cells=lam / lam.sum(),
         step_tol=step_tol / ELO_SCALE,
@@ -208,8 +214,11 @@ def _run_block(
 ) -> tuple[FloatArray, IntArray, list[int]]:
     """Draw one block of rounds and refit them: (theta rows, cells of stuck rounds, their indices)."""
     rng = np.random.Generator(np.random.PCG64(seed))
-    draws = poisson.draw(problem.tables, size, rng)
-    multinomial_fix(draws, problem.total, problem.p_cells, rng)
+    if problem.positive.size <= DIRECT_MULTINOMIAL_CELLS:
+        draws = rng.multinomial(problem.total, problem.p_cells, size=size)
+    else:
+        draws = poisson.draw(problem.tables, size, rng)
+        multinomial_fix(draws, problem.total, problem.p_cells, rng)
     pairs = problem.pairs
     m = pairs.i.size
     if problem.positive.size == 3 * m:

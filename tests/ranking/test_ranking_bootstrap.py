@@ -7,7 +7,7 @@ import pytest
 from scipy.sparse import csr_matrix
 from scipy.stats import chisquare, poisson
 
-from ranking import PairData, fit_bt, fold_pairs, leaderboard, mle_exists, tally
+from ranking import PairData, bootstrap, fit_bt, fold_pairs, leaderboard, mle_exists, tally
 from ranking import poisson as ptables
 from ranking.bootstrap import (
     _Problem,
@@ -105,10 +105,18 @@ def _problem(pairs: PairData, theta_hat: np.ndarray, *, max_chord: int, draws_pe
 
 
 @pytest.mark.parametrize(
-    ("votes", "max_chord"),
-    [(3000, 40), (150, 2)],  # dense data: chord steps alone; sparse + 2 chord steps: batched Newton
+    ("votes", "max_chord", "direct"),
+    [
+        (3000, 40, True),  # dense data: chord steps alone
+        (3000, 40, False),  # the same through Poissonised draws (the path of large leaderboards)
+        (150, 2, True),  # sparse data, 2 chord steps: the batched per-round Newton takes over
+    ],
 )
-def test_block_refits_equal_independent_newton_fits(votes: int, max_chord: int) -> None:
+def test_block_refits_equal_independent_newton_fits(
+    votes: int, max_chord: int, direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not direct:
+        monkeypatch.setattr(bootstrap, "DIRECT_MULTINOMIAL_CELLS", 0)
     _, wins, ties, both_bad = synthetic_counts(4, 8, votes)
     pairs = fold_pairs(wins, ties + both_bad, tie_policy="half")
     fit = fit_bt(pairs)
@@ -117,8 +125,11 @@ def test_block_refits_equal_independent_newton_fits(votes: int, max_chord: int) 
     theta, stuck_cells, stuck = _run_block(problem, np.random.SeedSequence(9), 20)
     # The same child stream drawn again gives the cells of every round (the block keeps only stuck ones).
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(9)))
-    draws = ptables.draw(problem.tables, 20, rng)
-    multinomial_fix(draws, problem.total, problem.p_cells, rng)
+    if direct:
+        draws = rng.multinomial(problem.total, problem.p_cells, size=20)
+    else:
+        draws = ptables.draw(problem.tables, 20, rng)
+        multinomial_fix(draws, problem.total, problem.p_cells, rng)
     block_cells = np.zeros((20, 3 * pairs.i.size), dtype=np.int64)
     block_cells[:, problem.positive] = draws
     assert np.all(block_cells.sum(axis=1) == pair_cells(pairs).sum())
