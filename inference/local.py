@@ -57,10 +57,11 @@ class LocalChatModel:
         family, template = self.loaded.family, self.template.name
         return f"LocalChatModel(slug={self._slug!r}, family={family!r}, template={template!r})"
 
-    def warm_up(self) -> None:
-        """Compile the smallest buckets now rather than during the first visitor's request."""
+    def warm_up(self, *, requests: Sequence[tuple[int, int]] = ((1, 1),)) -> None:
+        """Compile now, not during a visitor's request, the buckets of (prompt, new tokens) sizes."""
         with self._lock:
-            self.runner.warm_up()
+            for prompt_tokens, new_tokens in requests:
+                self.runner.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
 
     def prompt_ids(self, messages: Sequence[ChatMessage], params: GenerationParams) -> list[int]:
         """The token ids of the rendered, left-trimmed prompt (room is kept for the reply)."""

@@ -104,7 +104,8 @@ class _Worker:
             warm_up = getattr(model, "warm_up", None)
             if callable(warm_up):
                 self._set(state="compiling")
-                warm_up()
+                new = self.entry.sampling.max_new_tokens
+                warm_up(requests=[(1, 1), *((n, new) for n in self.pool._warm_up_prompts)])
         except Exception as exc:  # isolate: one bad model must not stop the others
             self.pool._release(self.entry.slug)
             self._set(state="failed", message=f"{type(exc).__name__}: {exc}")
@@ -212,6 +213,9 @@ class ModelPool:
     that model under (e.g. ``ModelParallel`` with the family's layout map); with ``mesh`` (a keras
     ``DeviceMesh``, see :func:`inference.sharding.make_mesh`) every other local model is sharded on it
     with :func:`inference.sharding.family_distribution`. Several models share one mesh.
+    ``warm_up_prompts``: prompt lengths (tokens) whose buckets are compiled while loading, with the
+    entry's ``max_new_tokens``; the default covers the calendar scenario's first turns. Later buckets
+    compile on first use (a persistent compilation cache makes that cheap after a restart).
     """
 
     def __init__(
@@ -226,6 +230,7 @@ class ModelPool:
         estimator: Estimator | None = None,
         distributions: Mapping[str, Callable[[], Any]] | None = None,
         mesh: Any | None = None,
+        warm_up_prompts: Sequence[int] = (200,),
         start: bool = True,
     ) -> None:
         if memory_budget_mb < 1:
@@ -238,6 +243,7 @@ class ModelPool:
         self._estimator = estimator
         self._distributions = dict(distributions or {})
         self._mesh = mesh
+        self._warm_up_prompts = tuple(warm_up_prompts)
         self._lock = threading.Lock()
         self._reserved: dict[str, int] = {}
         self._changed = threading.Condition()

@@ -132,11 +132,12 @@ class KVRunner:
         logits, cache = self._step(self._state(), cache, tokens, np.int32(index))
         return np.asarray(logits), cache
 
-    def warm_up(self, *, cache_length: int | None = None) -> None:
-        """Compile the smallest prefill bucket and its step, so the first visitor does not wait."""
-        length = cache_length or self.cache_length_for(1)
-        _, cache = self.prefill([0], cache_length=length)
-        self.step(cache, 0, 1)
+    def warm_up(self, *, prompt_tokens: int = 1, new_tokens: int = 1) -> None:
+        """Compile the buckets a request of this size uses, so the first visitor does not wait."""
+        prompt_tokens = max(1, min(prompt_tokens, self.max_length - 1))
+        length = self.cache_length_for(min(prompt_tokens + new_tokens, self.max_length))
+        _, cache = self.prefill([0] * prompt_tokens, cache_length=length)
+        self.step(cache, 0, prompt_tokens)
 
     @property
     def threads_used(self) -> set[str]:

@@ -52,6 +52,9 @@ def test_loads_in_catalogue_order_with_progress(pool: tuple[ModelPool, list[Mode
     assert status["tiny-gemma3"].state == "ready" and status["tiny-gemma3"].memory_mb == 50
     assert status["tiny-llama"].load_seconds is not None
     assert p.ready_slugs() == p.slugs() == ["tiny-llama", "tiny-gemma3"]
+    model = p._workers["tiny-llama"].model
+    assert isinstance(model, LocalChatModel)  # warm-up compiled the smallest and the 200-token buckets
+    assert {("prefill", 32, 128), ("prefill", 256, 256), ("step", 1, 256)} <= model.runner.compiled_shapes
 
 
 def test_concurrent_requests_from_many_threads(pool: tuple[ModelPool, list[ModelStatus]]) -> None:
