@@ -1,9 +1,23 @@
-"""Altair charts for the leaderboard. Input: plain pandas frames built by ``leaderboard_view``."""
+"""Altair charts for the leaderboard. Input: plain pandas frames built by ``leaderboard_data``.
+
+Streamlit lays charts out by the pixel height it is given (not the spec's own), so each chart comes with
+the height it needs: ``ratings_height`` / ``heatmap_height``.
+"""
 
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
+
+LABEL_LIMIT = 240  # px of model name before an axis label is cut
+
+
+def ratings_height(models: int) -> int:
+    return 90 + 26 * models
+
+
+def heatmap_height(models: int) -> int:
+    return 200 + 30 * models
 
 
 def ratings_chart(table: pd.DataFrame) -> alt.LayerChart:
@@ -12,7 +26,9 @@ def ratings_chart(table: pd.DataFrame) -> alt.LayerChart:
     ``table`` columns: ``model``, ``rating``, ``lower``, ``upper``.
     """
     order = table.sort_values("rating", ascending=False)["model"].tolist()
-    base = alt.Chart(table).encode(y=alt.Y("model:N", sort=order, title=None))
+    base = alt.Chart(table).encode(
+        y=alt.Y("model:N", sort=order, title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT))
+    )
     bars = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("lower:Q", title="Bradley-Terry rating (95% interval)", scale=alt.Scale(zero=False)),
         x2="upper:Q",
@@ -20,22 +36,31 @@ def ratings_chart(table: pd.DataFrame) -> alt.LayerChart:
     points = base.mark_point(filled=True, size=60).encode(
         x="rating:Q", tooltip=["model", alt.Tooltip("rating:Q", format=".0f"), "lower:Q", "upper:Q"]
     )
-    return alt.layer(bars, points).properties(height=max(120, 22 * len(table)))
+    return alt.layer(bars, points)
 
 
 def matrix_heatmap(matrix: pd.DataFrame, *, title: str, value_format: str) -> alt.LayerChart:
-    """A square model-by-model heatmap (rows: model A, columns: model B) with the value in each cell."""
+    """A square model-by-model heatmap (rows: model, columns: opponent) with the value in each cell.
+
+    Pairs that never met (NaN) stay blank.
+    """
     long = matrix.rename_axis(index="model_a", columns="model_b").stack(future_stack=True).reset_index()
     long.columns = ["model_a", "model_b", "value"]
     order = list(matrix.index)
+    axis = alt.Axis(labelLimit=LABEL_LIMIT)
     base = alt.Chart(long).encode(
-        x=alt.X("model_b:N", sort=order, title="opponent"),
-        y=alt.Y("model_a:N", sort=order, title="model"),
+        x=alt.X(
+            "model_b:N", sort=order, title="opponent", axis=alt.Axis(labelLimit=LABEL_LIMIT, labelAngle=-45)
+        ),
+        y=alt.Y("model_a:N", sort=order, title="model", axis=axis),
     )
     cells = base.mark_rect().encode(
         color=alt.Color("value:Q", title=title, scale=alt.Scale(scheme="blues")),
         tooltip=["model_a", "model_b", alt.Tooltip("value:Q", format=value_format)],
     )
-    text = base.mark_text(fontSize=10).encode(text=alt.Text("value:Q", format=value_format))
-    side = max(160, 28 * len(order))
-    return alt.layer(cells, text).properties(title=title, width=side, height=side)
+    text = (
+        base.transform_filter("isValid(datum.value)")
+        .mark_text(fontSize=10)
+        .encode(text=alt.Text("value:Q", format=value_format))
+    )
+    return alt.layer(cells, text)

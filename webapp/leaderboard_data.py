@@ -94,7 +94,7 @@ def build_board(engine: object, filters: Filters, *, bootstrap: int = 0) -> Boar
                 "95% low": round(row.ci_low, 1),
                 "95% high": round(row.ci_high, 1),
                 "Votes": row.battles,
-                "Win rate": round(100 * (row.wins + 0.5 * row.ties) / row.battles, 1)
+                "Win rate %": round(100 * (row.wins + 0.5 * row.ties) / row.battles, 1)
                 if row.battles
                 else None,
                 "Fix rate": _interval_text(fix_p[i], fix_lo[i], fix_hi[i], int(fixes.trials[i])),

@@ -52,12 +52,17 @@ def show() -> None:
     st.dataframe(board.table, hide_index=True, width="stretch", key="lb_table")
     st.subheader("Ratings with 95% intervals")
     ratings = board.table.rename(columns=_CHART_COLUMNS)
-    st.altair_chart(charts.ratings_chart(ratings), width="stretch")
-    left, right = st.columns(2)
-    left.altair_chart(
-        charts.matrix_heatmap(board.win_rate, title="Win rate (row vs column)", value_format=".2f")
+    st.altair_chart(
+        charts.ratings_chart(ratings), width="stretch", height=charts.ratings_height(len(ratings))
     )
-    right.altair_chart(charts.matrix_heatmap(board.battles, title="Battles", value_format="d"))
+    left, right = st.columns(2)
+    size = charts.heatmap_height(len(board.win_rate))
+    left.markdown("**Observed win rate** (row against column)")
+    left.altair_chart(
+        charts.matrix_heatmap(board.win_rate, title="win rate", value_format=".2f"), height=size
+    )
+    right.markdown("**Battles** per pair")
+    right.altair_chart(charts.matrix_heatmap(board.battles, title="battles", value_format="d"), height=size)
     st.caption(
         "Ties count half a win to each side; 'both bad' counts as a tie. Named side-by-side votes, flagged "
         "battles and battles whose models revealed their names are left out unless a filter says otherwise."
