@@ -200,7 +200,10 @@ def test_sandwich_coverage_of_true_ratings() -> None:
 
 
 @pytest.mark.slow
-def test_bootstrap_coverage_of_true_ratings() -> None:
+@pytest.mark.parametrize("direct", [True, False], ids=["numpy-multinomial", "poissonised"])
+def test_bootstrap_coverage_of_true_ratings(direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not direct:
+        monkeypatch.setattr(bootstrap, "DIRECT_MULTINOMIAL_CELLS", 0)
     assert 0.93 <= _coverage("bootstrap", draws=200, votes=4000, rounds=1000) <= 0.97
 
 
