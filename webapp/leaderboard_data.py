@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 
 from db import repository as db_repo
-from ranking.leaderboard import leaderboard
+from ranking import leaderboard, wilson_interval
 
-Z95 = 1.959963984540054
 HEATMAP_MODELS = 15  # heatmaps show the top models only: a 100 x 100 grid is unreadable
 
 
@@ -43,14 +42,11 @@ class Board:
 
 
 def wilson(successes: np.ndarray, trials: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rate and 95% Wilson score interval per element (NaN where there were no trials)."""
-    n = trials.astype(float)
+    """Rate and ranking's 95% Wilson interval per model (rate NaN where there were no trials)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = successes / n
-        denom = 1 + Z95**2 / n
-        centre = (p + Z95**2 / (2 * n)) / denom
-        half = Z95 * np.sqrt(p * (1 - p) / n + Z95**2 / (4 * n**2)) / denom
-    return p, centre - half, centre + half
+        rate = np.where(trials > 0, successes / np.maximum(trials, 1), np.nan)
+    low, high = wilson_interval(successes, trials)
+    return rate, np.asarray(low), np.asarray(high)
 
 
 def _interval_text(rate: float, low: float, high: float, trials: int) -> str:

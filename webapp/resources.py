@@ -7,10 +7,10 @@ the schema to head and registers the catalogue's contestants, so a fresh ``make 
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import streamlit as st
 
 from db import repository as db_repo
@@ -19,6 +19,7 @@ from db.migrate import upgrade_to_head
 from db.views import ContestantView
 from inference.catalogue import CatalogueEntry, load_catalogue
 from inference.protocol import ChatModel
+from ranking import sample_pair as ranked_pair
 from settings import Settings
 
 if TYPE_CHECKING:
@@ -91,11 +92,21 @@ def ready_contestants(ctx: Context) -> list[ContestantView]:
 
 
 def sample_pair(ctx: Context) -> list[str]:
-    """Two different ready contestants for an anonymous battle, in random order (A/B sides)."""
+    """Two different ready contestants for an anonymous battle, drawn by ``ranking``'s sampler (it
+    favours pairs with few battles so far); the order it returns is the A/B seating."""
     slugs = [c.slug for c in ready_contestants(ctx)]
     if len(slugs) < 2:
         raise NotEnoughModels("fewer than two models are ready")
-    return random.sample(slugs, 2)
+    battles = _battle_counts(ctx.settings.resolved_database_url, tuple(slugs))
+    left, right = ranked_pair(battles, np.ones(len(slugs), dtype=bool), np.random.default_rng())
+    return [slugs[left], slugs[right]]
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def _battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
+    """Symmetric battles-so-far between ``slugs`` (cached for a minute: the sampler needs no more)."""
+    counts = db_repo.pairwise_counts(engine(url), models=list(slugs), modes=None)
+    return counts.wins + counts.wins.T + counts.ties + counts.both_bad
 
 
 class NotEnoughModels(RuntimeError):
