@@ -35,10 +35,10 @@ MAX_CHARS = 100_000  # model replies are bounded by max_new_tokens; keep whateve
 
 
 def db_label(grade: Grade) -> str:
-    """The grader label as the database accepts it: while the schema lacks ``many`` (3+ mistakes, 🔥🔥)
-    it is stored as ``garbage`` (🔥), exactly as the web app stores human battles; the mistake list is
-    stored too, so the distinction can be recomputed."""
-    return grade.label if grade.label in GRADER_LABELS else "garbage"
+    """The grader label as stored: the schema knows all four labels (``many`` since migration 0002)."""
+    if grade.label not in GRADER_LABELS:
+        raise ValueError(f"grader label {grade.label!r} is not in the schema's {GRADER_LABELS}")
+    return grade.label
 
 
 def ensure_contestant(engine: Engine, *, slug: str, name: str, family: str = "", source: str = "") -> None:

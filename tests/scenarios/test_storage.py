@@ -127,10 +127,10 @@ def test_fixing_case_stores_history_as_scripted_and_not_first_try(sqlite_engine:
     assert correction.faulty_message_id == scripted[-1].id and correction.outcome == "fixed"
 
 
-def test_many_is_stored_as_garbage_while_the_schema_lacks_it() -> None:
+def test_many_is_stored_as_its_own_label() -> None:
     many = CALENDAR.grade('Sure! action.add_calendar_entry("Fred", date="11/11/2023", time="5:00 PM")',
                           target_turn=2)
     assert many is not None and many.label == "many"
-    assert db_label(many) == "garbage"
+    assert db_label(many) == "many"
     partial = CALENDAR.grade(CALENDAR.turn(1).expected, target_turn=1)
     assert partial is not None and db_label(partial) == "partial"
