@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 
 def _positive(text: str) -> int:
@@ -21,7 +22,7 @@ def _positive(text: str) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
 
@@ -35,11 +36,22 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=_positive, default=3, help="cold renders to time (default 3)")
     bench.add_argument("--database", type=Path, help="reuse this SQLite file (seeded when missing)")
     bench.add_argument("--skip-streaming", action="store_true", help="leave out the streaming check")
+    bench.add_argument("--skip-leaderboard", action="store_true", help="leave out the leaderboard render")
+    bench.add_argument(
+        "--catalogue",
+        type=Path,
+        default=None,
+        help="catalogue whose first two models stream (default: the tiny test models)",
+    )
+    bench.add_argument("--new-tokens", type=_positive, default=64, help="tokens per reply when streaming")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.catalogue is not None and not args.catalogue.is_file():
+        print(f"python -m webapp bench: error: no catalogue file {args.catalogue}", file=sys.stderr)
+        return 2
     if args.models < 2:
         print("python -m webapp bench: error: --models must be >= 2", file=sys.stderr)
         return 2
@@ -52,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rounds=args.rounds,
         database=args.database,
         skip_streaming=args.skip_streaming,
+        skip_leaderboard=args.skip_leaderboard,
+        new_tokens=args.new_tokens,
+        **({"catalogue": args.catalogue} if args.catalogue is not None else {}),
     )
     print(json.dumps(report, indent=2))
     return 0

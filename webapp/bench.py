@@ -94,15 +94,17 @@ def board_breakdown(url: str) -> dict[str, float]:
     }
 
 
-def streaming_overlap(*, data_dir: Path, max_new_tokens: int = 96) -> dict[str, Any]:
-    """Sequential vs concurrent generation of two tiny models through the real pool."""
+def streaming_overlap(
+    *, data_dir: Path, catalogue: Path = TINY_CATALOGUE, max_new_tokens: int = 64, budget_mb: int = 8000
+) -> dict[str, Any]:
+    """Sequential vs concurrent generation of the catalogue's first two models through the real pool."""
     from inference.catalogue import load_catalogue
     from inference.pool import ModelPool
     from inference.protocol import ChatMessage, GenerationParams, complete
     from webapp.streaming import StreamJob, stream_pair
 
-    entries = load_catalogue(TINY_CATALOGUE)
-    with ModelPool(entries, memory_budget_mb=8000, cache_dir=data_dir) as pool:
+    entries = load_catalogue(catalogue)
+    with ModelPool(entries, memory_budget_mb=budget_mb, cache_dir=data_dir / "models") as pool:
         slugs = pool.wait_ready(count=2, timeout=600)[:2]
         models = [pool.get(s) for s in slugs]
         messages = [ChatMessage("user", "Add a meeting with Fred on Nov 11 at 5PM")]
@@ -119,6 +121,7 @@ def streaming_overlap(*, data_dir: Path, max_new_tokens: int = 96) -> dict[str, 
         concurrent = time.perf_counter() - started
     return {
         "models": slugs,
+        "new_tokens": {s: r.new_tokens for s, r in outcome.results.items()},
         "sequential_s": round(sequential, 3),
         "concurrent_s": round(concurrent, 3),
         "sequential_over_concurrent": round(sequential / concurrent, 2),
@@ -128,16 +131,29 @@ def streaming_overlap(*, data_dir: Path, max_new_tokens: int = 96) -> dict[str, 
 
 
 def run(
-    *, votes: int, models: int, rounds: int, database: Path | None, skip_streaming: bool
+    *,
+    votes: int,
+    models: int,
+    rounds: int,
+    database: Path | None,
+    skip_streaming: bool,
+    skip_leaderboard: bool = False,
+    catalogue: Path = TINY_CATALOGUE,
+    new_tokens: int = 64,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="webapp-bench-") as tmp:
         path = database or Path(tmp) / "bench.db"
         url = f"sqlite:///{path.as_posix()}"
         report: dict[str, Any] = {"votes": votes, "models": models, "database": "sqlite"}
-        if database is None or not path.exists():
-            report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
-        report["leaderboard"] = render_leaderboard(url, rounds=rounds)
-        report["breakdown"] = board_breakdown(url)
+        if not skip_leaderboard:
+            if database is None or not path.exists():
+                report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
+            report["leaderboard"] = render_leaderboard(url, rounds=rounds)
+            report["breakdown"] = board_breakdown(url)
         if not skip_streaming:
-            report["streaming"] = streaming_overlap(data_dir=Path(tmp))
+            data_dir = Path(os.environ.get("ARENA_DATA_DIR", tmp))
+            budget = int(os.environ.get("ARENA_MEMORY_BUDGET_MB", "8000"))
+            report["streaming"] = streaming_overlap(
+                data_dir=data_dir, catalogue=catalogue, max_new_tokens=new_tokens, budget_mb=budget
+            )
         return report

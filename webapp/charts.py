@@ -20,7 +20,7 @@ def heatmap_height(models: int) -> int:
     return 200 + 30 * models
 
 
-def ratings_chart(table: pd.DataFrame) -> alt.LayerChart:
+def ratings_chart(table: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
     """Ratings as points with their 95% interval bars, best model on top.
 
     ``table`` columns: ``model``, ``rating``, ``lower``, ``upper``.
@@ -39,7 +39,7 @@ def ratings_chart(table: pd.DataFrame) -> alt.LayerChart:
     return alt.layer(bars, points)
 
 
-def matrix_heatmap(matrix: pd.DataFrame, *, title: str, value_format: str) -> alt.LayerChart:
+def matrix_heatmap(matrix: pd.DataFrame, *, title: str, value_format: str) -> alt.LayerChart | alt.FacetChart:
     """A square model-by-model heatmap (rows: model, columns: opponent) with the value in each cell.
 
     Pairs that never met (NaN) stay blank.

@@ -26,7 +26,7 @@ def _filters() -> Any:
     c1, c2, c3 = st.columns([2, 1, 2])
     scenario = c1.selectbox("Scenario", list(choices), format_func=choices.__getitem__, key="ds_scenario")
     corrections = c2.toggle("Corrections only", value=False, key="ds_corrections")
-    dates = c3.date_input("Date range", value=(), key="ds_dates")
+    dates = c3.date_input("Date range", value=[], key="ds_dates")
     since = until = None
     if isinstance(dates, tuple | list) and len(dates) == 2:
         since = dt.datetime.combine(dates[0], dt.time(), tzinfo=dt.UTC)

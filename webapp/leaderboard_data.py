@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import Engine
 
 from db import repository as db_repo
 from ranking import leaderboard, wilson_interval
@@ -55,12 +56,23 @@ def _interval_text(rate: float, low: float, high: float, trials: int) -> str:
     return f"{100 * rate:.0f}% ({100 * low:.0f}–{100 * high:.0f}, n={trials})"
 
 
-def build_board(engine: object, filters: Filters, *, bootstrap: int = 0) -> Board:
+def build_board(engine: Engine, filters: Filters, *, bootstrap: int = 0) -> Board:
     """Counts (SQL) -> Bradley-Terry fit (sandwich intervals unless ``bootstrap`` rounds are asked)."""
-    common = dict(scenario=filters.scenario, modes=filters.modes, since=filters.since, until=filters.until)
-    pairs = db_repo.pairwise_counts(engine, corrections_only=filters.corrections_only, **common)
-    fixes = db_repo.fix_counts(engine, models=pairs.models, **common)
-    first = db_repo.first_try_counts(engine, models=pairs.models, **common)
+    f = filters
+    pairs = db_repo.pairwise_counts(
+        engine,
+        scenario=f.scenario,
+        modes=f.modes,
+        since=f.since,
+        until=f.until,
+        corrections_only=f.corrections_only,
+    )
+    fixes = db_repo.fix_counts(
+        engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until, models=pairs.models
+    )
+    first = db_repo.first_try_counts(
+        engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until, models=pairs.models
+    )
     names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
     now = dt.datetime.now(dt.UTC)
     empty = Board(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pairs.total, now)

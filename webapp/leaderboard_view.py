@@ -28,7 +28,7 @@ def filters() -> Filters:
         key="lb_corrections",
         help="Only battles in which someone sent a correction: who fixes best.",
     )
-    dates = c4.date_input("Date range", value=(), key="lb_dates")
+    dates = c4.date_input("Date range", value=[], key="lb_dates")
     since = until = None
     if isinstance(dates, tuple | list) and len(dates) == 2:
         since = dt.datetime.combine(dates[0], dt.time(), tzinfo=dt.UTC)

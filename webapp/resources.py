@@ -133,7 +133,8 @@ def entry_for(ctx: Context, slug: str) -> CatalogueEntry:
 
 
 def model(ctx: Context, slug: str) -> ChatModel:
-    return ctx.pool.get(slug)  # type: ignore[no-any-return]
+    chat: ChatModel = ctx.pool.get(slug)
+    return chat
 
 
 def pool_progress(ctx: Context) -> list[tuple[str, str, str]]:

@@ -116,7 +116,9 @@ def stream_pair(
     remaining = len(threads)
     try:
         while remaining:
-            side, event = events.get()  # type: ignore[misc]
+            item = events.get()
+            assert isinstance(item, tuple)
+            side, event = item
             if event is _DONE:
                 remaining -= 1
                 continue

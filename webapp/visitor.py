@@ -1,13 +1,12 @@
 """Anonymous visitors without cookies: an id in ``st.session_state`` mirrored into the ``?v=`` query param.
 
 The query parameter is what makes a reload (same URL) come back as the same visitor, so the open battle
-can be resumed from the database. The address is never stored in clear: only a salted SHA-256 hash, used
-for rate limits and abuse checks.
+can be resumed from the database. The address is never stored in clear: ``db`` keeps only its salted
+HMAC (``db.repository.hash_address``), for rate limits and abuse checks.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import uuid
 
@@ -16,13 +15,6 @@ import streamlit as st
 _VISITOR_KEY = "visitor_id"
 _PARAM = "v"
 _VALID = re.compile(r"^[0-9a-f]{32}$")
-
-
-def hash_address(address: str | None, *, salt: str) -> str | None:
-    """Salted hash of a network address (None when Streamlit does not know it, e.g. in AppTest)."""
-    if not address:
-        return None
-    return hashlib.sha256(f"{salt}\x00{address}".encode()).hexdigest()
 
 
 def current_visitor_id() -> str:

@@ -1,4 +1,4 @@
-"""Identity guard, admin gate and visitor hashing."""
+"""Identity guard and admin gate."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pydantic import SecretStr
 from settings import DEV_ADMIN_PASSWORD, Settings
 from webapp.admin_gate import admin_available, check_password
 from webapp.identity import identity_terms, reveals_identity
-from webapp.visitor import hash_address
 
 
 @pytest.mark.parametrize(
@@ -45,11 +44,3 @@ def test_admin_gate() -> None:
     forced = prod.model_copy(update={"admin_password": SecretStr(DEV_ADMIN_PASSWORD)})
     assert not admin_available(forced).allowed
     assert not check_password(forced, DEV_ADMIN_PASSWORD).allowed
-
-
-def test_address_hash_is_salted_and_never_clear() -> None:
-    h1 = hash_address("10.0.0.1", salt="a")
-    assert h1 is not None and "10.0.0.1" not in h1
-    assert h1 != hash_address("10.0.0.1", salt="b")
-    assert h1 == hash_address("10.0.0.1", salt="a")
-    assert hash_address(None, salt="a") is None
