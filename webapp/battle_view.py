@@ -109,7 +109,7 @@ def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> g
 
 
 def _title(mode: str, battle: BattleView | None, side: str, view: SideView | None, planned: str) -> str:
-    """ "Model A" while anonymous; the model's name in named modes and after the vote."""
+    """The column title: 'Model A' while anonymous; the model's name in named modes and after the vote."""
     named = mode != "anonymous" or (battle is not None and not battle.is_open)
     name = view.display_name if view is not None else planned
     if named and name:
@@ -232,6 +232,8 @@ def _composer(
     if len(sides) == 2:
         route = st.radio("Send to", ["Both", "Model A", "Model B"], horizontal=True, key=_key(mode, "route"))
         targets = {"Both": ("a", "b"), "Model A": ("a",), "Model B": ("b",)}[route]
+    if st.session_state.pop(_key(mode, "reset_correction"), False):
+        st.session_state[_key(mode, "correction")] = False  # one correction per tick, never sticky
     correction = st.checkbox(
         "This message corrects the last reply", key=_key(mode, "correction"), disabled=battle is None
     )
@@ -254,6 +256,7 @@ def _composer(
     except gateway.Refused as refused:
         st.error(str(refused))
         return
+    st.session_state[_key(mode, "reset_correction")] = True
     battle = gateway.load_battle(ctx, battle_id=battle.id)
     _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False)
 
@@ -274,8 +277,18 @@ def _run(
     placeholders: dict[str, Any],
     retry: bool,
 ) -> None:
-    for item in battle_flow.generate(
-        ctx, battle=battle, targets=targets, placeholders=placeholders, retry=retry
-    ):
+    slots = {side: _live_slot(placeholders[side], battle.sides[side]) for side in targets}
+    for item in battle_flow.generate(ctx, battle=battle, targets=targets, placeholders=slots, retry=retry):
         _flash(item)
     st.rerun()
+
+
+def _live_slot(placeholder: Any, view: SideView) -> Any:
+    """Show the visitor's just-sent message (if the turn has no reply yet) and return the reply's slot."""
+    box = placeholder.container()
+    if view.messages and view.messages[-1].role == "user":
+        last = view.messages[-1]
+        box.caption(render.turn_caption(role="user", kind=last.kind))
+        render.visitor_text(box, last.content)
+    box.caption(render.turn_caption(role="assistant", kind="reply"))
+    return box.empty()

@@ -100,7 +100,7 @@ def streaming_overlap(
     """Sequential vs concurrent generation of the catalogue's first two models through the real pool."""
     from inference.catalogue import load_catalogue
     from inference.pool import ModelPool
-    from inference.protocol import ChatMessage, GenerationParams, complete
+    from inference.protocol import ChatMessage, GenerationParams, TextDelta, complete
     from webapp.streaming import StreamJob, stream_pair
 
     entries = load_catalogue(catalogue)
@@ -112,13 +112,20 @@ def streaming_overlap(
         for model in models:  # warm both (compile the prompt bucket) before timing
             complete(model, messages, params)
         started = time.perf_counter()
-        for model in models:
-            complete(model, messages, params)
+        sequential_first: dict[str, float] = {}
+        for side, model in zip("ab", models, strict=True):  # one after the other
+            for event in model.stream(messages, params):
+                if isinstance(event, TextDelta) and side not in sequential_first:
+                    sequential_first[side] = time.perf_counter() - started
         sequential = time.perf_counter() - started
         jobs = {side: StreamJob(m, messages, params) for side, m in zip("ab", models, strict=True)}
         started = time.perf_counter()
         outcome = stream_pair(jobs, on_delta=lambda side, text: None, on_result=lambda side, result: None)
         concurrent = time.perf_counter() - started
+        concurrent_first = {
+            side: (t.first_delta - t.started) if t.first_delta is not None else None
+            for side, t in outcome.timings.items()
+        }
     return {
         "models": slugs,
         "new_tokens": {s: r.new_tokens for s, r in outcome.results.items()},
@@ -127,6 +134,8 @@ def streaming_overlap(
         "sequential_over_concurrent": round(sequential / concurrent, 2),
         "overlap_s": round(outcome.overlap_s(), 3),
         "overlap_share_of_concurrent": round(outcome.overlap_s() / concurrent, 2),
+        "first_token_b_sequential_s": round(sequential_first.get("b", float("nan")), 3),
+        "first_token_b_concurrent_s": round(concurrent_first.get("b") or float("nan"), 3),
     }
 
 
@@ -144,8 +153,9 @@ def run(
     with tempfile.TemporaryDirectory(prefix="webapp-bench-") as tmp:
         path = database or Path(tmp) / "bench.db"
         url = f"sqlite:///{path.as_posix()}"
-        report: dict[str, Any] = {"votes": votes, "models": models, "database": "sqlite"}
+        report: dict[str, Any] = {}
         if not skip_leaderboard:
+            report.update(votes=votes, models=models, database="sqlite")
             if database is None or not path.exists():
                 report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
             report["leaderboard"] = render_leaderboard(url, rounds=rounds)
