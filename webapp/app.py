@@ -15,7 +15,10 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from webapp.visitor import current_visitor_id  # noqa: E402
+
 st.set_page_config(page_title="Fixit Arena", page_icon="🛠️", layout="wide")
+current_visitor_id()  # every page keeps ?v=<visitor> in the URL, so a reload anywhere resumes the battle
 
 _PAGES = Path(__file__).resolve().parent / "pages"
 

@@ -131,6 +131,12 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         _send(page, TURN_1)
         vote_a = page.get_by_role("button", name="👈 A is better")
         expect(vote_a).to_be_enabled(timeout=120_000)
+        assert "v=" in page.url, "the visitor id travels in the URL"
+
+        page.reload()  # a reload resumes the open battle
+        _wait_for_models(page)
+        expect(page.get_by_text(TURN_1, exact=True).first).to_be_visible()
+        expect(page.get_by_role("button", name="👈 A is better")).to_be_enabled()
 
         page.get_by_test_id("stRadio").get_by_text("Model A", exact=True).click()  # route to A only
         page.get_by_test_id("stCheckbox").get_by_text("This message corrects the last reply").click()
