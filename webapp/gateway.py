@@ -17,7 +17,6 @@ import streamlit as st
 import scenarios
 from db import errors as db_errors
 from db import repository as db_repo
-from db.models import GRADER_LABELS
 from inference.protocol import ChatModel, GenerationParams, GenerationResult
 from settings import Settings
 from webapp import resources
@@ -245,8 +244,7 @@ def _grade(battle: BattleView, side: str, text: str) -> tuple[str | None, list[s
     grade = scenario.grade(text, target_turn=turn)
     if grade is None:
         return None, None
-    label = grade.label if grade.label in GRADER_LABELS else "garbage"  # "many" (3+ mistakes) is garbage
-    return label, [str(m) for m in grade.mistakes]
+    return grade.label, [str(m) for m in grade.mistakes]
 
 
 def _norm(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 # Grader labels (scenarios) -> the study's badges.
-BADGES: dict[str, str] = {"correct": "✓", "partial": "🍄", "garbage": "🔥", "fixed": "🥦"}
+BADGES: dict[str, str] = {"correct": "✓", "partial": "🍄", "garbage": "🔥", "many": "🔥🔥", "fixed": "🥦"}
 
 
 def reply(container: Any, text: str, *, cursor: bool = False) -> None:
