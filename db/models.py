@@ -137,6 +137,9 @@ class Battle(Base):
         one_of("status", BATTLE_STATUSES),
         Index("ix_battles_visitor_status", "visitor_id", "status", "updated_at"),
         Index("ix_battles_status_updated", "status", "updated_at"),
+        # The export pages battles in (created_at, id) order with keyset pagination: without this index,
+        # battles sharing a timestamp (bulk imports) make each page a scan.
+        Index("ix_battles_created_id", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=lambda: str(uuid.uuid4()))
