@@ -45,7 +45,8 @@ def show() -> None:
     ctx = gateway.reader()
     chosen = filters()
     board = compute(ctx.settings.resolved_database_url, chosen)
-    st.caption(f"Computed over {board.votes:,} votes at {board.computed_at:%H:%M} UTC.")
+    noun = "vote" if board.votes == 1 else "votes"
+    st.caption(f"Computed over {board.votes:,} {noun} at {board.computed_at:%H:%M} UTC.")
     if board.table.empty:
         st.info("No votes match these filters yet. Battles in the Arena fill this page.")
         return

@@ -153,7 +153,7 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         revealed = page.get_by_role("heading", level=3).all_inner_texts()
 
         page.get_by_role("link", name="Leaderboard").click()
-        expect(page.get_by_text("Computed over 1 votes")).to_be_visible()
+        expect(page.get_by_text("Computed over 1 vote at")).to_be_visible()
         expect(page.get_by_test_id("stDataFrame")).to_be_visible()
         expect(page.locator(".vega-embed")).to_have_count(3)  # ratings, win-rate and battle-count charts
         expect(page.get_by_test_id("stStatusWidget")).to_be_hidden()  # the script run has finished

@@ -81,14 +81,14 @@ def test_leaderboard_filters(arena_env: Callable[..., str]) -> None:
 
     db_repo.flag_battle(create_engine(url), battle_id=first, reason="test")
     at.toggle(key="lb_anonymous").set_value(False).run()  # a filter combination not cached yet
-    assert any("Computed over 1 votes" in c for c in _texts(at.caption)), "flagged votes leave the board"
+    assert any("Computed over 1 vote at" in c for c in _texts(at.caption)), "flagged votes leave the board"
 
     today = dt.datetime.now(dt.UTC).date()
     yesterday = today - dt.timedelta(days=1)
     at.date_input(key="lb_dates").set_value((yesterday, yesterday)).run()
     assert any("Computed over 0 votes" in c for c in _texts(at.caption)), "nothing was voted yesterday"
     at.date_input(key="lb_dates").set_value((yesterday, today)).run()
-    assert any("Computed over 1 votes" in c for c in _texts(at.caption))
+    assert any("Computed over 1 vote at" in c for c in _texts(at.caption))
 
 
 def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
