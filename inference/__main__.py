@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="catalogue slug")
     p.add_argument("--new-tokens", type=int, default=64, help="tokens to generate per run (default 64)")
     p.add_argument("--runs", type=int, default=3, help="measured runs after the warm-up run (default 3)")
+    p.add_argument("--concurrency", default=None,
+                   help="e.g. 1,4,8: clients at once, 100-token prompt, 64 new tokens (issue-7 figures)")
+    p.add_argument("--json", action="store_true", help="with --concurrency: one JSON object, not a table")
     p.set_defaults(handler=_cmd_bench)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
@@ -272,14 +275,49 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if args.new_tokens < 1 or args.runs < 1:
         raise UsageError("--new-tokens and --runs must be >= 1")
+    levels = _concurrency_levels(args.concurrency or "1")
     entry = _entry(args.model)
     problem = _weights_problem(entry)
     if problem:
         raise UsageError(problem)
     if entry.source_kind == "remote":
         raise UsageError("bench measures local models; this entry is remote")
-    print(json.dumps(run_bench(entry, cache_dir=_cache_dir(), new_tokens=args.new_tokens, runs=args.runs)))
+    if args.concurrency is None and not args.json:
+        out = run_bench(entry, cache_dir=_cache_dir(), new_tokens=args.new_tokens, runs=args.runs)
+        print(json.dumps(out))
+        return 0
+    _build_cache_setup()
+    from inference.bench import run_concurrency_bench
+
+    out = run_concurrency_bench(entry, cache_dir=_cache_dir(), concurrency=levels, runs=args.runs)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{out['model']}: cold start {out['cold_start_s']} s, RSS {out['rss_mb']} MB")
+    print(f"{'concurrency':>11} {'ttft ms':>9} {'decode tok/s':>13} {'aggregate tok/s':>16}")
+    for row in out["results"]:
+        cells = (row["concurrency"], row["ttft_ms"], row["decode_tok_s"], row["aggregate_tok_s"])
+        print("{:>11} {:>9} {:>13} {:>16}".format(*cells))
     return 0
+
+
+def _concurrency_levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise UsageError(f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,4,8")
+    return levels
+
+
+def _build_cache_setup() -> None:
+    """The persistent compilation cache, as ``chat``/``generate`` use it (a bench measures the same)."""
+    settings = _settings()
+    if settings.compilation_cache:
+        from inference.pool import enable_compilation_cache
+
+        enable_compilation_cache(Path(settings.data_dir) / "jax-cache")
 
 
 if __name__ == "__main__":

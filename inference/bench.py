@@ -98,3 +98,127 @@ def run_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int, runs: 
         "stream_over_keras_generate": round(greedy_rate / keras_rate, 2),
         "compiled_shapes": len(model.runner.compiled_shapes),
     }
+
+
+# ---- the issue-7 contract: concurrency, medians over repeats ---------------------------------------
+
+CONTRACT_PROMPT_TOKENS = 100
+CONTRACT_NEW_TOKENS = 64
+
+
+def fixed_prompt(ids: list[int], length: int) -> list[int]:
+    """Exactly ``length`` ids ending like ``ids`` (the generation header), so every model and run
+    prefills the same amount of work; a short prompt is repeated, a long one keeps its tail."""
+    if not ids:
+        raise ValueError("empty prompt")
+    repeated = ids * (length // len(ids) + 1)
+    return repeated[-length:]
+
+
+def rss_mb() -> int:
+    """Resident memory of this process now (Linux ``/proc``), else the peak from ``getrusage``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) // 1024
+
+
+def _concurrent_round(model: Any, ids: list[int], params: GenerationParams, clients: int) -> dict[str, float]:
+    """``clients`` threads submit the same request at once; each one's ttft counts its queue wait.
+
+    Requests go through the model's own lock (one generation at a time, as the pool's worker serves
+    them), so the figures show what a visitor sees when ``clients`` people press send together.
+    """
+    import threading
+
+    results: list[tuple[float, float, int]] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(clients + 1)
+    lock = getattr(model, "_lock", None) or threading.Lock()
+
+    def client() -> None:
+        barrier.wait()
+        submitted = time.perf_counter()
+        try:
+            with lock:
+                trace = TokenTrace(ids=[])
+                result = None
+                for event in generate_stream(model.runner, model.loaded.tokenizer, ids, params,
+                                             stop_ids=(), started=submitted, trace=trace):
+                    result = event
+            assert isinstance(result, GenerationResult)
+            ttft = float(result.ttft_ms or 0.0)
+            decode_s = (result.total_ms - ttft) / 1000
+            rate = (len(trace.ids) - 1) / decode_s if decode_s > 0 else float("nan")
+            results.append((ttft, rate, len(trace.ids)))
+        except BaseException as exc:  # surfaced below, on the bench's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, name=f"bench-client-{i}") for i in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return {
+        "ttft_ms": statistics.median(r[0] for r in results),
+        "decode_tok_s": statistics.median(r[1] for r in results),
+        "aggregate_tok_s": sum(r[2] for r in results) / wall,
+    }
+
+
+def run_concurrency_bench(
+    entry: CatalogueEntry,
+    *,
+    cache_dir: Path,
+    concurrency: list[int],
+    runs: int,
+    prompt_tokens: int = CONTRACT_PROMPT_TOKENS,
+    new_tokens: int = CONTRACT_NEW_TOKENS,
+) -> dict[str, Any]:
+    """``{model, cold_start_s, rss_mb, results: [{concurrency, ttft_ms, decode_tok_s, aggregate_tok_s}]}``.
+
+    ``cold_start_s`` is build + the first (greedy, stop-free) reply in this process, compiles included:
+    what the first visitor waits after a restart (with or without a warm persistent compilation
+    cache, whichever the caller set up). Every figure per concurrency is the median over ``runs``
+    rounds; ``ttft_ms`` and ``decode_tok_s`` are medians over the round's requests too.
+    """
+    from inference.builder import build_chat_model
+
+    if not concurrency or min(concurrency) < 1 or runs < 1:
+        raise ValueError("concurrency levels and runs must be >= 1")
+    t0 = time.perf_counter()
+    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False)
+    load_s = time.perf_counter() - t0
+    params = GenerationParams(max_new_tokens=new_tokens)
+    ids = fixed_prompt(model.prompt_ids(BENCH_MESSAGES, params), prompt_tokens)
+    _timed_run(model, ids, params)
+    cold_start_s = time.perf_counter() - t0
+    rows = []
+    for clients in concurrency:
+        rounds = [_concurrent_round(model, ids, params, clients) for _ in range(runs)]
+        rows.append({
+            "concurrency": clients,
+            **{key: round(statistics.median(r[key] for r in rounds), 1) for key in rounds[0]},
+        })
+    return {
+        "model": entry.slug,
+        "cold_start_s": round(cold_start_s, 2),
+        "rss_mb": rss_mb(),
+        "results": rows,
+        "prompt_tokens": len(ids),
+        "new_tokens": new_tokens,
+        "load_s": round(load_s, 2),
+        "runs": runs,
+        "batching": False,
+        "compiled_shapes": len(model.runner.compiled_shapes),
+    }

@@ -1,0 +1,56 @@
+"""``python -m inference bench --concurrency … --json``: the issue-7 JSON contract on a tiny model.
+
+Shapes and invariants only; speed figures live in docs/BENCHMARKS.md, never in assertions on time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from inference.__main__ import main
+from inference.bench import fixed_prompt
+from settings import get_settings
+
+REPO = Path(__file__).resolve().parents[2]
+ROW_KEYS = {"concurrency", "ttft_ms", "decode_tok_s", "aggregate_tok_s"}
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("ARENA_CATALOGUE_PATH", str(REPO / "tests/data/tiny_catalogue.toml"))
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def test_fixed_prompt_has_the_length_and_keeps_the_generation_header() -> None:
+    assert fixed_prompt([1, 2, 3], 7) == [3, 1, 2, 3, 1, 2, 3]
+    long = list(range(250))
+    assert fixed_prompt(long, 100) == long[-100:]
+    with pytest.raises(ValueError):
+        fixed_prompt([], 5)
+
+
+def test_bench_json_contract_on_a_tiny_model(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "--model", "tiny-llama", "--concurrency", "1,3", "--runs", "1", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {"model", "cold_start_s", "rss_mb", "results"} <= set(out)
+    assert out["model"] == "tiny-llama"
+    assert out["prompt_tokens"] == 100 and out["new_tokens"] == 64
+    assert out["cold_start_s"] > 0 and out["rss_mb"] > 100  # JAX + keras alone are hundreds of MB
+    assert [row["concurrency"] for row in out["results"]] == [1, 3]
+    for row in out["results"]:
+        assert set(row) == ROW_KEYS
+        assert row["ttft_ms"] > 0 and row["decode_tok_s"] > 0 and row["aggregate_tok_s"] > 0
+
+
+@pytest.mark.parametrize("flag", ["0,4", "a,b", ",", "-1"])
+def test_bad_concurrency_exits_2(env: Path, flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--model", "tiny-llama", "--concurrency", flag, "--json"]) == 2
+    assert "--concurrency" in capsys.readouterr().err
