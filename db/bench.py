@@ -18,6 +18,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -138,6 +139,61 @@ def measure_votes_per_s(
     return {"durability": durability, "writers": writers, "votes": done, "seconds": round(elapsed, 3),
             "votes_per_s": round(rate, 1),
             "target_votes_per_s": VOTES_PER_S_TARGET, "ratio_vs_target": round(rate / VOTES_PER_S_TARGET, 2)}
+
+
+def measure_thread_votes_per_s(
+    url: str, *, writers: int, votes_per_writer: int, models: int, group_commit: bool,
+    durability: Durability = "fsync", lanes: int = 1,
+) -> dict[str, Any]:
+    """Vote throughput of ``writers`` threads of ONE process (the web app's shape) on one engine.
+
+    ``group_commit=False``: every vote its own transaction and flush (the plain path);
+    ``True``: through :mod:`db.group_commit` (votes of concurrent threads share a transaction and a flush).
+    """
+    from db.group_commit import configure_group_commit
+    from db.repository import record_vote
+
+    setup = make_engine(url)
+    Base.metadata.create_all(setup)
+    ids = prepare_vote_battles(setup, seed_contestants(setup, models), writers * votes_per_writer)
+    setup.dispose()
+    engine = make_engine(url, durability=durability, pool_size=writers)
+    committer = configure_group_commit(engine, enabled=group_commit, lanes=lanes)
+    with engine.connect():
+        pass
+    barrier = threading.Barrier(writers + 1)
+    counts: list[int] = []
+
+    def writer(mine: list[str]) -> None:
+        barrier.wait()
+        for i, battle_id in enumerate(mine):
+            record_vote(engine, battle_id=battle_id, choice=str(CHOICES[i % 4]))
+        counts.append(len(mine))
+
+    threads = [threading.Thread(target=writer, args=(ids[w::writers],)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    engine.dispose()
+    done = sum(counts)
+    if done != len(ids):
+        raise RuntimeError(f"thread writers recorded {done} of {len(ids)} votes")
+    rate = done / elapsed
+    result: dict[str, Any] = {
+        "durability": durability, "writers": writers, "kind": "threads",
+        "path": "group_commit" if group_commit else "plain", "votes": done, "seconds": round(elapsed, 3),
+        "votes_per_s": round(rate, 1), "target_votes_per_s": VOTES_PER_S_TARGET,
+        "ratio_vs_target": round(rate / VOTES_PER_S_TARGET, 2)}
+    if committer is not None:
+        stats = committer.stats()
+        result["commits"] = stats.batches
+        result["mean_batch"] = round(stats.actions / max(stats.batches, 1), 2)
+        result["largest_batch"] = stats.largest
+    return result
 
 
 _BATTLE_COLS = ("id", "mode", "scenario", "status", "revealed_before_vote", "created_at", "updated_at")
