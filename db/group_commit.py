@@ -180,8 +180,8 @@ class GroupCommitter:
         except BaseException as exc:  # the batch failed as a whole: nothing in it is confirmed
             for pending in batch:
                 pending.result, pending.error = None, exc
-            if conn is not None:
-                conn.close()
+            if conn is not None:  # its state is unknown (a transaction may still be open): discard it
+                _discard(conn)
             if not isinstance(exc, Exception):
                 raise
             return None
@@ -226,6 +226,13 @@ def _apply_and_commit(conn: Connection, groups: dict[ApplyMany, list[_Pending]])
         raise
     trans.commit()
     return outcomes
+
+
+def _discard(conn: Connection) -> None:
+    try:
+        conn.invalidate()
+    finally:
+        conn.close()
 
 
 def _apply_alone(conn: Connection, pending: _Pending) -> Any:
