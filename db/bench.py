@@ -2,9 +2,10 @@
 
 0. The disk's fsync rate (8 kB write + fdatasync per round): the ceiling of fsync-per-commit writes.
 1. Votes/s: ``writers`` processes each record ``votes_per_writer`` votes through the real
-   :func:`db.repository.record_vote` (one committed transaction each) on battles prepared beforehand;
-   wall time from a shared start barrier to the last commit; for both durability modes of
-   :func:`db.engine.make_engine`. Target >= 2,000 votes/s.
+   :func:`db.repository.record_vote` (one committed transaction each, the plain path) on battles prepared
+   beforehand; wall time from a shared start barrier to the last commit; for both durability modes of
+   :func:`db.engine.make_engine`. Then ``writers`` threads of one process (the web app's shape), durable
+   (fsync), on the plain path and through :mod:`db.group_commit`. Target >= 2,000 votes/s.
 2. Aggregation: ``aggregate_votes`` votes (and their battles) bulk-loaded, then
    :func:`db.repository.pairwise_counts` timed (best of 3). Target <= 0.5 s.
 
@@ -97,10 +98,26 @@ def prepare_vote_battles(engine: Engine, contestant_ids: list[int], count: int) 
     return ids
 
 
+def _analyze(engine: Engine) -> None:
+    """Planner statistics for the freshly loaded tables, as autovacuum keeps them in production.
+
+    Without them PostgreSQL guesses the new ``messages`` table is tiny and answers ``record_vote``'s
+    "did each side reply" with a hashed scan of every message: a cost per vote that grows with the table.
+    """
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
+        else:
+            conn.exec_driver_sql("ANALYZE")
+            conn.commit()
+
+
 def _writer(url: str, durability: Durability, battle_ids: list[str], barrier: Any, out: Any) -> None:
+    from db.group_commit import configure_group_commit
     from db.repository import record_vote
 
     engine = make_engine(url, durability=durability)
+    configure_group_commit(engine, enabled=False)  # one vote per process at a time: nothing to group
     with engine.connect():  # open the first pooled connection before the clock starts
         pass
     barrier.wait()
@@ -119,6 +136,7 @@ def measure_votes_per_s(
     engine = make_engine(url)
     Base.metadata.create_all(engine)
     ids = prepare_vote_battles(engine, seed_contestants(engine, models), writers * votes_per_writer)
+    _analyze(engine)
     engine.dispose()
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(writers + 1)
@@ -136,7 +154,8 @@ def measure_votes_per_s(
     for p in procs:
         p.join()
     rate = done / elapsed
-    return {"durability": durability, "writers": writers, "votes": done, "seconds": round(elapsed, 3),
+    return {"durability": durability, "writers": writers, "kind": "processes", "path": "plain",
+            "votes": done, "seconds": round(elapsed, 3),
             "votes_per_s": round(rate, 1),
             "target_votes_per_s": VOTES_PER_S_TARGET, "ratio_vs_target": round(rate / VOTES_PER_S_TARGET, 2)}
 
@@ -156,6 +175,7 @@ def measure_thread_votes_per_s(
     setup = make_engine(url)
     Base.metadata.create_all(setup)
     ids = prepare_vote_battles(setup, seed_contestants(setup, models), writers * votes_per_writer)
+    _analyze(setup)
     setup.dispose()
     engine = make_engine(url, durability=durability, pool_size=writers)
     committer = configure_group_commit(engine, enabled=group_commit, lanes=lanes)
@@ -314,6 +334,12 @@ def run_bench(
             results[f"sqlite_votes_{durability}"] = measure_votes_per_s(
                 f"sqlite:///{Path(tmp) / f'votes_{durability}.db'}", writers=writers,
                 votes_per_writer=votes_per_writer, models=models, durability=durability)
+        for group_commit in (False, True) if votes else ():
+            path = "group_commit" if group_commit else "plain"
+            progress(f"sqlite: votes/s ({writers} threads, {path}) ...")
+            results[f"sqlite_votes_threads_{path}"] = measure_thread_votes_per_s(
+                f"sqlite:///{Path(tmp) / f'threads_{path}.db'}", writers=writers,
+                votes_per_writer=votes_per_writer, models=models, group_commit=group_commit)
         if aggregation:
             progress("sqlite: aggregation ...")
             results["sqlite_aggregation"] = measure_aggregation(
@@ -326,6 +352,13 @@ def run_bench(
             progress(f"postgresql: votes/s ({durability}) ...")
             results[f"postgres_votes_{durability}"] = measure_votes_per_s(
                 url, writers=writers, votes_per_writer=votes_per_writer, models=models, durability=durability)
+    for group_commit in (False, True) if votes else ():
+        path = "group_commit" if group_commit else "plain"
+        with _postgres_schema(postgres_url) as url:
+            progress(f"postgresql: votes/s ({writers} threads, {path}) ...")
+            results[f"postgres_votes_threads_{path}"] = measure_thread_votes_per_s(
+                url, writers=writers, votes_per_writer=votes_per_writer, models=models,
+                group_commit=group_commit)
     if aggregation:
         with _postgres_schema(postgres_url) as url:
             progress("postgresql: aggregation ...")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from inference.chat_template import ChatTemplate, fit_to_context
-from inference.engine import KVRunner, TokenTrace, causal_lm_for, generate_stream
+from inference.engine import BatchScheduler, KVRunner, TokenTrace, causal_lm_for, generate_stream
 from inference.families.base import LoadedModel
 from inference.protocol import (
     CancelToken,
@@ -22,6 +22,8 @@ from inference.protocol import (
     StreamEvent,
     TextDelta,
 )
+
+Emit = Callable[[StreamEvent], None]
 
 
 class LocalChatModel:
@@ -48,6 +50,7 @@ class LocalChatModel:
         self.runner = KVRunner(causal_lm_for(loaded.backbone), max_length=self.context_length)
         self.stop_ids = frozenset(_stop_ids(loaded, template))
         self._lock = threading.Lock()
+        self._batcher: BatchScheduler | None = None
 
     @property
     def slug(self) -> str:
@@ -62,6 +65,44 @@ class LocalChatModel:
         with self._lock:
             for prompt_tokens, new_tokens in requests:
                 self.runner.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+
+    @property
+    def batcher(self) -> BatchScheduler:
+        """The dynamic batcher (built on first use, on the owner thread); see :meth:`submit`."""
+        if self._batcher is None:
+            self._batcher = BatchScheduler(self.runner, self.loaded.tokenizer)
+        return self._batcher
+
+    def warm_up_batches(self, *, prompt_tokens: int, new_tokens: int) -> None:
+        """Compile the batched buckets (open batch, join, step) a request of this size uses."""
+        with self._lock:
+            self.batcher.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+
+    def submit(
+        self,
+        messages: Sequence[ChatMessage],
+        params: GenerationParams,
+        *,
+        emit: Emit,
+        cancel: CancelToken | None = None,
+        submitted_at: float | None = None,
+        trace: TokenTrace | None = None,
+    ) -> None:
+        """Queue a request on the batcher: its events go to ``emit`` while the owner ticks the batcher.
+
+        Never raises for a bad conversation: it ends with an ``"error"`` result, like :meth:`stream`.
+        """
+        started = time.perf_counter() if submitted_at is None else submitted_at
+        try:
+            ids = self.prompt_ids(messages, params)
+        except Exception as exc:
+            emit(GenerationResult(
+                text="", finish_reason="error", prompt_tokens=0, new_tokens=0, ttft_ms=None,
+                total_ms=(time.perf_counter() - started) * 1000, error=f"{type(exc).__name__}: {exc}",
+            ))
+            return
+        self.batcher.submit(ids, params, stop_ids=self.stop_ids, emit=emit, cancel=cancel, started=started,
+                            trace=trace)
 
     def prompt_ids(self, messages: Sequence[ChatMessage], params: GenerationParams) -> list[int]:
         """The token ids of the rendered, left-trimmed prompt (room is kept for the reply)."""

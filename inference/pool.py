@@ -106,6 +106,10 @@ class _Worker:
                 self._set(state="compiling")
                 new = self.entry.sampling.max_new_tokens
                 warm_up(requests=[(1, 1), *((n, new) for n in self.pool._warm_up_prompts)])
+                warm_batches = getattr(model, "warm_up_batches", None)
+                if self.pool._batching and callable(warm_batches):
+                    for n in self.pool._warm_up_prompts:
+                        warm_batches(prompt_tokens=n, new_tokens=new)
         except Exception as exc:  # isolate: one bad model must not stop the others
             self.pool._release(self.entry.slug)
             self._set(state="failed", message=f"{type(exc).__name__}: {exc}")
@@ -116,11 +120,45 @@ class _Worker:
 
     def _serve(self) -> None:
         assert self.model is not None
+        if self.pool._batching and hasattr(self.model, "submit"):
+            self._serve_batched(self.model)
+            return
         while True:
             request = self.requests.get()
             if request is None:
                 return
             self._answer(self.model, request)
+
+    def _serve_batched(self, model: Any) -> None:
+        """Dynamic batching: between decode steps, every request that arrived joins the batcher.
+
+        When idle, the first arrival waits ``batch_window_s`` for company so that requests sent
+        together (both sides of battles that start at once) share their prefill and every step.
+        """
+        batcher = model.batcher
+        window = self.pool._batch_window_s
+        while True:
+            arrived: list[_Request | None] = []
+            if not batcher.busy:
+                arrived.append(self.requests.get())
+                if window > 0:
+                    time.sleep(window)
+            while True:
+                try:
+                    arrived.append(self.requests.get_nowait())
+                except queue.Empty:
+                    break
+            for request in arrived:
+                if request is None:
+                    batcher.cancel_all()
+                    return
+                try:
+                    model.submit(request.messages, request.params, emit=request.events.put,
+                                 cancel=request.cancel, submitted_at=request.submitted_at)
+                except Exception as exc:  # isolate the failure to this request
+                    request.events.put(_error_result(request, exc))
+            if batcher.busy:
+                batcher.tick()
 
     def _answer(self, model: ChatModel, request: _Request) -> None:
         finished = False
@@ -216,6 +254,10 @@ class ModelPool:
     ``warm_up_prompts``: prompt lengths (tokens) whose buckets are compiled while loading, with the
     entry's ``max_new_tokens``; the default covers the calendar scenario's first turns. Later buckets
     compile on first use (a persistent compilation cache makes that cheap after a restart).
+    ``batching``: local models serve through their dynamic batcher
+    (:class:`inference.engine.BatchScheduler`): concurrent requests share each decode step and a new
+    one joins at the next step boundary instead of queueing behind a whole reply; requests arriving
+    within ``batch_window_s`` of an idle model are prefilled together. Off: one request at a time.
     """
 
     def __init__(
@@ -231,6 +273,8 @@ class ModelPool:
         distributions: Mapping[str, Callable[[], Any]] | None = None,
         mesh: Any | None = None,
         warm_up_prompts: Sequence[int] = (200,),
+        batching: bool = False,
+        batch_window_s: float = 0.005,
         start: bool = True,
     ) -> None:
         if memory_budget_mb < 1:
@@ -244,6 +288,8 @@ class ModelPool:
         self._distributions = dict(distributions or {})
         self._mesh = mesh
         self._warm_up_prompts = tuple(warm_up_prompts)
+        self._batching = batching
+        self._batch_window_s = batch_window_s
         self._lock = threading.Lock()
         self._reserved: dict[str, int] = {}
         self._changed = threading.Condition()

@@ -204,11 +204,50 @@ class BatchScheduler:
         self._incoming.append(_Request(list(prompt_ids), params, stop_ids, cancel, emit, started, trace))
 
     def tick(self) -> None:
-        """Admit queued requests, then one decode step per group (the step boundary)."""
-        self._admit()
-        for group in list(self.groups):
-            self._step(group)
+        """Admit queued requests, then one decode step per group (the step boundary).
+
+        A failure on the device (out of memory, a bug) ends every request in flight with an
+        ``"error"`` result, keeping the text each had shown, and leaves the scheduler empty and usable.
+        """
+        try:
+            self._admit()
+            for group in list(self.groups):
+                self._step(group)
+        except Exception as exc:
+            self._fail_all(f"{type(exc).__name__}: {exc}")
+            return
         self.groups = [g for g in self.groups if any(r is not None for r in g.rows)]
+
+    def warm_up(self, *, prompt_tokens: int, new_tokens: int) -> None:
+        """Compile a group's buckets for requests of this size: open (batched prefill), join, step."""
+        prompt_tokens = max(1, min(prompt_tokens, self.runner.max_length - 1))
+        cache_length = self.runner.cache_length_for(min(prompt_tokens + new_tokens, self.runner.max_length))
+        batch = next(b for b in self.batch_buckets if b >= min(self.open_batch, self.batch_buckets[-1]))
+        _, cache = self.batch_runner.prefill([[0] * prompt_tokens], batch=batch, cache_length=cache_length)
+        _, row = self.batch_runner.prefill([[0] * prompt_tokens], batch=1, cache_length=cache_length)
+        cache = self.batch_runner.insert(cache, row, 0)
+        self.batch_runner.step(cache, np.zeros((batch,), "int32"), np.full((batch,), prompt_tokens, "int32"))
+
+    def cancel_all(self) -> None:
+        """End every request in flight as ``"cancelled"`` (the pool is closing)."""
+        waiting, self._incoming = self._incoming, []
+        for request in waiting:
+            self._finish_early(request, "cancelled")
+        for group in self.groups:
+            for row in group.rows:
+                if row is not None:
+                    self._finish(row, "cancelled")
+        self.groups = []
+
+    def _fail_all(self, error: str) -> None:
+        waiting, self._incoming = self._incoming, []
+        for request in waiting:
+            self._finish_early(request, "error", error)
+        for group in self.groups:
+            for row in group.rows:
+                if row is not None:
+                    self._finish(row, "error", error)
+        self.groups = []
 
     # ---- admission ------------------------------------------------------------------------------
 
@@ -307,7 +346,7 @@ class BatchScheduler:
             return False
         return True
 
-    def _finish(self, row: _Row, reason: FinishReason) -> None:
+    def _finish(self, row: _Row, reason: FinishReason, error: str | None = None) -> None:
         tail = row.decoder.flush()
         if tail:
             row.pieces.append(tail)
@@ -315,7 +354,7 @@ class BatchScheduler:
         row.emit(GenerationResult(
             text="".join(row.pieces), finish_reason=reason, prompt_tokens=len(row.prompt),
             new_tokens=len(row.produced), ttft_ms=row.ttft_ms,
-            total_ms=(time.perf_counter() - row.started) * 1000,
+            total_ms=(time.perf_counter() - row.started) * 1000, error=error,
         ))
         if row.trace is not None:
             row.trace.ids = list(row.produced)
