@@ -66,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", default=None,
                    help="e.g. 1,4,8: clients at once, 100-token prompt, 64 new tokens (issue-7 figures)")
     p.add_argument("--json", action="store_true", help="with --concurrency: one JSON object, not a table")
+    p.add_argument("--serial", action="store_true",
+                   help="with --concurrency: one request at a time (no dynamic batching), for comparison")
     p.set_defaults(handler=_cmd_bench)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
@@ -289,7 +291,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     _build_cache_setup()
     from inference.bench import run_concurrency_bench
 
-    out = run_concurrency_bench(entry, cache_dir=_cache_dir(), concurrency=levels, runs=args.runs)
+    out = run_concurrency_bench(entry, cache_dir=_cache_dir(), concurrency=levels, runs=args.runs,
+                                batching=not args.serial)
     if args.json:
         print(json.dumps(out))
         return 0

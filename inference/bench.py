@@ -176,6 +176,35 @@ def _concurrent_round(model: Any, ids: list[int], params: GenerationParams, clie
     }
 
 
+def _batched_round(model: Any, ids: list[int], params: GenerationParams, clients: int) -> dict[str, float]:
+    """``clients`` requests submitted at once to the model's dynamic batcher, ticked to the end."""
+    results: list[GenerationResult] = []
+    batcher = model.batcher
+    start = time.perf_counter()
+    for _ in range(clients):
+        batcher.submit(ids, params, stop_ids=(), emit=_keep_results(results), started=start)
+    while batcher.busy:
+        batcher.tick()
+    wall = time.perf_counter() - start
+    failed = [r.error for r in results if r.error]
+    if failed:
+        raise RuntimeError(failed[0])
+    rates = [(r.new_tokens - 1) / ((r.total_ms - (r.ttft_ms or 0.0)) / 1000) for r in results]
+    return {
+        "ttft_ms": statistics.median(float(r.ttft_ms or 0.0) for r in results),
+        "decode_tok_s": statistics.median(rates),
+        "aggregate_tok_s": sum(r.new_tokens for r in results) / wall,
+    }
+
+
+def _keep_results(results: list[GenerationResult]) -> Any:
+    def emit(event: Any) -> None:
+        if isinstance(event, GenerationResult):
+            results.append(event)
+
+    return emit
+
+
 def run_concurrency_bench(
     entry: CatalogueEntry,
     *,
@@ -184,6 +213,7 @@ def run_concurrency_bench(
     runs: int,
     prompt_tokens: int = CONTRACT_PROMPT_TOKENS,
     new_tokens: int = CONTRACT_NEW_TOKENS,
+    batching: bool = True,
 ) -> dict[str, Any]:
     """``{model, cold_start_s, rss_mb, results: [{concurrency, ttft_ms, decode_tok_s, aggregate_tok_s}]}``.
 
@@ -191,6 +221,8 @@ def run_concurrency_bench(
     what the first visitor waits after a restart (with or without a warm persistent compilation
     cache, whichever the caller set up). Every figure per concurrency is the median over ``runs``
     rounds; ``ttft_ms`` and ``decode_tok_s`` are medians over the round's requests too.
+    ``batching``: requests share the dynamic batcher's decode steps (as the pool with
+    ``batching=True`` serves them); off, they take turns on the batch-1 engine.
     """
     from inference.builder import build_chat_model
 
@@ -203,9 +235,11 @@ def run_concurrency_bench(
     ids = fixed_prompt(model.prompt_ids(BENCH_MESSAGES, params), prompt_tokens)
     _timed_run(model, ids, params)
     cold_start_s = time.perf_counter() - t0
+    measure = _batched_round if batching else _concurrent_round
     rows = []
     for clients in concurrency:
-        rounds = [_concurrent_round(model, ids, params, clients) for _ in range(runs)]
+        measure(model, ids, params, clients)  # compiles this batch size's buckets; not measured
+        rounds = [measure(model, ids, params, clients) for _ in range(runs)]
         rows.append({
             "concurrency": clients,
             **{key: round(statistics.median(r[key] for r in rounds), 1) for key in rounds[0]},
@@ -219,6 +253,6 @@ def run_concurrency_bench(
         "new_tokens": new_tokens,
         "load_s": round(load_s, 2),
         "runs": runs,
-        "batching": False,
+        "batching": batching,
         "compiled_shapes": len(model.runner.compiled_shapes),
     }

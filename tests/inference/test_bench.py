@@ -42,12 +42,18 @@ def test_bench_json_contract_on_a_tiny_model(env: Path, capsys: pytest.CaptureFi
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"model", "cold_start_s", "rss_mb", "results"} <= set(out)
     assert out["model"] == "tiny-llama"
-    assert out["prompt_tokens"] == 100 and out["new_tokens"] == 64
+    assert out["prompt_tokens"] == 100 and out["new_tokens"] == 64 and out["batching"] is True
     assert out["cold_start_s"] > 0 and out["rss_mb"] > 100  # JAX + keras alone are hundreds of MB
     assert [row["concurrency"] for row in out["results"]] == [1, 3]
     for row in out["results"]:
         assert set(row) == ROW_KEYS
         assert row["ttft_ms"] > 0 and row["decode_tok_s"] > 0 and row["aggregate_tok_s"] > 0
+
+
+def test_serial_bench_keeps_the_shape(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--model", "tiny-llama", "--concurrency", "2", "--runs", "1", "--serial"]) == 0
+    out = capsys.readouterr().out
+    assert "aggregate tok/s" in out and "cold start" in out  # the table, not JSON
 
 
 @pytest.mark.parametrize("flag", ["0,4", "a,b", ",", "-1"])
