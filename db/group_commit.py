@@ -5,18 +5,20 @@ a second), so one flush per vote caps votes/s at the flush rate however fast the
 every visitor's session is a thread of ONE process, so concurrent :func:`db.votes.record_vote` calls can
 ride on one flush, the way database servers group their own commits.
 
-How: each engine gets one :class:`GroupCommitter` with a committer thread (started on demand, gone after
-``idle_s`` without work). A caller hands over its action (a function of a :class:`~sqlalchemy.Connection`)
-and blocks. The committer takes everything pending (up to ``max_batch``; optionally lingering
-``max_delay_s`` for more), opens ONE write transaction (behind the engine's writer gate, so processes
-still queue on SQLite), runs each action inside its own ``SAVEPOINT`` — a refused action (an exception)
-rolls back only itself and its caller gets that very exception — commits once, then wakes every caller.
-A caller returns only after the commit that holds its action succeeded; when the commit (or the
-transaction around it) fails, every caller of that batch gets the error, so nothing is confirmed that is
-not on disk. While one batch is being flushed the next one fills up, so no waiting window is needed for
-batching under load, and a lone caller pays only a thread hand-over (``max_delay_s=0``, the default).
+How: each engine gets one :class:`GroupCommitter` (one committer thread, or ``lanes`` of them each with
+its own connection; started on demand, gone after ``idle_s`` without work). A caller hands over its
+request with an ``apply_many(conn, requests)`` function and blocks. The committer takes everything
+pending (up to ``max_batch``; optionally lingering ``max_delay_s`` for more), opens ONE write transaction
+(behind the engine's writer gate, so processes still queue on SQLite), applies the requests as a set —
+a refusal is an outcome (an exception instance) and writes nothing — and commits once, then wakes every
+caller. If a statement fails, the transaction is rolled back and the batch redone with one ``SAVEPOINT``
+per request, so only the offending request fails and its caller gets that very exception. A caller
+returns only after the commit that holds its request succeeded; when the commit (or the transaction
+around it) fails, every caller of that batch gets the error and the connection is discarded, so nothing
+is confirmed that is not on disk. While one batch is being flushed the next one fills up, so no waiting
+window is needed for batching under load, and a lone caller pays only a thread hand-over.
 
-An action runs on the committer thread and must touch nothing but the connection it is given.
+``apply_many`` runs on the committer thread and must touch nothing but the connection it is given.
 """
 
 from __future__ import annotations
