@@ -5,9 +5,9 @@ result, not a dead worker."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -15,7 +15,14 @@ from inference.catalogue import load_catalogue
 from inference.engine import TokenTrace
 from inference.local import LocalChatModel
 from inference.pool import ModelPool
-from inference.protocol import ChatMessage, GenerationParams, GenerationResult, TextDelta, complete
+from inference.protocol import (
+    ChatMessage,
+    GenerationParams,
+    GenerationResult,
+    StreamEvent,
+    TextDelta,
+    complete,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_LLAMA = [e for e in load_catalogue(REPO / "tests/data/tiny_catalogue.toml") if e.slug == "tiny-llama"]
@@ -79,7 +86,7 @@ def test_closing_one_stream_cancels_it_and_not_the_others(pool: ModelPool) -> No
 
     thread = threading.Thread(target=ask)
     thread.start()
-    stream = model.stream([ChatMessage("user", "Tell me a story.")], long)
+    stream = cast(Generator[StreamEvent, None, None], model.stream([ChatMessage("user", "Tell")], long))
     for event in stream:
         if isinstance(event, TextDelta):
             break
