@@ -1,4 +1,4 @@
-"""SQLAlchemy 2.0 models: the data contract of ``../shared/DESIGN.md`` as tables.
+"""SQLAlchemy 2.0 models: the data contract of ``docs/DESIGN.md`` as tables.
 
 Enumerations are plain strings with a named CHECK constraint (portable, readable in any SQL shell, and
 easy to extend in a migration). Timestamps are timezone-aware UTC in Python; SQLite stores naive UTC.
