@@ -100,8 +100,19 @@ def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 
 def _wait_for_models(page, timeout_s: float = 480.0) -> None:  # noqa: ANN001
-    """The start-up screen shows loading progress and re-renders itself until the battle screen is up."""
-    page.get_by_test_id("stChatInputTextArea").wait_for(state="visible", timeout=timeout_s * 1000)
+    """The start-up screen shows loading progress and re-renders itself until the battle screen is up.
+
+    On a timeout, the page's text (each model's loading state) and a screenshot are kept, so a start-up
+    that never finishes says where it stopped.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.get_by_test_id("stChatInputTextArea").wait_for(state="visible", timeout=timeout_s * 1000)
+    except PlaywrightTimeout:
+        page.screenshot(path=str(ARTIFACTS / "startup_timeout.png"), full_page=True)
+        text = page.inner_text("body")[-2000:]
+        raise AssertionError(f"the battle screen never opened; the page said:\n{text}") from None
 
 
 def _send(page, text: str) -> None:  # noqa: ANN001
