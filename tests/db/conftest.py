@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -13,26 +12,6 @@ from db import repository as repo
 from db.engine import make_engine
 from db.models import Base
 from db.views import BattleView
-
-
-def postgres_schema_url(base_url: str, schema: str) -> str:
-    sep = "&" if "?" in base_url else "?"
-    return f"{base_url}{sep}options=-csearch_path%3D{schema}"
-
-
-@pytest.fixture
-def pg_schema_url(postgres_url: str) -> Iterator[str]:
-    """A URL whose search_path is a brand-new schema (dropped afterwards): isolation from other tests."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = make_engine(postgres_url)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        yield postgres_schema_url(postgres_url, schema)
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

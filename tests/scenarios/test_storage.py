@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine
 
 from db.aggregates import fix_counts
 from db.battles import get_battle
@@ -33,23 +32,12 @@ def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
 
 
 @pytest.fixture
-def postgres_engine(postgres_url: str) -> Iterator[Engine]:
-    """A private schema in the shared test database, so parallel test runs never meet."""
-    schema = f"scn_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(postgres_url)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    sep = "&" if "?" in postgres_url else "?"
-    url = f"{postgres_url}{sep}options=-csearch_path%3D{schema}"
-    try:
-        upgrade_to_head(url)
-        engine = make_engine(url)
-        yield engine
-        engine.dispose()
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+def postgres_engine(pg_schema_url: str) -> Iterator[Engine]:
+    """A private schema in the shared test database (the shared ``pg_schema_url`` fixture)."""
+    upgrade_to_head(pg_schema_url)
+    engine = make_engine(pg_schema_url)
+    yield engine
+    engine.dispose()
 
 
 def _store_and_reload(engine: Engine) -> tuple[list[RunRecord], list[RunRecord], list[str]]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import create_engine
@@ -16,19 +15,9 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def schema_url(postgres_url: str) -> Iterator[str]:
-    """A throw-away schema on the test server, so parallel test runs never share tables."""
-    schema = f"webapp_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(postgres_url)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in postgres_url else "?"
-    try:
-        yield f"{postgres_url}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
+def schema_url(pg_schema_url: str) -> str:
+    """A throw-away schema on the test server (the shared ``pg_schema_url`` fixture)."""
+    return pg_schema_url
 
 
 def test_battle_on_postgres(arena_env: Callable[..., str], schema_url: str) -> None:
