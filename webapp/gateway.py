@@ -8,7 +8,6 @@ committed by ``db`` before the function returns, so the UI only confirms what is
 from __future__ import annotations
 
 import datetime as dt
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -344,18 +343,28 @@ def ready_contestants(ctx: Context) -> list[Any]:
 
 
 def show_pool_progress(ctx: Context, *, needed: int) -> bool:
-    """While fewer than ``needed`` models are ready, show each model's loading state; True once usable."""
-    ready = resources.ready_contestants(ctx)
-    if len(ready) >= needed:
+    """True once ``needed`` models are usable; until then the page shows each model's loading state.
+
+    The progress is a fragment that the browser reruns every ``POOL_POLL_S`` seconds (``run_every``);
+    once enough models are ready it reruns the whole page, which then gets True here. No script run
+    sleeps or chains ``st.rerun()``: a chain ends for good as soon as one run decides not to go on.
+    """
+    if len(resources.pool_snapshot(ctx).usable) >= needed:
         return True
+    _pool_progress(ctx, needed=needed)
+    return False
+
+
+@st.fragment(run_every=POOL_POLL_S)
+def _pool_progress(ctx: Context, *, needed: int) -> None:
+    snapshot = resources.pool_snapshot(ctx)  # one read: the counts and the states below agree
+    if len(snapshot.usable) >= needed:
+        st.rerun(scope="app")  # the page now opens (also when a model finished since the check above)
     st.info(f"Models are loading and compiling; the page opens as soon as {needed} are ready.")
-    progress = resources.pool_progress(ctx)
-    done = sum(1 for _, state, _ in progress if state == "ready")
-    st.progress(done / max(1, len(progress)), text=f"{done} of {len(progress)} models ready")
-    for name, state, message in progress:
+    total = len(snapshot.rows)
+    st.progress(snapshot.ready / max(1, total), text=f"{snapshot.ready} of {total} models ready")
+    for name, state, message in snapshot.rows:
         st.text(f"{name}: {state}{' - ' + message if message else ''}")
-    if all(state in ("ready", "failed", "refused") for _, state, _ in progress):
+    if snapshot.settled:
+        # Still polled: an admin may enable a contestant whose model is ready.
         st.error("Not enough models could be loaded; see the messages above.")
-        return False
-    time.sleep(POOL_POLL_S)  # poll: the page re-renders itself until enough models are ready
-    st.rerun()

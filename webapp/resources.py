@@ -7,6 +7,7 @@ the schema to head and registers the catalogue's contestants, so a fresh ``make 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +138,33 @@ def model(ctx: Context, slug: str) -> ChatModel:
     return chat
 
 
-def pool_progress(ctx: Context) -> list[tuple[str, str, str]]:
-    """(name, state, message) per model, for the start-up progress display."""
-    return [(s.name, s.state, s.message) for s in ctx.pool.status().values()]
+_SETTLED = frozenset({"ready", "failed", "refused"})
+
+
+@dataclass(frozen=True)
+class PoolSnapshot:
+    """One look at the pool for the start-up screen: every figure comes from the same ``status()`` read,
+    so a model that finishes loading meanwhile cannot make the counts and the states disagree."""
+
+    rows: tuple[tuple[str, str, str], ...]  # (name, state, message) per model, catalogue order
+    usable: tuple[str, ...]  # enabled contestants (admin's choice) whose model is ready
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for _, state, _ in self.rows if state == "ready")
+
+    @property
+    def settled(self) -> bool:
+        """Every model has stopped loading (ready, failed or refused): nothing more will become ready."""
+        return all(state in _SETTLED for _, state, _ in self.rows)
+
+
+def pool_snapshot(ctx: Context) -> PoolSnapshot:
+    ensure_contestants(ctx)
+    status = ctx.pool.status()
+    ready = {slug for slug, s in status.items() if s.state == "ready"}
+    enabled = db_repo.list_contestants(ctx.engine, enabled_only=True)
+    return PoolSnapshot(
+        rows=tuple((s.name, s.state, s.message) for s in status.values()),
+        usable=tuple(c.slug for c in enabled if c.slug in ready),
+    )

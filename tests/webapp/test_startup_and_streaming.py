@@ -7,9 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
+from inference.pool import ModelStatus
 from inference.protocol import ChatMessage, GenerationParams
-from tests.webapp.conftest import BUDGET_MB, TINY_CATALOGUE, ScriptedEngine, open_app
+from tests.webapp.conftest import APP, BUDGET_MB, TINY_CATALOGUE, ScriptedEngine, open_app
 from tests.webapp.test_arena_app import _texts
 from webapp.streaming import StreamJob, stream_pair
 
@@ -36,6 +38,74 @@ def test_start_up_shows_each_models_state(
     assert not at.chat_input, "no battle can start"
     chat = open_app("pages/chat.py")  # one model is enough to chat with
     assert chat.chat_input
+
+
+class SteppingPool:
+    """A pool whose second model moves on one state each time anyone looks at the pool (``status`` or
+    ``ready_slugs``), through ``states``; the first model is ready from the start."""
+
+    def __init__(self, slugs: list[str], states: list[str]) -> None:
+        self.slugs = slugs
+        self.states = states
+        self.reads = 0
+
+    def status(self) -> dict[str, ModelStatus]:
+        second = self.states[min(self.reads, len(self.states) - 1)]
+        self.reads += 1
+        first, other = self.slugs
+        return {
+            first: ModelStatus(slug=first, name=first, state="ready"),
+            other: ModelStatus(slug=other, name=other, state=second),  # type: ignore[arg-type]
+        }
+
+    def ready_slugs(self) -> list[str]:
+        return [s for s, status in self.status().items() if status.state == "ready"]
+
+
+@pytest.fixture
+def stepping_pool(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mixed_catalogue: Path
+) -> Callable[[list[str]], SteppingPool]:
+    """The app on a fresh database and the served catalogue, with its pool replaced by a SteppingPool."""
+    monkeypatch.setenv("ARENA_DATABASE_URL", f"sqlite:///{(tmp_path / 'a.db').as_posix()}")
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ARENA_CATALOGUE_PATH", str(mixed_catalogue))
+    from webapp import resources
+
+    def make(states: list[str]) -> SteppingPool:
+        pool = SteppingPool(["gemma-served", "plain-served"], states)
+        monkeypatch.setattr(resources, "pool", lambda *args: pool)
+        return pool
+
+    return make
+
+
+def test_a_model_that_finishes_while_the_page_looks_is_not_reported_as_failed(
+    stepping_pool: Callable[[list[str]], SteppingPool],
+) -> None:
+    """The second model becomes ready between two looks at the pool. The start-up screen once read the
+    ready models and the progress separately, saw '2 of 2 models ready' with too few usable models,
+    said 'Not enough models could be loaded' and stopped polling: the battle screen never opened."""
+    stepping_pool(["compiling", "ready"])
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.run()  # the Arena is the default page
+    assert not at.exception, [e.value for e in at.exception]
+    assert not any("Not enough models" in e for e in _texts(at.error)), _texts(at.error)
+    assert at.chat_input, "the progress saw both models ready and reran the page: the battle screen is up"
+
+
+def test_start_up_screen_does_not_hold_the_script_while_models_load(
+    stepping_pool: Callable[[list[str]], SteppingPool],
+) -> None:
+    """While a model loads, the run ends with the progress on screen; the browser polls (a fragment
+    with run_every), instead of a script sleeping and calling st.rerun() in a loop."""
+    stepping_pool(["loading"])
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.run()  # the Arena is the default page
+    assert not at.exception, [e.value for e in at.exception]
+    assert "plain-served: loading" in _texts(at.text)
+    assert any("1 of 2" in str(p.proto.text) for p in at.get("progress"))
+    assert not at.error and not at.chat_input
 
 
 def test_both_sides_stream_through_the_real_pool(arena_env: Callable[..., str], data_dir: Path) -> None:
