@@ -7,12 +7,15 @@ messages file, invalid catalogue) exits with status 2 and one line that says how
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from inference.catalogue import WEIGHTS
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
@@ -68,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --concurrency: one JSON object, not a table")
     p.add_argument("--serial", action="store_true",
                    help="with --concurrency: one request at a time (no dynamic batching), for comparison")
+    p.add_argument("--weights", choices=WEIGHTS, default=None,
+                   help="override the catalogue's weight format: float32, bfloat16 or int8")
     p.set_defaults(handler=_cmd_bench)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
@@ -279,6 +284,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         raise UsageError("--new-tokens and --runs must be >= 1")
     levels = _concurrency_levels(args.concurrency or "1")
     entry = _entry(args.model)
+    if args.weights is not None:
+        entry = dataclasses.replace(entry, weights=args.weights)
     problem = _weights_problem(entry)
     if problem:
         raise UsageError(problem)

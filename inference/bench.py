@@ -33,12 +33,26 @@ def _timed_run(model: Any, ids: list[int], params: GenerationParams) -> tuple[fl
     """(ttft_ms, decode tokens/s after the first token, tokens) for one stop-free generation."""
     trace = TokenTrace(ids=[])
     result = None
-    for event in generate_stream(model.runner, model.loaded.tokenizer, ids, params, stop_ids=(), trace=trace):
+    for event in _serve(model, ids, params, trace=trace):
         result = event
     assert isinstance(result, GenerationResult)
     decode_s = (result.total_ms - (result.ttft_ms or 0.0)) / 1000
     rate = (len(trace.ids) - 1) / decode_s if decode_s > 0 else float("nan")
     return float(result.ttft_ms or 0.0), rate, len(trace.ids)
+
+
+def _serve(model: Any, ids: list[int], params: GenerationParams, *, trace: TokenTrace,
+           started: float | None = None) -> Any:
+    """The model's serving path (the fast engine, else keras-hub's), stop-free so every run is as long."""
+    if hasattr(model, "stream_ids"):
+        saved, model.stop_ids = model.stop_ids, frozenset()
+        try:
+            yield from model.stream_ids(ids, params, started=started, trace=trace)
+        finally:
+            model.stop_ids = saved
+        return
+    yield from generate_stream(model.runner, model.loaded.tokenizer, ids, params, stop_ids=(),
+                               started=started, trace=trace)
 
 
 def _keras_generate_rate(model: Any, ids: list[int], new_tokens: int) -> float:
@@ -96,7 +110,8 @@ def run_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int, runs: 
         "sampled_over_greedy": round(sampled_rate / greedy_rate, 2),
         "keras_generate_tok_s": round(keras_rate, 1),
         "stream_over_keras_generate": round(greedy_rate / keras_rate, 2),
-        "compiled_shapes": len(model.runner.compiled_shapes),
+        "compiled_shapes": len(model.compiled_shapes),
+        "weights": entry.weights if getattr(model, "engine", None) is not None else "keras-hub",
     }
 
 
@@ -148,8 +163,7 @@ def _concurrent_round(model: Any, ids: list[int], params: GenerationParams, clie
             with lock:
                 trace = TokenTrace(ids=[])
                 result = None
-                for event in generate_stream(model.runner, model.loaded.tokenizer, ids, params,
-                                             stop_ids=(), started=submitted, trace=trace):
+                for event in _serve(model, ids, params, trace=trace, started=submitted):
                     result = event
             assert isinstance(result, GenerationResult)
             ttft = float(result.ttft_ms or 0.0)
@@ -254,5 +268,6 @@ def run_concurrency_bench(
         "load_s": round(load_s, 2),
         "runs": runs,
         "batching": batching,
-        "compiled_shapes": len(model.runner.compiled_shapes),
+        "weights": entry.weights if getattr(model, "engine", None) is not None else "keras-hub",
+        "compiled_shapes": len(model.compiled_shapes),
     }

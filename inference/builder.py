@@ -77,6 +77,7 @@ def build_chat_model(
             get_template(entry.template),
             context_length=entry.context_length,
             default_system=entry.default_system,
+            weights=entry.weights,  # type: ignore[arg-type]  # validated by the catalogue
         )
         if warm_up:
             model.warm_up()

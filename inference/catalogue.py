@@ -19,10 +19,11 @@ from inference.protocol import GenerationParams
 SOURCE_KINDS = ("gguf", "pkg", "preset", "remote", "tiny")
 FAMILIES = ("llama", "gemma", "gemma3", "mistral", "remote")
 DTYPES = ("float32", "bfloat16", "float16")
+WEIGHTS = ("float32", "bfloat16", "int8")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _FIELDS = {
     "slug", "name", "family", "source", "dtype", "template", "context_length", "enabled", "sampling",
-    "memory_mb", "remote_model", "description", "default_system",
+    "memory_mb", "remote_model", "description", "default_system", "weights",
 }
 _SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "seed"}
 
@@ -41,6 +42,7 @@ class CatalogueEntry:
     source: str
     template: str
     dtype: str = "float32"
+    weights: str = "bfloat16"  # the fast engine's weight format (inference.engine.weights)
     context_length: int = 2048
     enabled: bool = True
     sampling: GenerationParams = field(default_factory=GenerationParams)
@@ -145,6 +147,9 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     dtype = text("dtype", required=False) or "float32"
     if dtype not in DTYPES:
         raise fail("dtype", f"is {dtype!r}; use one of {', '.join(DTYPES)}")
+    weights = text("weights", required=False) or "bfloat16"
+    if weights not in WEIGHTS:
+        raise fail("weights", f"is {weights!r}; use one of {', '.join(WEIGHTS)}")
     context_length = raw.get("context_length", 2048)
     if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 16:
         raise fail("context_length", "must be an integer >= 16")
@@ -162,6 +167,7 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
         source=source,
         template=template,
         dtype=dtype,
+        weights=weights,
         context_length=context_length,
         enabled=is_enabled,
         sampling=_sampling(raw.get("sampling", {}), fail),

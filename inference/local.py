@@ -7,12 +7,16 @@ on the thread that owns the model's JAX work (the pool does that); a lock keeps 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
 from inference.chat_template import ChatTemplate, fit_to_context
-from inference.engine import BatchScheduler, KVRunner, TokenTrace, causal_lm_for, generate_stream
+from inference.engine import KVRunner, TokenTrace, causal_lm_for, generate_stream
+from inference.engine.scheduler import SlotScheduler
+from inference.engine.slots import SlotEngine
+from inference.engine.weights import UnsupportedModel, WeightFormat, decoder_spec, extract_params
 from inference.families.base import LoadedModel
 from inference.protocol import (
     CancelToken,
@@ -24,6 +28,7 @@ from inference.protocol import (
 )
 
 Emit = Callable[[StreamEvent], None]
+log = logging.getLogger(__name__)
 
 
 class LocalChatModel:
@@ -31,6 +36,11 @@ class LocalChatModel:
 
     ``default_system`` is the system prompt the model file's own template adds when a conversation has
     none (SmolLM2's "You are a helpful AI assistant named SmolLM…"); the model was tuned with it.
+
+    ``weights`` picks the fast engine's weight format (:mod:`inference.engine.weights`): its decoder
+    and continuous batcher serve :meth:`stream` and :meth:`submit`. A backbone the fast decoder does
+    not know (``engine is None``; ``engine_note`` says why) streams through keras-hub's own cached
+    forward pass (:class:`inference.engine.KVRunner`), one request at a time.
     """
 
     def __init__(
@@ -41,16 +51,28 @@ class LocalChatModel:
         *,
         context_length: int | None = None,
         default_system: str | None = None,
+        weights: WeightFormat = "bfloat16",
     ) -> None:
         self._slug = slug
         self.default_system = default_system
         self.loaded = loaded
         self.template = template
         self.context_length = min(context_length or loaded.context_length, loaded.context_length)
-        self.runner = KVRunner(causal_lm_for(loaded.backbone), max_length=self.context_length)
         self.stop_ids = frozenset(_stop_ids(loaded, template))
         self._lock = threading.Lock()
-        self._batcher: BatchScheduler | None = None
+        self._runner: KVRunner | None = None
+        self.engine: SlotEngine | None = None
+        self.engine_note = ""
+        self._scheduler: SlotScheduler | None = None
+        try:
+            spec = decoder_spec(loaded.backbone, weights)
+        except UnsupportedModel as exc:
+            self.engine_note = str(exc)
+            log.info("%s: keras-hub forward pass (%s)", slug, exc)
+        else:
+            params = extract_params(loaded.backbone, spec)
+            self.engine = SlotEngine(spec, params, max_length=self.context_length)
+            self._scheduler = SlotScheduler(self.engine, loaded.tokenizer, min_batch=min_batch_for(weights))
 
     @property
     def slug(self) -> str:
@@ -60,23 +82,49 @@ class LocalChatModel:
         family, template = self.loaded.family, self.template.name
         return f"LocalChatModel(slug={self._slug!r}, family={family!r}, template={template!r})"
 
+    @property
+    def runner(self) -> KVRunner:
+        """keras-hub's own cached forward pass over the same weights (the fallback, and the reference)."""
+        if self._runner is None:
+            self._runner = KVRunner(causal_lm_for(self.loaded.backbone), max_length=self.context_length)
+        return self._runner
+
+    @property
+    def compiled_shapes(self) -> set[tuple[str, int, int]]:
+        """Shapes compiled so far on the serving path (bucketing keeps this small)."""
+        return self.engine.compiled_shapes if self.engine is not None else self.runner.compiled_shapes
+
+    @property
+    def supports_batching(self) -> bool:
+        return self._scheduler is not None
+
+    @property
+    def batcher(self) -> SlotScheduler:
+        """The continuous batcher; drive it with ``tick`` on the owner thread (see :meth:`submit`)."""
+        if self._scheduler is None:
+            raise RuntimeError(f"{self._slug}: no batching without the fast engine ({self.engine_note})")
+        return self._scheduler
+
     def warm_up(self, *, requests: Sequence[tuple[int, int]] = ((1, 1),)) -> None:
         """Compile now, not during a visitor's request, the buckets of (prompt, new tokens) sizes."""
         with self._lock:
             for prompt_tokens, new_tokens in requests:
-                self.runner.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+                if self._scheduler is not None:
+                    self._scheduler.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+                else:
+                    self.runner.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
 
-    @property
-    def batcher(self) -> BatchScheduler:
-        """The dynamic batcher (built on first use, on the owner thread); see :meth:`submit`."""
-        if self._batcher is None:
-            self._batcher = BatchScheduler(self.runner, self.loaded.tokenizer)
-        return self._batcher
-
-    def warm_up_batches(self, *, prompt_tokens: int, new_tokens: int) -> None:
-        """Compile the batched buckets (open batch, join, step) a request of this size uses."""
+    def warm_up_batches(
+        self, *, prompt_tokens: int, new_tokens: int, batches: Sequence[int] = (4, 8)
+    ) -> None:
+        """Compile the decode step at these batch sizes (concurrent visitors) for requests of this size."""
+        if self._scheduler is None:
+            return
+        scheduler = self._scheduler
+        sizes = tuple(sorted({next(b for b in scheduler.batch_buckets if b >= n) for n in batches
+                              if n <= scheduler.max_batch}))
         with self._lock:
-            self.batcher.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+            scheduler.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens, batches=sizes)
 
     def submit(
         self,
@@ -132,22 +180,12 @@ class LocalChatModel:
         prompt_tokens = 0
         partial: list[str] = []
         try:
-            with self._lock:
-                ids = self.prompt_ids(messages, params)
-                prompt_tokens = len(ids)
-                for event in generate_stream(
-                    self.runner,
-                    self.loaded.tokenizer,
-                    ids,
-                    params,
-                    stop_ids=self.stop_ids,
-                    cancel=cancel,
-                    started=started,
-                    trace=trace,
-                ):
-                    if isinstance(event, TextDelta):
-                        partial.append(event.text)
-                    yield event
+            ids = self.prompt_ids(messages, params)
+            prompt_tokens = len(ids)
+            for event in self.stream_ids(ids, params, cancel=cancel, started=started, trace=trace):
+                if isinstance(event, TextDelta):
+                    partial.append(event.text)
+                yield event
         except GeneratorExit:
             raise
         except Exception as exc:  # isolate the failure to this request; keep what was already shown
@@ -160,6 +198,45 @@ class LocalChatModel:
                 total_ms=(time.perf_counter() - started) * 1000,
                 error=f"{type(exc).__name__}: {exc}",
             )
+
+
+    def stream_ids(
+        self, ids: list[int], params: GenerationParams, *, cancel: CancelToken | None = None,
+        started: float | None = None, trace: TokenTrace | None = None,
+    ) -> Iterator[StreamEvent]:
+        """Generate from prompt ids on the serving path (exceptions propagate; :meth:`stream` wraps them)."""
+        started = time.perf_counter() if started is None else started
+        scheduler = self._scheduler
+        if scheduler is None:
+            with self._lock:  # keras-hub's path: one generation at a time
+                yield from generate_stream(self.runner, self.loaded.tokenizer, ids, params, cancel=cancel,
+                                           stop_ids=self.stop_ids, started=started, trace=trace)
+            return
+        events: list[StreamEvent] = []
+        own = CancelToken()  # also set when the consumer closes this stream early
+        scheduler.submit(ids, params, stop_ids=self.stop_ids, emit=events.append, cancel=own, started=started,
+                         trace=trace)  # ticked here until it ends: the caller owns the model's thread
+        finished = False
+        try:
+            while not finished:
+                if cancel is not None and cancel.cancelled:
+                    own.cancel()
+                if not events:
+                    scheduler.tick()
+                while events and not finished:
+                    event = events.pop(0)
+                    finished = isinstance(event, GenerationResult)
+                    yield event
+        finally:
+            if not finished:  # abandoned: end its row now rather than decode for nobody
+                own.cancel()
+                while scheduler.busy and not any(isinstance(e, GenerationResult) for e in events):
+                    scheduler.tick()
+
+
+def min_batch_for(weights: WeightFormat) -> int:
+    """XLA-CPU multiplies a single bfloat16/int8 row on a slow path; two rows cost less than one."""
+    return 1 if weights == "float32" else 2
 
 
 def _stop_ids(loaded: LoadedModel, template: ChatTemplate) -> set[int]:

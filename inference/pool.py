@@ -107,7 +107,8 @@ class _Worker:
                 new = self.entry.sampling.max_new_tokens
                 warm_up(requests=[(1, 1), *((n, new) for n in self.pool._warm_up_prompts)])
                 warm_batches = getattr(model, "warm_up_batches", None)
-                if self.pool._batching and callable(warm_batches):
+                batches = self.pool._batching and getattr(model, "supports_batching", False)
+                if batches and callable(warm_batches):
                     for n in self.pool._warm_up_prompts:
                         warm_batches(prompt_tokens=n, new_tokens=new)
         except Exception as exc:  # isolate: one bad model must not stop the others
@@ -120,7 +121,7 @@ class _Worker:
 
     def _serve(self) -> None:
         assert self.model is not None
-        if self.pool._batching and hasattr(self.model, "submit"):
+        if self.pool._batching and getattr(self.model, "supports_batching", False):
             self._serve_batched(self.model)
             return
         while True:
@@ -254,10 +255,10 @@ class ModelPool:
     ``warm_up_prompts``: prompt lengths (tokens) whose buckets are compiled while loading, with the
     entry's ``max_new_tokens``; the default covers the calendar scenario's first turns. Later buckets
     compile on first use (a persistent compilation cache makes that cheap after a restart).
-    ``batching``: local models serve through their dynamic batcher
-    (:class:`inference.engine.BatchScheduler`): concurrent requests share each decode step and a new
-    one joins at the next step boundary instead of queueing behind a whole reply; requests arriving
-    within ``batch_window_s`` of an idle model are prefilled together. Off: one request at a time.
+    ``batching`` (default on): local models on the fast engine serve through their continuous batcher
+    (:class:`inference.engine.scheduler.SlotScheduler`): concurrent requests share each decode step and
+    a new one joins at the next step boundary instead of queueing behind a whole reply; requests
+    arriving within ``batch_window_s`` of an idle model start together. Off: one request at a time.
     """
 
     def __init__(
@@ -273,7 +274,7 @@ class ModelPool:
         distributions: Mapping[str, Callable[[], Any]] | None = None,
         mesh: Any | None = None,
         warm_up_prompts: Sequence[int] = (200,),
-        batching: bool = False,
+        batching: bool = True,
         batch_window_s: float = 0.005,
         start: bool = True,
     ) -> None:

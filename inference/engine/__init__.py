@@ -1,16 +1,23 @@
-"""Streaming generation over keras-hub CausalLM internals: compiled prefill + decode step, host sampling."""
+"""Streaming generation engines.
 
-from inference.engine.batching import BatchRunner, BatchScheduler
+The fast engine (``weights`` -> ``decoder`` -> ``slots`` -> ``scheduler``) runs its own JAX forward pass
+over the converted weights with continuous batching; ``runner``/``generate`` stream through keras-hub's
+own cached forward pass, the fallback for backbones the fast decoder does not know and the reference
+the fast one is tested against.
+"""
+
 from inference.engine.decoding import IncrementalDecoder
 from inference.engine.generate import TokenTrace, generate_stream
 from inference.engine.runner import KVRunner, bucket, causal_lm_for
 from inference.engine.sampling import sample_token
+from inference.engine.scheduler import SlotScheduler
+from inference.engine.slots import SlotEngine
 
 __all__ = [
-    "BatchRunner",
-    "BatchScheduler",
     "IncrementalDecoder",
     "KVRunner",
+    "SlotEngine",
+    "SlotScheduler",
     "TokenTrace",
     "bucket",
     "causal_lm_for",

@@ -6,6 +6,8 @@ baked into a compiled function (keras-hub's samplers are), so a visitor's settin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from inference.protocol import GenerationParams
@@ -29,3 +31,36 @@ def sample_token(logits: np.ndarray, params: GenerationParams, rng: np.random.Ge
         keep = int(np.searchsorted(np.cumsum(probs), params.top_p) + 1)
         candidates, probs = candidates[:keep], probs[:keep] / probs[:keep].sum()
     return int(candidates[rng.choice(len(candidates), p=probs)])
+
+
+def sample_from_candidates(
+    values: np.ndarray,
+    ids: np.ndarray,
+    log_normalizer: float,
+    params: GenerationParams,
+    rng: np.random.Generator,
+    full_logits: Callable[[], np.ndarray],
+) -> int:
+    """The same choice as :func:`sample_token`, from the device's best candidates when that is exact.
+
+    ``values``/``ids``: the K largest logits, best first; ``log_normalizer``: logsumexp of all logits
+    divided by the temperature, so ``exp(values / T - log_normalizer)`` are exact probabilities. A
+    top-k within K, or a top-p nucleus that the candidates already cover, needs nothing else; otherwise
+    (plain temperature sampling, or a flat distribution) ``full_logits()`` fetches the whole row.
+    """
+    if params.temperature == 0:
+        return int(ids[0])
+    scaled = values.astype(np.float64) / params.temperature
+    if 0 < params.top_k <= len(values):
+        scaled, ids = scaled[: params.top_k], ids[: params.top_k]
+        probs = np.exp(scaled - scaled[0])
+        probs /= probs.sum()
+    else:
+        probs = np.exp(scaled - log_normalizer)
+        if not (params.top_p < 1.0 and probs.sum() >= params.top_p):
+            return sample_token(full_logits(), params, rng)
+    if params.top_p < 1.0:
+        keep = int(np.searchsorted(np.cumsum(probs), params.top_p) + 1)
+        ids, probs = ids[:keep], probs[:keep]
+    probs = probs / probs.sum()
+    return int(ids[rng.choice(len(ids), p=probs)])

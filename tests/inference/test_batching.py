@@ -1,5 +1,6 @@
-"""Dynamic batching on tiny random keras-hub models: batched greedy == batch-1 greedy, per-row cancel,
-late joiners start before the first request ends."""
+"""Continuous batching on tiny random keras-hub models: every batched row == the request alone on
+keras-hub's own forward pass, per-row stop/cancel, late joiners start before the first request ends,
+the batch grows and shrinks through its buckets."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from inference.builder import build_chat_model
 from inference.catalogue import load_catalogue
 from inference.engine import TokenTrace, generate_stream
-from inference.engine.batching import BatchScheduler
+from inference.engine.scheduler import SlotScheduler
 from inference.local import LocalChatModel
 from inference.protocol import CancelToken, GenerationParams, GenerationResult, StreamEvent, TextDelta
 
@@ -62,14 +63,19 @@ class Sink:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
 
 
-def _submit(scheduler: BatchScheduler, ids: list[int], params: GenerationParams = GREEDY,
+def _scheduler(model: LocalChatModel, **kwargs: object) -> SlotScheduler:
+    assert model.engine is not None, model.engine_note
+    return SlotScheduler(model.engine, model.loaded.tokenizer, **kwargs)  # type: ignore[arg-type]
+
+
+def _submit(scheduler: SlotScheduler, ids: list[int], params: GenerationParams = GREEDY,
             cancel: CancelToken | None = None) -> Sink:
     sink = Sink()
     scheduler.submit(ids, params, stop_ids=(), emit=sink, cancel=cancel, trace=sink.trace)
     return sink
 
 
-def _drain(scheduler: BatchScheduler) -> None:
+def _drain(scheduler: SlotScheduler) -> None:
     for _ in range(1000):
         if not scheduler.busy:
             return
@@ -80,17 +86,17 @@ def _drain(scheduler: BatchScheduler) -> None:
 def test_batched_greedy_equals_batch_one_for_every_request(model: LocalChatModel) -> None:
     prompts = [_prompt(model, t) for t in ("Hi", "A longer prompt than the first one, by far.", "Mid size q")]
     lengths = [6, 12, 9]
-    scheduler = BatchScheduler(model.runner, model.loaded.tokenizer)
+    scheduler = _scheduler(model)
     sinks = [_submit(scheduler, p, GenerationParams(max_new_tokens=n, temperature=0.0))
              for p, n in zip(prompts, lengths, strict=True)]
     _drain(scheduler)
-    assert len({id(g) for g in scheduler.groups}) == 0
+    assert scheduler.rows == [] and scheduler.cache is None  # all done: the batch cache is released
     for sink, prompt, n in zip(sinks, prompts, lengths, strict=True):
         expected = _alone(model, prompt, GenerationParams(max_new_tokens=n, temperature=0.0))
         assert sink.trace.ids == expected
         assert sink.result is not None and sink.result.finish_reason == "length"
         assert sink.result.new_tokens == n and sink.result.text == sink.text
-    # All three shared one group: one device call per step for all of them (the first token of each
+    # All three shared the batch: one device call per step for all of them (the first token of each
     # comes from the prefill), not one per request.
     assert scheduler.steps == max(lengths) - 1
 
@@ -98,7 +104,7 @@ def test_batched_greedy_equals_batch_one_for_every_request(model: LocalChatModel
 def test_sampling_settings_stay_per_request(model: LocalChatModel) -> None:
     prompt = _prompt(model, "Same prompt for both")
     sampled = GenerationParams(max_new_tokens=10, temperature=1.0, top_k=20, seed=7)
-    scheduler = BatchScheduler(model.runner, model.loaded.tokenizer)
+    scheduler = _scheduler(model)
     greedy_sink, sampled_sink = _submit(scheduler, prompt), _submit(scheduler, prompt, sampled)
     _drain(scheduler)
     assert greedy_sink.trace.ids == _alone(model, prompt, GREEDY)
@@ -109,7 +115,7 @@ def test_stop_token_ends_only_its_own_row(model: LocalChatModel) -> None:
     prompt = _prompt(model, "Stop somewhere please")
     reference = _alone(model, prompt, GREEDY)
     stop = reference[3]
-    scheduler = BatchScheduler(model.runner, model.loaded.tokenizer)
+    scheduler = _scheduler(model)
     stopped = Sink()
     scheduler.submit(prompt, GREEDY, stop_ids={stop}, emit=stopped, trace=stopped.trace)
     free = _submit(scheduler, prompt)
@@ -121,7 +127,7 @@ def test_stop_token_ends_only_its_own_row(model: LocalChatModel) -> None:
 
 def test_cancelling_one_request_leaves_the_others_intact(model: LocalChatModel) -> None:
     prompts = [_prompt(model, t) for t in ("first one", "second, cancelled", "third prompt here")]
-    scheduler = BatchScheduler(model.runner, model.loaded.tokenizer)
+    scheduler = _scheduler(model)
     cancel = CancelToken()
     sinks = [_submit(scheduler, p, cancel=cancel if i == 1 else None) for i, p in enumerate(prompts)]
     for _ in range(4):
@@ -140,7 +146,7 @@ def test_cancelling_one_request_leaves_the_others_intact(model: LocalChatModel) 
 def test_a_late_request_starts_before_the_first_one_finishes(model: LocalChatModel) -> None:
     long_params = GenerationParams(max_new_tokens=40, temperature=0.0)
     first_prompt = _prompt(model, "A long answer, please")
-    scheduler = BatchScheduler(model.runner, model.loaded.tokenizer)
+    scheduler = _scheduler(model)
     first = _submit(scheduler, first_prompt, long_params)
     for _ in range(5):
         scheduler.tick()
@@ -150,9 +156,9 @@ def test_a_late_request_starts_before_the_first_one_finishes(model: LocalChatMod
     joiners = [_submit(scheduler, late_long), _submit(scheduler, late_short)]
     scheduler.tick()
     assert first.result is None  # still generating ...
-    assert len(scheduler.groups) == 1  # ... and the newcomers share its group, already decoding
-    rows = [r for r in scheduler.groups[0].rows if r is not None]
-    assert len(rows) == 3 and all(r.ttft_ms is not None and r.produced for r in rows)
+    assert scheduler.running == 3  # ... and the newcomers share its batch, already decoding
+    rows = [r for r in scheduler.rows if r is not None]
+    assert all(r.ttft_ms is not None and r.produced for r in rows)
     while first.result is None:
         scheduler.tick()
     assert all(j.result is not None for j in joiners)  # both done before the first
@@ -161,23 +167,52 @@ def test_a_late_request_starts_before_the_first_one_finishes(model: LocalChatMod
     assert joiners[1].trace.ids == _alone(model, late_short, GREEDY)
 
 
-def test_a_full_group_makes_newcomers_open_another(model: LocalChatModel) -> None:
-    scheduler = BatchScheduler(model.runner, model.loaded.tokenizer, batch_buckets=(1, 2), open_batch=1)
-    first_prompt = _prompt(model, "alone at first")
-    first = _submit(scheduler, first_prompt, GenerationParams(max_new_tokens=30, temperature=0.0))
+def test_when_every_row_is_busy_a_newcomer_starts_as_soon_as_one_frees(model: LocalChatModel) -> None:
+    scheduler = _scheduler(model, batch_buckets=(1, 2))
+    short, long_ = GenerationParams(max_new_tokens=3, temperature=0.0), GenerationParams(max_new_tokens=20,
+                                                                                         temperature=0.0)
+    prompts = [_prompt(model, t) for t in ("short one", "a long one", "waiting")]
+    sinks = [_submit(scheduler, prompts[0], short), _submit(scheduler, prompts[1], long_),
+             _submit(scheduler, prompts[2], short)]
     scheduler.tick()
-    late_prompt = _prompt(model, "no room left")
-    late = _submit(scheduler, late_prompt)
+    assert scheduler.running == 2 and scheduler.active == 3  # the third waits: both rows are busy
+    while sinks[0].result is None:
+        scheduler.tick()
     scheduler.tick()
-    assert len(scheduler.groups) == 2 and first.result is None
+    assert scheduler.active == scheduler.running == 2  # it took the freed row ...
+    assert sinks[1].result is None  # ... while the long one is still running
     _drain(scheduler)
-    assert late.trace.ids == _alone(model, late_prompt, GREEDY)
-    long_params = GenerationParams(max_new_tokens=30, temperature=0.0)
-    assert first.trace.ids == _alone(model, first_prompt, long_params)
+    for sink, prompt, params in zip(sinks, prompts, (short, long_, short), strict=True):
+        assert sink.trace.ids == _alone(model, prompt, params)
+
+
+def test_the_batch_grows_and_shrinks_through_its_buckets(model: LocalChatModel) -> None:
+    scheduler = _scheduler(model, batch_buckets=(1, 2, 4))
+    long_ = GenerationParams(max_new_tokens=24, temperature=0.0)
+    first_prompt = _prompt(model, "the long-lived one")
+    first = _submit(scheduler, first_prompt, long_)
+    scheduler.tick()
+    assert len(scheduler.rows) == 1 and scheduler.slots == 128
+    late = [_submit(scheduler, _prompt(model, f"joiner {i}"), GenerationParams(max_new_tokens=3,
+                                                                                temperature=0.0))
+            for i in range(3)]
+    scheduler.tick()
+    assert len(scheduler.rows) == 4 and scheduler.running == 4  # grew 1 -> 4, the first row kept
+    while any(s.result is None for s in late):
+        scheduler.tick()
+    scheduler.tick()
+    assert first.result is None and len(scheduler.rows) == 1  # shrank back: one row left, compacted
+    big = GenerationParams(max_new_tokens=300, temperature=0.0)
+    grown = _submit(scheduler, _prompt(model, "needs a longer cache"), big)
+    scheduler.tick()
+    assert scheduler.slots == 512 and len(scheduler.rows) == 2  # cache length follows the longest row
+    _drain(scheduler)
+    assert first.trace.ids == _alone(model, first_prompt, long_)
+    assert grown.result is not None and grown.result.new_tokens == 300
 
 
 def test_more_requests_than_the_largest_batch_all_finish(model: LocalChatModel) -> None:
-    scheduler = BatchScheduler(model.runner, model.loaded.tokenizer, batch_buckets=(1, 2))
+    scheduler = _scheduler(model, batch_buckets=(1, 2))
     prompts = [_prompt(model, f"request number {i}") for i in range(5)]
     sinks = [_submit(scheduler, p, GenerationParams(max_new_tokens=4, temperature=0.0)) for p in prompts]
     _drain(scheduler)
@@ -186,10 +221,10 @@ def test_more_requests_than_the_largest_batch_all_finish(model: LocalChatModel) 
 
 
 def test_bad_and_precancelled_requests_end_without_running(model: LocalChatModel) -> None:
-    scheduler = BatchScheduler(model.runner, model.loaded.tokenizer)
+    scheduler = _scheduler(model)
     cancel = CancelToken()
     cancel.cancel()
-    too_long = _submit(scheduler, [5] * model.runner.max_length)
+    too_long = _submit(scheduler, [5] * model.context_length)
     precancelled = _submit(scheduler, _prompt(model, "never mind"), cancel=cancel)
     _drain(scheduler)
     assert too_long.result is not None and too_long.result.finish_reason == "error"

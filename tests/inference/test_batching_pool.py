@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from inference.catalogue import load_catalogue
-from inference.engine import TokenTrace
+from inference.engine import generate_stream
 from inference.local import LocalChatModel
 from inference.pool import ModelPool
 from inference.protocol import (
@@ -45,10 +45,10 @@ def _local(pool: ModelPool) -> LocalChatModel:
 
 
 def _expected(pool: ModelPool, question: str) -> str:
-    """The batch-1 engine's reply (the worker is idle between the tests' requests)."""
+    """The reply of keras-hub's own forward pass, one request alone (the reference)."""
     model = _local(pool)
-    trace = TokenTrace(ids=[])
-    events = list(model.stream([ChatMessage("user", question)], GREEDY, trace=trace))
+    ids = model.prompt_ids([ChatMessage("user", question)], GREEDY)
+    events = list(generate_stream(model.runner, model.loaded.tokenizer, ids, GREEDY, stop_ids=model.stop_ids))
     result = events[-1]
     assert isinstance(result, GenerationResult)
     return result.text
@@ -101,7 +101,7 @@ def test_closing_one_stream_cancels_it_and_not_the_others(pool: ModelPool) -> No
 def test_a_failing_step_is_an_error_result_and_the_worker_lives_on(
     pool: ModelPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runner = _local(pool).batcher.batch_runner
+    runner = _local(pool).engine
 
     def broken(*args: Any) -> Any:
         raise RuntimeError("device fell over")

@@ -228,16 +228,17 @@ def test_sample_token_respects_top_k_and_top_p() -> None:
 def test_failure_mid_stream_keeps_the_text_already_shown(
     model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_step = model.runner.step
+    assert model.engine is not None
+    real_step = model.engine.step
     calls = {"n": 0}
 
-    def failing_step(cache: Any, token: int, index: int) -> Any:
+    def failing_step(*args: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 6:
             raise RuntimeError("device lost")
-        return real_step(cache, token, index)
+        return real_step(*args)
 
-    monkeypatch.setattr(model.runner, "step", failing_step)
+    monkeypatch.setattr(model.engine, "step", failing_step)
     events = list(model.stream(MESSAGES, GenerationParams(max_new_tokens=30)))
     result = events[-1]
     assert isinstance(result, GenerationResult)

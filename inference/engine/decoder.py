@@ -1,0 +1,198 @@
+"""A decoder-only transformer forward pass in plain JAX, with a KV cache whose rows move independently.
+
+keras-hub's ``call_with_cache`` writes every row of a batch at one shared cache index, which forces a
+batch into lockstep. Here each row ``b`` has its own write index ``index[b]``: its new keys/values go
+to slots ``index[b] .. index[b]+T-1`` of its own cache row (one in-place ``dynamic_update_slice`` per
+row, not a scatter), its tokens get RoPE positions from the same index, and its queries see exactly the
+slots ``<= position`` (and inside the sliding window on local layers). A row therefore computes what it
+would compute alone, whatever the other rows are doing; stale slots past a row's length are masked.
+
+Everything here is a pure function of (spec, params, cache, inputs): ``jax.jit`` it with the spec
+static. Matrices may be float32, bfloat16 or int8 (:mod:`inference.engine.weights`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from inference.engine.weights import DecoderSpec, LayerSpec, QuantizedMatrix
+
+Cache = tuple[tuple[Any, Any], ...]  # per layer: (keys, values), each (batch, kv_heads, slots, head_dim)
+
+
+def empty_cache(spec: DecoderSpec, *, batch: int, slots: int) -> Cache:
+    import jax.numpy as jnp
+
+    shape = (batch, spec.num_kv_heads, slots, spec.head_dim)
+    return tuple((jnp.zeros(shape, "float32"), jnp.zeros(shape, "float32")) for _ in spec.layers)
+
+
+def matmul(x: Any, w: Any) -> Any:
+    """``x @ w`` for x ``(..., in)`` float32 and a float32 / bfloat16 / int8 ``(in, out)`` matrix."""
+    import jax
+    import jax.numpy as jnp
+
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    if isinstance(w, QuantizedMatrix):
+        # Dynamic per-row activation scale (keras' int8 scheme): int8 x int8 -> int32, rescaled.
+        x_scale = jnp.max(jnp.abs(x2), axis=-1, keepdims=True) / 127.0
+        x_scale = jnp.where(x_scale == 0, 1.0, x_scale)
+        xq = jnp.clip(jnp.round(x2 / x_scale), -127, 127).astype("int8")
+        acc = jax.lax.dot(xq, w.values, preferred_element_type=jnp.int32)
+        y = acc.astype("float32") * x_scale * w.scale
+    elif w.dtype == jnp.bfloat16:
+        y = jnp.dot(x2.astype(jnp.bfloat16), w, preferred_element_type=jnp.float32)
+    else:
+        y = jnp.dot(x2, w)
+    return y.reshape(*lead, y.shape[-1])
+
+
+def embed(spec: DecoderSpec, table: Any, tokens: Any) -> Any:
+    import jax.numpy as jnp
+
+    if isinstance(table, QuantizedMatrix):
+        x = table.values[tokens].astype("float32") * table.scale[tokens][..., None]
+    else:
+        x = table[tokens].astype("float32")
+    return x * jnp.float32(spec.embedding_scale) if spec.embedding_scale != 1.0 else x
+
+
+def output_logits(spec: DecoderSpec, params: dict[str, Any], x: Any) -> Any:
+    """``x (B, d)`` -> float32 ``(B, vocab)``: the tied embedding (or the untied head), soft-capped."""
+    import jax
+    import jax.numpy as jnp
+
+    if "head" in params:
+        return _soft_cap(spec, matmul(x, params["head"]))
+    table = params["embedding"]
+
+    contract = (((1,), (1,)), ((), ()))
+    if isinstance(table, QuantizedMatrix):
+        x_scale = jnp.max(jnp.abs(x), axis=-1, keepdims=True) / 127.0
+        x_scale = jnp.where(x_scale == 0, 1.0, x_scale)
+        xq = jnp.clip(jnp.round(x / x_scale), -127, 127).astype("int8")
+        acc = jax.lax.dot_general(xq, table.values, contract, preferred_element_type=jnp.int32)
+        logits = acc.astype("float32") * x_scale * table.scale
+    else:
+        logits = jax.lax.dot_general(x.astype(table.dtype), table, contract,
+                                     preferred_element_type=jnp.float32)
+    return _soft_cap(spec, logits)
+
+
+def _soft_cap(spec: DecoderSpec, logits: Any) -> Any:
+    import jax.numpy as jnp
+
+    if spec.final_soft_cap:
+        return jnp.tanh(logits / spec.final_soft_cap) * spec.final_soft_cap
+    return logits
+
+
+def rms_norm(spec: DecoderSpec, x: Any, scale: Any) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    variance = jnp.mean(x * x, axis=-1, keepdims=True)
+    return x * jax.lax.rsqrt(variance + spec.norm_eps) * (scale + spec.norm_offset)
+
+
+def rope(x: Any, positions: Any, layer: LayerSpec) -> Any:
+    """Rotary embedding as keras-hub applies it (rotate halves); x ``(B, T, heads, hd)``."""
+    import jax.numpy as jnp
+
+    half = x.shape[-1] // 2
+    inverse = 1.0 / (layer.rope_wavelength ** (np.arange(0, half, dtype=np.float32) * 2 / x.shape[-1]))
+    angles = (positions.astype("float32") / layer.rope_scaling)[..., None] * inverse  # (B, T, half)
+    cos, sin = jnp.cos(angles)[:, :, None, :], jnp.sin(angles)[:, :, None, :]
+    first, second = x[..., :half], x[..., half:]
+    return jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def write_rows(cache: Any, update: Any, index: Any) -> Any:
+    """Write ``update (B, kv, T, hd)`` into ``cache (B, kv, S, hd)`` at each row's own slot ``index[b]``."""
+    import jax
+
+    for b in range(cache.shape[0]):
+        cache = jax.lax.dynamic_update_slice(cache, update[b : b + 1], (b, 0, index[b], 0))
+    return cache
+
+
+def attention_mask(positions: Any, slots: int, window: int | None) -> Any:
+    """``(B, T, S)``: slot s is visible to the query at ``positions[b, t]`` (causal, optional window)."""
+    import jax.numpy as jnp
+
+    slot = jnp.arange(slots)[None, None, :]
+    query = positions[:, :, None]
+    visible = slot <= query
+    if window is not None:
+        visible &= slot > query - window
+    return visible
+
+
+def attend(spec: DecoderSpec, q: Any, keys: Any, values: Any, mask: Any) -> Any:
+    """Grouped-query attention of q ``(B, T, H, hd)`` over a cache row ``(B, kv, S, hd)``."""
+    import jax
+    import jax.numpy as jnp
+
+    batch, length = q.shape[0], q.shape[1]
+    groups = spec.num_query_heads // spec.num_kv_heads
+    q = q.reshape(batch, length, spec.num_kv_heads, groups, spec.head_dim) * spec.query_scale
+    if length == 1:  # decode: no query-time axis, so XLA-CPU batches the small products well (~1.5x)
+        scores = jnp.einsum("bkgh,bksh->bkgs", q[:, 0], keys)[:, :, :, None, :]
+    else:
+        scores = jnp.einsum("btkgh,bksh->bkgts", q, keys)
+    if spec.attention_soft_cap:
+        scores = jnp.tanh(scores / spec.attention_soft_cap) * spec.attention_soft_cap
+    scores = jnp.where(mask[:, None, None], scores, -1e30)
+    weights = jax.nn.softmax(scores, axis=-1)
+    if length == 1:
+        out = jnp.einsum("bkgs,bksh->bkgh", weights[:, :, :, 0], values)[:, None]
+    else:
+        out = jnp.einsum("bkgts,bksh->btkgh", weights, values)
+    return out.reshape(batch, length, spec.num_query_heads * spec.head_dim)
+
+
+def forward(
+    spec: DecoderSpec, params: dict[str, Any], cache: Cache, tokens: Any, index: Any
+) -> tuple[Any, Cache]:
+    """Run ``tokens (B, T)`` written from slot ``index (B,)`` of each row: hidden states and the new cache."""
+    import jax
+    import jax.numpy as jnp
+
+    batch, length = tokens.shape
+    positions = index[:, None] + jnp.arange(length, dtype=index.dtype)[None, :]
+    slots = cache[0][0].shape[2]
+    x = embed(spec, params["embedding"], tokens)
+    new_cache = []
+    masks: dict[int | None, Any] = {}
+    for layer_spec, weights, (keys, values) in zip(spec.layers, params["layers"], cache, strict=True):
+        if layer_spec.sliding_window not in masks:
+            masks[layer_spec.sliding_window] = attention_mask(positions, slots, layer_spec.sliding_window)
+        h = rms_norm(spec, x, weights["attn_norm"])
+        qkv = matmul(h, weights["qkv"])
+        q_end = spec.num_query_heads * spec.head_dim
+        k_end = q_end + spec.num_kv_heads * spec.head_dim
+        q = qkv[..., :q_end].reshape(batch, length, spec.num_query_heads, spec.head_dim)
+        k = qkv[..., q_end:k_end].reshape(batch, length, spec.num_kv_heads, spec.head_dim)
+        v = qkv[..., k_end:].reshape(batch, length, spec.num_kv_heads, spec.head_dim)
+        if spec.qk_norm:
+            q = rms_norm(spec, q, weights["q_norm"])
+            k = rms_norm(spec, k, weights["k_norm"])
+        q, k = rope(q, positions, layer_spec), rope(k, positions, layer_spec)
+        keys = write_rows(keys, jnp.swapaxes(k, 1, 2), index)
+        values = write_rows(values, jnp.swapaxes(v, 1, 2), index)
+        new_cache.append((keys, values))
+        attended = matmul(attend(spec, q, keys, values, masks[layer_spec.sliding_window]), weights["o"])
+        if spec.post_norms:
+            attended = rms_norm(spec, attended, weights["post_attn_norm"])
+        x = x + attended
+        h = rms_norm(spec, x, weights["ffn_norm"])
+        gate, up = jnp.split(matmul(h, weights["gate_up"]), 2, axis=-1)
+        gate = jax.nn.silu(gate) if spec.activation == "silu" else jax.nn.gelu(gate, approximate=True)
+        ffn = matmul(gate * up, weights["down"])
+        if spec.post_norms:
+            ffn = rms_norm(spec, ffn, weights["post_ffn_norm"])
+        x = x + ffn
+    return rms_norm(spec, x, params["final_norm"]), tuple(new_cache)

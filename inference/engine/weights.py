@@ -1,0 +1,261 @@
+"""The fast engine's view of a keras-hub backbone: one spec of the architecture, and its weights as plain
+2-D matrices in the chosen format.
+
+keras-hub's layers hold their kernels in einsum layouts (``(d, heads, head_dim)``, Gemma's ``(heads, d,
+head_dim)``…); the fast decoder (:mod:`inference.engine.decoder`) wants every projection as one
+``(in, out)`` matrix so a token's work is a short chain of GEMMs. The conversion runs as jitted array
+programs, so a weight sharded over a device mesh stays sharded (XLA propagates the variable's sharding).
+
+Formats: ``float32`` (the variables as loaded), ``bfloat16`` (half the bytes; XLA-CPU multiplies it fast
+from two rows up) and ``int8`` (per-output-channel symmetric weights with per-row dynamic activation
+scales, keras' own ``quantize("int8")`` scheme; a quarter of the bytes and VNNI dot products on CPU).
+Norm scales, the KV cache and every accumulation stay float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+WeightFormat = Literal["float32", "bfloat16", "int8"]
+WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("float32", "bfloat16", "int8")
+
+
+class QuantizedMatrix(NamedTuple):
+    """An int8 ``(in, out)`` matrix and its float32 per-output-column scale (a pytree: jit passes it)."""
+
+    values: Any
+    scale: Any
+
+
+class UnsupportedModel(ValueError):
+    """A backbone the fast decoder cannot run exactly; the caller falls back to keras-hub's own path."""
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """What differs between a model's layers: Gemma 3 interleaves local (sliding) and global layers."""
+
+    sliding_window: int | None
+    rope_wavelength: float
+    rope_scaling: float
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """Everything static about a decoder-only transformer, enough to run it from its weights."""
+
+    family: Literal["llama", "gemma3"]
+    vocabulary_size: int
+    hidden_dim: int
+    num_query_heads: int
+    num_kv_heads: int
+    head_dim: int
+    norm_eps: float
+    layers: tuple[LayerSpec, ...]
+    query_scale: float
+    embedding_scale: float
+    norm_offset: float  # Gemma's RMSNorm multiplies by (1 + scale)
+    qk_norm: bool
+    post_norms: bool
+    activation: Literal["silu", "gelu_tanh"]
+    attention_soft_cap: float | None
+    final_soft_cap: float | None
+    weight_format: WeightFormat
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+
+def decoder_spec(backbone: Any, weight_format: WeightFormat) -> DecoderSpec:
+    """The spec of a keras-hub Llama/Llama 3/Mistral/Gemma 3 backbone; UnsupportedModel otherwise."""
+    if weight_format not in WEIGHT_FORMATS:
+        raise ValueError(f"weight format {weight_format!r}: choose one of {', '.join(WEIGHT_FORMATS)}")
+    name = type(backbone).__name__
+    if name == "Gemma3Backbone":
+        return _gemma3_spec(backbone, backbone.get_config(), weight_format)
+    if name in ("LlamaBackbone", "Llama3Backbone", "MistralBackbone"):
+        return _llama_spec(backbone.get_config(), weight_format)
+    raise UnsupportedModel(f"the fast decoder has no {name}")
+
+
+def _llama_spec(config: dict[str, Any], weight_format: WeightFormat) -> DecoderSpec:
+    if config.get("rope_frequency_adjustment_factor") is not None:
+        raise UnsupportedModel("Llama 3.1 RoPE frequency adjustment is not implemented in the fast decoder")
+    heads, hidden = int(config["num_query_heads"]), int(config["hidden_dim"])
+    head_dim = hidden // heads
+    scaling = config.get("rope_position_scaling_factor") or config.get("rope_scaling_factor") or 1.0
+    window = config.get("sliding_window")  # Mistral
+    layer = LayerSpec(int(window) if window else None, float(config["rope_max_wavelength"]), float(scaling))
+    return DecoderSpec(
+        family="llama", vocabulary_size=int(config["vocabulary_size"]), hidden_dim=hidden,
+        num_query_heads=heads, num_kv_heads=int(config["num_key_value_heads"]), head_dim=head_dim,
+        norm_eps=float(config["layer_norm_epsilon"]), layers=(layer,) * int(config["num_layers"]),
+        query_scale=head_dim**-0.5, embedding_scale=1.0, norm_offset=0.0, qk_norm=False, post_norms=False,
+        activation="silu", attention_soft_cap=None, final_soft_cap=None, weight_format=weight_format,
+    )
+
+
+def _gemma3_spec(backbone: Any, config: dict[str, Any], weight_format: WeightFormat) -> DecoderSpec:
+    if config.get("vision_encoder") is not None or config.get("use_bidirectional_attention"):
+        raise UnsupportedModel("the fast decoder runs text-only, causal Gemma 3")
+    layers = []
+    for block in backbone.transformer_layers:
+        attention = block.attention
+        window = int(attention.sliding_window_size) if attention.use_sliding_window_attention else None
+        rope = float(attention.rope_wavelength), float(attention.rope_scaling_factor)
+        layers.append(LayerSpec(window, *rope))
+    hidden, heads = int(config["hidden_dim"]), int(config["num_query_heads"])
+    head_dim = int(config["head_dim"])
+    query_scale = head_dim**-0.5 if config["query_head_dim_normalize"] else (hidden // heads) ** -0.5
+    soft_cap = config.get("attention_logit_soft_cap")
+    final_cap = config.get("final_logit_soft_cap")
+    return DecoderSpec(
+        family="gemma3", vocabulary_size=int(config["vocabulary_size"]), hidden_dim=hidden,
+        num_query_heads=heads, num_kv_heads=int(config["num_key_value_heads"]), head_dim=head_dim,
+        norm_eps=float(config["layer_norm_epsilon"]), layers=tuple(layers), query_scale=float(query_scale),
+        embedding_scale=float(hidden) ** 0.5, norm_offset=1.0, qk_norm=bool(config["use_query_key_norm"]),
+        post_norms=bool(config["use_post_attention_norm"]),
+        activation="gelu_tanh", attention_soft_cap=float(soft_cap) if soft_cap else None,
+        final_soft_cap=float(final_cap) if final_cap else None, weight_format=weight_format,
+    )
+
+
+# ---- weights ------------------------------------------------------------------------------------------
+
+_LLAMA_LAYER = {  # our name -> (path under transformer_layer_i, einsum layout)
+    "attn_norm": ("self_attention_layernorm/scale", "vector"),
+    "q": ("self_attention/query/kernel", "d_n_h"),
+    "k": ("self_attention/key/kernel", "d_n_h"),
+    "v": ("self_attention/value/kernel", "d_n_h"),
+    "o": ("self_attention/attention_output/kernel", "n_h_d"),
+    "ffn_norm": ("feedforward_layernorm/scale", "vector"),
+    "gate": ("feedforward_gate_dense/kernel", "in_out"),
+    "up": ("feedforward_intermediate_dense/kernel", "in_out"),
+    "down": ("feedforward_output_dense/kernel", "in_out"),
+}
+_GEMMA3_LAYER = {
+    "attn_norm": ("pre_attention_norm/scale", "vector"),
+    "post_attn_norm": ("post_attention_norm/scale", "vector"),
+    "q": ("attention/query/kernel", "n_d_h"),
+    "k": ("attention/key/kernel", "n_d_h"),
+    "v": ("attention/value/kernel", "n_d_h"),
+    "q_norm": ("attention/query_norm/scale", "vector"),
+    "k_norm": ("attention/key_norm/scale", "vector"),
+    "o": ("attention/attention_output/kernel", "n_h_d"),
+    "ffn_norm": ("pre_ffw_norm/scale", "vector"),
+    "post_ffn_norm": ("post_ffw_norm/scale", "vector"),
+    "gate": ("ffw_gating/kernel", "in_out"),
+    "up": ("ffw_gating_2/kernel", "in_out"),
+    "down": ("ffw_linear/kernel", "in_out"),
+}
+_FINAL_NORM = {"llama": "sequence_output_layernorm/scale", "gemma3": "final_normalization/scale"}
+_LAYER_PREFIX = {"llama": "transformer_layer_{}/", "gemma3": "decoder_block_{}/"}
+
+
+def extract_params(backbone: Any, spec: DecoderSpec) -> dict[str, Any]:
+    """``{"embedding", "final_norm", "layers": [{name: matrix | vector}], "head"?}`` in the spec's format.
+
+    ``embedding`` is the ``(vocab, d)`` table, also the output head unless the model has its own
+    ``head`` ``(d, vocab)`` (untied; int8 scales are per vocabulary entry either way).
+    """
+    by_path = {_strip_model_prefix(v.path): v for v in backbone.weights}
+    table = _LLAMA_LAYER if spec.family == "llama" else _GEMMA3_LAYER
+    layers = []
+    for i in range(spec.num_layers):
+        prefix = _LAYER_PREFIX[spec.family].format(i)
+        layer: dict[str, Any] = {}
+        for name, (path, layout) in table.items():
+            variable = by_path.get(prefix + path)
+            if variable is None:
+                if name in ("q_norm", "k_norm", "post_attn_norm", "post_ffn_norm"):
+                    continue  # optional in Gemma 3's config
+                raise UnsupportedModel(f"weight {prefix + path} not found")
+            value = variable.value
+            layer[name] = _float32(value) if layout == "vector" else _as_matrix(value, layout)
+        layers.append(_fuse_and_convert(layer, spec.weight_format))
+    embedding = by_path["token_embedding/embeddings"].value
+    params = {
+        "embedding": _convert_matrix(embedding, spec.weight_format, axis=1),
+        "final_norm": _float32(by_path[_FINAL_NORM[spec.family]].value),
+        "layers": layers,
+    }
+    untied = by_path.get("token_embedding/reverse_embeddings")
+    if untied is not None:  # a separate output head, (d, vocab)
+        params["head"] = _convert_matrix(untied.value, spec.weight_format, axis=0)
+    return params
+
+
+def _fuse_and_convert(layer: dict[str, Any], weight_format: WeightFormat) -> dict[str, Any]:
+    """One ``qkv`` and one ``gate_up`` matrix per layer (fewer, larger GEMMs), then the weight format."""
+    import jax
+    import jax.numpy as jnp
+
+    concat = jax.jit(lambda *ms: jnp.concatenate(ms, axis=1))
+    fused = {name: value for name, value in layer.items() if name not in ("q", "k", "v", "gate", "up")}
+    fused["qkv"] = concat(layer.pop("q"), layer.pop("k"), layer.pop("v"))
+    fused["gate_up"] = concat(layer.pop("gate"), layer.pop("up"))
+    for name in ("qkv", "o", "gate_up", "down"):
+        fused[name] = _convert_matrix(fused[name], weight_format, axis=0)
+    return fused
+
+
+def _strip_model_prefix(path: str) -> str:
+    return path.split("/", 1)[1] if path.startswith(("llama", "gemma", "mistral")) else path
+
+
+def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> Any:
+    """``axis``: the input (reduced) axis, so the int8 scales are per output channel."""
+    if weight_format == "int8":
+        return _quantize(matrix, axis=axis)
+    return _cast(matrix, weight_format)
+
+
+def _as_matrix(value: Any, layout: str) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    def reshape(w: Any) -> Any:
+        if layout == "d_n_h":  # (d, heads, head_dim) -> (d, heads*head_dim)
+            return w.reshape(w.shape[0], -1)
+        if layout == "n_d_h":  # (heads, d, head_dim) -> (d, heads*head_dim)
+            return jnp.transpose(w, (1, 0, 2)).reshape(w.shape[1], -1)
+        if layout == "n_h_d":  # (heads, head_dim, d) -> (heads*head_dim, d)
+            return w.reshape(-1, w.shape[-1])
+        return w
+
+    return jax.jit(reshape)(value)
+
+
+def _float32(value: Any) -> Any:
+    return _cast(value, "float32")
+
+
+def _cast(value: Any, dtype: str) -> Any:
+    import jax
+
+    return jax.jit(lambda w: w.astype(dtype))(value)
+
+
+def _quantize(matrix: Any, *, axis: int) -> QuantizedMatrix:
+    """Symmetric int8 with one scale per output channel (``axis`` is the one reduced over)."""
+    import jax
+    import jax.numpy as jnp
+
+    def quantize(w: Any) -> tuple[Any, Any]:
+        w = w.astype("float32")
+        scale = jnp.max(jnp.abs(w), axis=axis, keepdims=True) / 127.0
+        scale = jnp.where(scale == 0, 1.0, scale)
+        values = jnp.clip(jnp.round(w / scale), -127, 127).astype("int8")
+        return values, jnp.squeeze(scale, axis)
+
+    values, scale = jax.jit(quantize)(matrix)
+    return QuantizedMatrix(values, scale)
+
+
+def weight_bytes(params: dict[str, Any]) -> int:
+    """Bytes the converted weights occupy (every leaf of the pytree)."""
+    import jax
+
+    return int(sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(params)))

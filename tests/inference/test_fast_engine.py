@@ -1,0 +1,236 @@
+"""The fast decoder against keras-hub's own forward pass: same logits (float32), close ones (bfloat16,
+int8), rows that do not disturb each other, the sampler's candidate shortcut that never changes a
+choice, a model it does not know falling back to keras-hub, and the fast path sharded on 8 devices."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from inference.builder import build_chat_model
+from inference.catalogue import load_catalogue
+from inference.engine import TokenTrace, generate_stream
+from inference.engine.decoder import empty_cache, forward, matmul, output_logits
+from inference.engine.sampling import sample_from_candidates, sample_token
+from inference.engine.weights import (
+    QuantizedMatrix,
+    UnsupportedModel,
+    decoder_spec,
+    extract_params,
+    weight_bytes,
+)
+from inference.local import LocalChatModel
+from inference.protocol import ChatMessage, GenerationParams, GenerationResult
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module", params=["tiny-llama", "tiny-gemma3"])
+def model(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalChatModel]:
+    entries = {e.slug: e for e in load_catalogue(REPO / "tests/data/tiny_catalogue.toml")}
+    built = build_chat_model(entries[request.param], cache_dir=tmp_path_factory.mktemp("c"), warm_up=False)
+    assert isinstance(built, LocalChatModel) and built.engine is not None
+    yield built
+
+
+def _fast_logits(backbone: Any, weights: str, prompt: list[int], steps: list[int]) -> list[np.ndarray]:
+    """Next-token logits after the prompt, then after each of ``steps`` fed one at a time (batch 1)."""
+    spec = decoder_spec(backbone, weights)  # type: ignore[arg-type]
+    params = extract_params(backbone, spec)
+    run = jax.jit(lambda p, c, t, i: forward(spec, p, c, t, i))
+    head = jax.jit(lambda p, h: output_logits(spec, p, h))
+    cache = empty_cache(spec, batch=1, slots=128)
+    hidden, cache = run(params, cache, jnp.asarray([prompt], "int32"), jnp.zeros((1,), "int32"))
+    out = [np.asarray(head(params, hidden[:, -1]))[0]]
+    for i, token in enumerate(steps):
+        index = jnp.asarray([len(prompt) + i], "int32")
+        hidden, cache = run(params, cache, jnp.asarray([[token]], "int32"), index)
+        out.append(np.asarray(head(params, hidden[:, 0]))[0])
+    return out
+
+
+def _keras_logits(model: LocalChatModel, prompt: list[int], steps: list[int]) -> list[np.ndarray]:
+    logits, cache = model.runner.prefill(prompt, cache_length=128)
+    out = [logits]
+    for i, token in enumerate(steps):
+        logits, cache = model.runner.step(cache, token, len(prompt) + i)
+        out.append(logits)
+    return out
+
+
+# A 40-token prompt: longer than tiny Gemma 3's sliding window (16), so the local-layer mask matters.
+PROMPT = [int(t) for t in np.random.default_rng(0).integers(3, 200, 40)]
+STEPS = [7, 99, 150, 3, 42]
+
+
+def test_float32_logits_equal_keras_hub_prefill_and_every_step(model: LocalChatModel) -> None:
+    reference = _keras_logits(model, PROMPT, STEPS)
+    fast = _fast_logits(model.loaded.backbone, "float32", PROMPT, STEPS)
+    scale = max(float(np.max(np.abs(r))) for r in reference)
+    assert scale > 0.1  # a comparison of near-zeros would prove nothing
+    for got, want in zip(fast, reference, strict=True):
+        assert float(np.max(np.abs(got - want))) <= 1e-5 * max(scale, 1.0)
+
+
+@pytest.mark.parametrize(("weights", "tolerance"), [("bfloat16", 0.01), ("int8", 0.03)])
+def test_low_precision_matmul_stays_close_to_float32(weights: str, tolerance: float) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(4, 256)).astype("float32")
+    w = rng.normal(size=(256, 96)).astype("float32")
+    exact = x @ w
+    if weights == "int8":
+        scale = np.abs(w).max(axis=0) / 127
+        packed: Any = QuantizedMatrix(jnp.asarray(np.round(w / scale).astype("int8")), jnp.asarray(scale))
+    else:
+        packed = jnp.asarray(w, dtype=jnp.bfloat16)
+    got = np.asarray(jax.jit(matmul)(jnp.asarray(x), packed))
+    relative = np.linalg.norm(got - exact) / np.linalg.norm(exact)
+    assert relative < tolerance
+    assert relative > 1e-6  # it really is the low-precision path
+
+
+def test_weight_formats_shrink_the_weights_and_keep_the_model(model: LocalChatModel) -> None:
+    backbone = model.loaded.backbone
+    sizes = {}
+    for weights in ("float32", "bfloat16", "int8"):
+        spec = decoder_spec(backbone, weights)  # type: ignore[arg-type]
+        sizes[weights] = weight_bytes(extract_params(backbone, spec))
+        logits = _fast_logits(backbone, weights, PROMPT, [])[0]
+        reference = _keras_logits(model, PROMPT, [])[0]
+        # Same shape, clearly correlated with the exact logits (random tiny weights quantize badly).
+        assert np.corrcoef(logits, reference)[0, 1] > 0.9
+    assert sizes["bfloat16"] < 0.6 * sizes["float32"]
+    assert sizes["int8"] < 0.35 * sizes["float32"]
+
+
+def test_rows_at_different_positions_compute_what_each_computes_alone(model: LocalChatModel) -> None:
+    backbone = model.loaded.backbone
+    spec = decoder_spec(backbone, "float32")
+    params = extract_params(backbone, spec)
+    run = jax.jit(lambda p, c, t, i: forward(spec, p, c, t, i))
+    prompts = [PROMPT[:30], PROMPT[5:12], PROMPT[:1]]
+    alone = [_fast_logits(backbone, "float32", p, [11])[1] for p in prompts]
+    cache = empty_cache(spec, batch=3, slots=128)
+    for row, prompt in enumerate(prompts):  # fill each row on its own, as the scheduler does
+        one = empty_cache(spec, batch=1, slots=128)
+        _, one = run(params, one, jnp.asarray([prompt], "int32"), jnp.zeros((1,), "int32"))
+        cache = tuple((k.at[row].set(k1[0]), v.at[row].set(v1[0])) for (k, v), (k1, v1) in zip(cache, one,
+                                                                                               strict=True))
+    index = jnp.asarray([len(p) for p in prompts], "int32")
+    hidden, _ = run(params, cache, jnp.full((3, 1), 11, "int32"), index)
+    together = np.asarray(output_logits(spec, params, hidden[:, 0]))
+    for row in range(3):
+        np.testing.assert_allclose(together[row], alone[row], atol=1e-5)
+
+
+@pytest.mark.parametrize("params", [
+    GenerationParams(temperature=0.7, top_p=0.9),
+    GenerationParams(temperature=1.0, top_k=20),
+    GenerationParams(temperature=0.3, top_k=10, top_p=0.5),
+    GenerationParams(temperature=1.5, top_p=0.95),  # flat: the nucleus outgrows the candidates
+    GenerationParams(temperature=1.0),  # plain sampling needs the whole row
+    GenerationParams(temperature=0.0),
+])
+def test_sampling_from_candidates_chooses_exactly_what_the_full_row_would(params: GenerationParams) -> None:
+    rng = np.random.default_rng(3)
+    fetched = 0
+    for trial in range(60):
+        logits = (rng.normal(size=500) * rng.uniform(0.5, 6.0)).astype("float32")
+        order = np.argsort(-logits, kind="stable")[:64]
+        temperature = params.temperature if params.temperature > 0 else 1.0
+        normalizer = float(np.log(np.sum(np.exp(logits.astype(np.float64) / temperature))))
+
+        def full(row: np.ndarray = logits) -> np.ndarray:
+            nonlocal fetched
+            fetched += 1
+            return row
+
+        want = sample_token(logits, params, np.random.default_rng(trial))
+        rng_same = np.random.default_rng(trial)
+        got = sample_from_candidates(logits[order], order, normalizer, params, rng_same, full)
+        assert got == want
+    if params.temperature == 0 or params.top_k:
+        assert fetched == 0
+    if params.temperature == 1.0 and not params.top_k and params.top_p == 1.0:
+        assert fetched == 60
+
+
+def test_an_unknown_backbone_falls_back_to_keras_hub(
+    model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(UnsupportedModel):
+        decoder_spec(object(), "float32")
+
+    def unknown(*args: Any) -> Any:
+        raise UnsupportedModel("not this one")
+
+    monkeypatch.setattr("inference.local.decoder_spec", unknown)
+    fallback = LocalChatModel("fallback", model.loaded, model.template, context_length=model.context_length)
+    assert fallback.engine is None and not fallback.supports_batching
+    assert fallback.engine_note == "not this one"
+    messages = [ChatMessage("user", "Hello there")]
+    params = GenerationParams(max_new_tokens=6, temperature=0.0)
+    events = list(fallback.stream(messages, params))
+    fast = list(model.stream(messages, params))
+    assert isinstance(events[-1], GenerationResult) and isinstance(fast[-1], GenerationResult)
+    assert events[-1].text == fast[-1].text and events[-1].error is None
+
+
+def test_stream_ids_on_the_fast_path_equal_keras_hub_token_for_token(model: LocalChatModel) -> None:
+    ids = model.prompt_ids([ChatMessage("user", "Count to five")], GenerationParams())
+    params = GenerationParams(max_new_tokens=20, temperature=0.0)
+    fast, reference = TokenTrace(ids=[]), TokenTrace(ids=[])
+    list(model.stream_ids(ids, params, trace=fast))
+    list(generate_stream(model.runner, model.loaded.tokenizer, ids, params, stop_ids=model.stop_ids,
+                         trace=reference))
+    assert fast.ids == reference.ids and fast.ids
+
+
+def test_a_stream_closed_early_frees_its_row(model: LocalChatModel) -> None:
+    stream = model.stream([ChatMessage("user", "Talk for a while")], GenerationParams(max_new_tokens=60))
+    next(stream)
+    stream.close()
+    assert not model.batcher.busy and model.batcher.rows == []
+
+
+# --- the fast path sharded on 8 virtual CPU devices ------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_fast_path_sharded_on_8_devices_equals_one_device_and_stays_split(family: str) -> None:
+    from inference.sharding import MODEL_AXIS, make_mesh, shard_backbone
+    from tests.inference.test_sharding import TINY_GEMMA3, TINY_LLAMA, TOKENS, random_backbone
+
+    if len(jax.devices()) < 8:
+        pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=8 (tests/conftest.py sets it)")
+    config = TINY_LLAMA if family == "llama" else TINY_GEMMA3
+    plain = random_backbone(family, config, seed=5)
+
+    def logits(backbone: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        spec = decoder_spec(backbone, "float32")
+        params = extract_params(backbone, spec)
+
+        def run(p: Any, tokens: Any) -> Any:
+            cache = empty_cache(spec, batch=tokens.shape[0], slots=tokens.shape[1])
+            hidden, _ = forward(spec, p, cache, tokens, jnp.zeros((tokens.shape[0],), "int32"))
+            return jax.vmap(lambda h: output_logits(spec, p, h), in_axes=1, out_axes=1)(hidden)
+
+        return np.asarray(jax.jit(run)(params, jnp.asarray(TOKENS))), params
+
+    reference, _ = logits(plain)
+    sharded, distribution = shard_backbone(plain, family=family, mesh=make_mesh())
+    with distribution.scope():
+        got, params = logits(sharded)
+    assert float(np.std(reference)) > 0.1
+    np.testing.assert_allclose(got, reference, atol=1e-5, rtol=1e-5)
+    # The converted matrices keep the mesh: the FFN output projection stays split over the model axis.
+    down = params["layers"][0]["down"]
+    assert MODEL_AXIS in tuple(down.sharding.spec) and len(down.sharding.device_set) == 8
