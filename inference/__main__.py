@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --concurrency: one JSON object, not a table")
     p.add_argument("--serial", action="store_true",
                    help="with --concurrency: one request at a time (no dynamic batching), for comparison")
+    p.add_argument("--resident", action="store_true",
+                   help="--model A,B,...: load every listed model as the pool does and print the RSS of all")
     p.add_argument("--weights", choices=WEIGHTS, default=None,
                    help="override the catalogue's weight format: float32, bfloat16 or int8")
     p.set_defaults(handler=_cmd_bench)
@@ -283,6 +285,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.new_tokens < 1 or args.runs < 1:
         raise UsageError("--new-tokens and --runs must be >= 1")
     levels = _concurrency_levels(args.concurrency or "1")
+    if args.resident:
+        return _bench_resident(args)
     entry = _entry(args.model)
     if args.weights is not None:
         entry = dataclasses.replace(entry, weights=args.weights)
@@ -308,6 +312,25 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     for row in out["results"]:
         cells = (row["concurrency"], row["ttft_ms"], row["decode_tok_s"], row["aggregate_tok_s"])
         print("{:>11} {:>9} {:>13} {:>16}".format(*cells))
+    return 0
+
+
+def _bench_resident(args: argparse.Namespace) -> int:
+    from inference.bench import run_resident_bench
+
+    entries = []
+    for slug in [part.strip() for part in args.model.split(",") if part.strip()]:
+        entry = _entry(slug)
+        if args.weights is not None:
+            entry = dataclasses.replace(entry, weights=args.weights)
+        problem = _weights_problem(entry)
+        if problem:
+            raise UsageError(problem)
+        if entry.source_kind == "remote":
+            raise UsageError(f"bench measures local models; {slug} is remote")
+        entries.append(entry)
+    _build_cache_setup()
+    print(json.dumps(run_resident_bench(entries, cache_dir=_cache_dir())))
     return 0
 
 

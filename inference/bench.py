@@ -243,7 +243,7 @@ def run_concurrency_bench(
     if not concurrency or min(concurrency) < 1 or runs < 1:
         raise ValueError("concurrency levels and runs must be >= 1")
     t0 = time.perf_counter()
-    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False)
+    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, keep_keras_weights=False)
     load_s = time.perf_counter() - t0
     params = GenerationParams(max_new_tokens=new_tokens)
     ids = fixed_prompt(model.prompt_ids(BENCH_MESSAGES, params), prompt_tokens)
@@ -270,4 +270,31 @@ def run_concurrency_bench(
         "batching": batching,
         "weights": entry.weights if getattr(model, "engine", None) is not None else "keras-hub",
         "compiled_shapes": len(model.compiled_shapes),
+    }
+
+
+def run_resident_bench(
+    entries: list[CatalogueEntry], *, cache_dir: Path, new_tokens: int = 16
+) -> dict[str, Any]:
+    """Every entry built and warmed as the pool serves it (keras-hub's copy freed), all resident at once:
+    ``{models, rss_mb, weights_mb: {slug: MB}, reply_tokens: {slug: n}}`` after one short reply each."""
+    from inference.builder import build_chat_model
+    from inference.engine.weights import weight_bytes
+
+    models: list[Any] = []
+    for entry in entries:
+        model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=True, keep_keras_weights=False)
+        models.append(model)
+    params = GenerationParams(max_new_tokens=new_tokens, temperature=0.0)
+    replies = {}
+    for entry, model in zip(entries, models, strict=True):
+        trace = TokenTrace(ids=[])
+        list(_serve(model, model.prompt_ids(BENCH_MESSAGES, params), params, trace=trace))
+        replies[entry.slug] = len(trace.ids)
+    return {
+        "models": [e.slug for e in entries],
+        "rss_mb": rss_mb(),
+        "weights_mb": {e.slug: round(weight_bytes(m.engine.params) / 2**20) if m.engine is not None else None
+                       for e, m in zip(entries, models, strict=True)},
+        "reply_tokens": replies,
     }

@@ -56,9 +56,11 @@ def build_chat_model(
     api_key: str | None = None,
     distribution: Any | None = None,
     warm_up: bool = True,
+    keep_keras_weights: bool = True,
 ) -> ChatModel:
     """A ready ChatModel for ``entry``; local models are compiled for their smallest bucket.
 
+    ``keep_keras_weights=False`` frees keras-hub's float32 copy once the fast engine has its own.
     ``distribution`` is a ``keras.distribution.Distribution`` (e.g. ``ModelParallel`` with a family
     layout map); variables are created and functions compiled inside its scope on this thread.
     """
@@ -78,6 +80,7 @@ def build_chat_model(
             context_length=entry.context_length,
             default_system=entry.default_system,
             weights=entry.weights,  # type: ignore[arg-type]  # validated by the catalogue
+            keep_keras_weights=keep_keras_weights,
         )
         if warm_up:
             model.warm_up()

@@ -7,6 +7,7 @@ on the thread that owns the model's JAX work (the pool does that); a lock keeps 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -37,6 +38,9 @@ class LocalChatModel:
     ``default_system`` is the system prompt the model file's own template adds when a conversation has
     none (SmolLM2's "You are a helpful AI assistant named SmolLM…"); the model was tuned with it.
 
+    ``keep_keras_weights=False`` drops keras-hub's float32 variables once the fast engine holds its own
+    copy (the pool does this: half the memory with bfloat16); :attr:`runner` is then unavailable.
+
     ``weights`` picks the fast engine's weight format (:mod:`inference.engine.weights`): its decoder
     and continuous batcher serve :meth:`stream` and :meth:`submit`. A backbone the fast decoder does
     not know (``engine is None``; ``engine_note`` says why) streams through keras-hub's own cached
@@ -52,6 +56,7 @@ class LocalChatModel:
         context_length: int | None = None,
         default_system: str | None = None,
         weights: WeightFormat = "bfloat16",
+        keep_keras_weights: bool = True,
     ) -> None:
         self._slug = slug
         self.default_system = default_system
@@ -73,6 +78,8 @@ class LocalChatModel:
             params = extract_params(loaded.backbone, spec)
             self.engine = SlotEngine(spec, params, max_length=self.context_length)
             self._scheduler = SlotScheduler(self.engine, loaded.tokenizer, min_batch=min_batch_for(weights))
+            if not keep_keras_weights:  # the fast engine has its own copy: free keras-hub's float32 one
+                self.loaded = dataclasses.replace(loaded, backbone=None)
 
     @property
     def slug(self) -> str:
@@ -86,6 +93,9 @@ class LocalChatModel:
     def runner(self) -> KVRunner:
         """keras-hub's own cached forward pass over the same weights (the fallback, and the reference)."""
         if self._runner is None:
+            if self.loaded.backbone is None:
+                raise RuntimeError(f"{self._slug}: keras-hub's weights were released "
+                                   "(keep_keras_weights=False)")
             self._runner = KVRunner(causal_lm_for(self.loaded.backbone), max_length=self.context_length)
         return self._runner
 

@@ -259,6 +259,8 @@ class ModelPool:
     (:class:`inference.engine.scheduler.SlotScheduler`): concurrent requests share each decode step and
     a new one joins at the next step boundary instead of queueing behind a whole reply; requests
     arriving within ``batch_window_s`` of an idle model start together. Off: one request at a time.
+    ``keep_keras_weights`` (default off): keep keras-hub's float32 variables beside the fast engine's
+    copy (tests compare the two; production frees them).
     """
 
     def __init__(
@@ -276,6 +278,7 @@ class ModelPool:
         warm_up_prompts: Sequence[int] = (200,),
         batching: bool = True,
         batch_window_s: float = 0.005,
+        keep_keras_weights: bool = False,
         start: bool = True,
     ) -> None:
         if memory_budget_mb < 1:
@@ -291,6 +294,7 @@ class ModelPool:
         self._warm_up_prompts = tuple(warm_up_prompts)
         self._batching = batching
         self._batch_window_s = batch_window_s
+        self._keep_keras_weights = keep_keras_weights
         self._lock = threading.Lock()
         self._reserved: dict[str, int] = {}
         self._changed = threading.Condition()
@@ -424,6 +428,7 @@ class ModelPool:
             api_key=self._api_keys.get(entry.slug),
             distribution=self._distribution_for(entry),
             warm_up=False,
+            keep_keras_weights=self._keep_keras_weights,
         )
 
     def _distribution_for(self, entry: CatalogueEntry) -> Any | None:

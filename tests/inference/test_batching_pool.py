@@ -33,7 +33,7 @@ QUESTIONS = ["Tell me a story.", "Why?", "What is the capital of a country with 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelPool]:
     with ModelPool(TINY_LLAMA, memory_budget_mb=1000, cache_dir=tmp_path_factory.mktemp("c"),
-                   warm_up_prompts=(16,), batching=True, batch_window_s=0.05) as p:
+                   warm_up_prompts=(16,), batching=True, batch_window_s=0.05, keep_keras_weights=True) as p:
         assert p.wait_ready(timeout=300) == ["tiny-llama"]
         yield p
 

@@ -60,3 +60,21 @@ def test_serial_bench_keeps_the_shape(env: Path, capsys: pytest.CaptureFixture[s
 def test_bad_concurrency_exits_2(env: Path, flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--model", "tiny-llama", "--concurrency", flag, "--json"]) == 2
     assert "--concurrency" in capsys.readouterr().err
+
+
+def test_weights_flag_overrides_the_catalogue_format(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "--model", "tiny-llama", "--concurrency", "2", "--runs", "1", "--json"]
+    assert main([*args, "--weights", "int8"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["weights"] == "int8"  # the tiny catalogue says float32
+    with pytest.raises(SystemExit):
+        main([*args, "--weights", "int4"])
+
+
+def test_resident_bench_holds_every_listed_model(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--model", "tiny-llama,tiny-gemma3", "--resident"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["models"] == ["tiny-llama", "tiny-gemma3"]
+    assert out["rss_mb"] > 100 and set(out["weights_mb"]) == {"tiny-llama", "tiny-gemma3"}
+    assert all(n > 0 for n in out["reply_tokens"].values())
+    assert main(["bench", "--model", "tiny-llama,nope", "--resident"]) == 2
