@@ -14,6 +14,7 @@ Norm scales, the KV cache and every accumulation stay float32.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -189,10 +190,7 @@ def extract_params(backbone: Any, spec: DecoderSpec) -> dict[str, Any]:
 
 def _fuse_and_convert(layer: dict[str, Any], weight_format: WeightFormat) -> dict[str, Any]:
     """One ``qkv`` and one ``gate_up`` matrix per layer (fewer, larger GEMMs), then the weight format."""
-    import jax
-    import jax.numpy as jnp
-
-    concat = jax.jit(lambda *ms: jnp.concatenate(ms, axis=1))
+    concat = _program("concat", 1)
     fused = {name: value for name, value in layer.items() if name not in ("q", "k", "v", "gate", "up")}
     fused["qkv"] = concat(layer.pop("q"), layer.pop("k"), layer.pop("v"))
     fused["gate_up"] = concat(layer.pop("gate"), layer.pop("up"))
@@ -208,24 +206,12 @@ def _strip_model_prefix(path: str) -> str:
 def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> Any:
     """``axis``: the input (reduced) axis, so the int8 scales are per output channel."""
     if weight_format == "int8":
-        return _quantize(matrix, axis=axis)
+        return QuantizedMatrix(*_program("quantize", axis)(matrix))
     return _cast(matrix, weight_format)
 
 
 def _as_matrix(value: Any, layout: str) -> Any:
-    import jax
-    import jax.numpy as jnp
-
-    def reshape(w: Any) -> Any:
-        if layout == "d_n_h":  # (d, heads, head_dim) -> (d, heads*head_dim)
-            return w.reshape(w.shape[0], -1)
-        if layout == "n_d_h":  # (heads, d, head_dim) -> (d, heads*head_dim)
-            return jnp.transpose(w, (1, 0, 2)).reshape(w.shape[1], -1)
-        if layout == "n_h_d":  # (heads, head_dim, d) -> (heads*head_dim, d)
-            return w.reshape(-1, w.shape[-1])
-        return w
-
-    return jax.jit(reshape)(value)
+    return value if layout == "in_out" else _program("reshape", layout)(value)
 
 
 def _float32(value: Any) -> Any:
@@ -233,25 +219,38 @@ def _float32(value: Any) -> Any:
 
 
 def _cast(value: Any, dtype: str) -> Any:
-    import jax
-
-    return jax.jit(lambda w: w.astype(dtype))(value)
+    return value if str(value.dtype) == dtype else _program("cast", dtype)(value)
 
 
-def _quantize(matrix: Any, *, axis: int) -> QuantizedMatrix:
-    """Symmetric int8 with one scale per output channel (``axis`` is the one reduced over)."""
+@functools.cache
+def _program(kind: str, arg: Any) -> Any:
+    """One jitted conversion per (kind, static argument): every layer of the same shape reuses it,
+    so converting a 30-layer model compiles a handful of programs, not hundreds."""
     import jax
     import jax.numpy as jnp
 
+    def reshape(w: Any) -> Any:
+        if arg == "d_n_h":  # (d, heads, head_dim) -> (d, heads*head_dim)
+            return w.reshape(w.shape[0], -1)
+        if arg == "n_d_h":  # (heads, d, head_dim) -> (d, heads*head_dim)
+            return jnp.transpose(w, (1, 0, 2)).reshape(w.shape[1], -1)
+        return w.reshape(-1, w.shape[-1])  # n_h_d: (heads, head_dim, d) -> (heads*head_dim, d)
+
     def quantize(w: Any) -> tuple[Any, Any]:
+        """Symmetric int8, one scale per output channel (``arg`` is the axis reduced over)."""
         w = w.astype("float32")
-        scale = jnp.max(jnp.abs(w), axis=axis, keepdims=True) / 127.0
+        scale = jnp.max(jnp.abs(w), axis=arg, keepdims=True) / 127.0
         scale = jnp.where(scale == 0, 1.0, scale)
         values = jnp.clip(jnp.round(w / scale), -127, 127).astype("int8")
-        return values, jnp.squeeze(scale, axis)
+        return values, jnp.squeeze(scale, arg)
 
-    values, scale = jax.jit(quantize)(matrix)
-    return QuantizedMatrix(values, scale)
+    programs = {
+        "concat": lambda *ms: jnp.concatenate(ms, axis=arg),
+        "cast": lambda w: w.astype(arg),
+        "reshape": reshape,
+        "quantize": quantize,
+    }
+    return jax.jit(programs[kind])
 
 
 def weight_bytes(params: dict[str, Any]) -> int:
