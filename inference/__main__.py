@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --concurrency: one request at a time (no dynamic batching), for comparison")
     p.add_argument("--resident", action="store_true",
                    help="--model A,B,...: load every listed model as the pool does and print the RSS of all")
+    p.add_argument("--fidelity", action="store_true",
+                   help="top-1 agreement and KL of bfloat16 and int8 against float32 (teacher-forced)")
     p.add_argument("--weights", choices=WEIGHTS, default=None,
                    help="override the catalogue's weight format: float32, bfloat16 or int8")
     p.set_defaults(handler=_cmd_bench)
@@ -288,6 +290,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.resident:
         return _bench_resident(args)
     entry = _entry(args.model)
+    if args.fidelity:
+        return _bench_fidelity(entry, new_tokens=args.new_tokens)
     if args.weights is not None:
         entry = dataclasses.replace(entry, weights=args.weights)
     problem = _weights_problem(entry)
@@ -312,6 +316,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     for row in out["results"]:
         cells = (row["concurrency"], row["ttft_ms"], row["decode_tok_s"], row["aggregate_tok_s"])
         print("{:>11} {:>9} {:>13} {:>16}".format(*cells))
+    return 0
+
+
+def _bench_fidelity(entry: Any, *, new_tokens: int) -> int:
+    from inference.bench import run_fidelity_bench
+
+    problem = _weights_problem(entry)
+    if problem:
+        raise UsageError(problem)
+    if entry.source_kind == "remote":
+        raise UsageError("bench measures local models; this entry is remote")
+    try:
+        out = run_fidelity_bench(entry, cache_dir=_cache_dir(), new_tokens=new_tokens)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(json.dumps(out))
     return 0
 
 

@@ -298,3 +298,67 @@ def run_resident_bench(
                        for e, m in zip(entries, models, strict=True)},
         "reply_tokens": replies,
     }
+
+
+def run_fidelity_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int = 256) -> dict[str, Any]:
+    """How far each low-precision weight format moves the model from float32, teacher-forced.
+
+    The float32 fast engine writes a greedy, stop-free reply to the bench prompt; prompt + reply is then
+    run through the decoder in every format: ``{model, positions, formats: {fmt: {top1_agreement,
+    mean_kl}}}``, KL(float32 ‖ format) in nats, averaged over positions.
+    """
+    import dataclasses
+
+    import numpy as np
+
+    from inference.builder import build_chat_model
+
+    model: Any = build_chat_model(dataclasses.replace(entry, weights="float32"), cache_dir=cache_dir,
+                                  warm_up=False)
+    if model.engine is None:
+        raise ValueError(f"{entry.slug}: the fast engine does not run this model ({model.engine_note})")
+    params = GenerationParams(max_new_tokens=new_tokens, temperature=0.0)
+    ids = model.prompt_ids(BENCH_MESSAGES, params)
+    trace = TokenTrace(ids=[])
+    list(_serve(model, ids, params, trace=trace))
+    sequence = (ids + trace.ids)[: model.context_length]
+    reference = _all_logits(model.loaded.backbone, "float32", sequence)
+    formats = {}
+    for weights in ("bfloat16", "int8"):
+        logits = _all_logits(model.loaded.backbone, weights, sequence)
+        formats[weights] = {
+            "top1_agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
+            "mean_kl": round(_mean_kl(reference, logits), 5),
+        }
+    return {"model": entry.slug, "positions": len(sequence), "formats": formats}
+
+
+def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> Any:
+    """Next-token logits at every position of ``sequence`` (one prefill through the fast decoder)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from inference.engine.decoder import empty_cache, forward, output_logits
+    from inference.engine.weights import decoder_spec, extract_params
+
+    spec = decoder_spec(backbone, weights)  # type: ignore[arg-type]
+    params = extract_params(backbone, spec)
+
+    def run(p: Any, tokens: Any) -> Any:
+        cache = empty_cache(spec, batch=1, slots=tokens.shape[1])
+        hidden, _ = forward(spec, p, cache, tokens, jnp.zeros((1,), "int32"))
+        return output_logits(spec, p, hidden[0])
+
+    return np.asarray(jax.jit(run)(params, jnp.asarray([sequence], "int32")), dtype=np.float64)
+
+
+def _mean_kl(reference: Any, other: Any) -> float:
+    import numpy as np
+
+    def log_softmax(x: Any) -> Any:
+        shifted = x - x.max(axis=-1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+    p, q = log_softmax(reference), log_softmax(other)
+    return float(np.mean(np.sum(np.exp(p) * (p - q), axis=-1)))

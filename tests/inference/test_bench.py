@@ -78,3 +78,16 @@ def test_resident_bench_holds_every_listed_model(env: Path, capsys: pytest.Captu
     assert out["rss_mb"] > 100 and set(out["weights_mb"]) == {"tiny-llama", "tiny-gemma3"}
     assert all(n > 0 for n in out["reply_tokens"].values())
     assert main(["bench", "--model", "tiny-llama,nope", "--resident"]) == 2
+
+
+def test_fidelity_bench_compares_every_low_precision_format(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "--model", "tiny-gemma3", "--fidelity", "--new-tokens", "12"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["model"] == "tiny-gemma3" and out["positions"] > 12
+    assert set(out["formats"]) == {"bfloat16", "int8"}
+    for figures in out["formats"].values():
+        assert 0.0 <= figures["top1_agreement"] <= 1.0 and figures["mean_kl"] >= 0.0
+    # Coarser weights move the model further: int8 never agrees more than bfloat16 on the same text.
+    assert out["formats"]["int8"]["mean_kl"] >= out["formats"]["bfloat16"]["mean_kl"]
