@@ -130,7 +130,7 @@ class LocalChatModel:
                     self.runner.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
 
     def warm_up_batches(
-        self, *, prompt_tokens: int, new_tokens: int, batches: Sequence[int] = (4, 8)
+        self, *, prompt_tokens: int, new_tokens: int, batches: Sequence[int] = (2, 4, 8)
     ) -> None:
         """Compile the decode step at these batch sizes (concurrent visitors) for requests of this size."""
         if self._scheduler is None:
