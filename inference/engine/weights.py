@@ -125,34 +125,36 @@ def _gemma3_spec(backbone: Any, config: dict[str, Any], weight_format: WeightFor
 
 # ---- weights ------------------------------------------------------------------------------------------
 
-_LLAMA_LAYER = {  # our name -> (path under transformer_layer_i, einsum layout)
-    "attn_norm": ("self_attention_layernorm/scale", "vector"),
-    "q": ("self_attention/query/kernel", "d_n_h"),
-    "k": ("self_attention/key/kernel", "d_n_h"),
-    "v": ("self_attention/value/kernel", "d_n_h"),
-    "o": ("self_attention/attention_output/kernel", "n_h_d"),
-    "ffn_norm": ("feedforward_layernorm/scale", "vector"),
-    "gate": ("feedforward_gate_dense/kernel", "in_out"),
-    "up": ("feedforward_intermediate_dense/kernel", "in_out"),
-    "down": ("feedforward_output_dense/kernel", "in_out"),
+# Weights are found through the layers' attributes, not variable paths: the paths depend on where and
+# how keras built the model (under the Streamlit server the tiny models' paths did not match the ones a
+# test process sees, and the browser test caught it); the attributes are keras-hub's code.
+_LLAMA_LAYER = {  # our name -> (attribute path from the decoder block, einsum layout)
+    "attn_norm": ("_self_attention_layernorm.scale", "vector"),
+    "q": ("_self_attention_layer._query_dense.kernel", "d_n_h"),
+    "k": ("_self_attention_layer._key_dense.kernel", "d_n_h"),
+    "v": ("_self_attention_layer._value_dense.kernel", "d_n_h"),
+    "o": ("_self_attention_layer._output_dense.kernel", "n_h_d"),
+    "ffn_norm": ("_feedforward_layernorm.scale", "vector"),
+    "gate": ("_feedforward_gate_dense.kernel", "in_out"),
+    "up": ("_feedforward_intermediate_dense.kernel", "in_out"),
+    "down": ("_feedforward_output_dense.kernel", "in_out"),
 }
 _GEMMA3_LAYER = {
-    "attn_norm": ("pre_attention_norm/scale", "vector"),
-    "post_attn_norm": ("post_attention_norm/scale", "vector"),
-    "q": ("attention/query/kernel", "n_d_h"),
-    "k": ("attention/key/kernel", "n_d_h"),
-    "v": ("attention/value/kernel", "n_d_h"),
-    "q_norm": ("attention/query_norm/scale", "vector"),
-    "k_norm": ("attention/key_norm/scale", "vector"),
-    "o": ("attention/attention_output/kernel", "n_h_d"),
-    "ffn_norm": ("pre_ffw_norm/scale", "vector"),
-    "post_ffn_norm": ("post_ffw_norm/scale", "vector"),
-    "gate": ("ffw_gating/kernel", "in_out"),
-    "up": ("ffw_gating_2/kernel", "in_out"),
-    "down": ("ffw_linear/kernel", "in_out"),
+    "attn_norm": ("pre_attention_norm.scale", "vector"),
+    "post_attn_norm": ("post_attention_norm.scale", "vector"),
+    "q": ("attention.query_dense.kernel", "n_d_h"),
+    "k": ("attention.key_dense.kernel", "n_d_h"),
+    "v": ("attention.value_dense.kernel", "n_d_h"),
+    "q_norm": ("attention.query_norm.scale", "vector"),
+    "k_norm": ("attention.key_norm.scale", "vector"),
+    "o": ("attention.output_dense.kernel", "n_h_d"),
+    "ffn_norm": ("pre_ffw_norm.scale", "vector"),
+    "post_ffn_norm": ("post_ffw_norm.scale", "vector"),
+    "gate": ("gating_ffw.kernel", "in_out"),
+    "up": ("gating_ffw_2.kernel", "in_out"),
+    "down": ("ffw_linear.kernel", "in_out"),
 }
-_FINAL_NORM = {"llama": "sequence_output_layernorm/scale", "gemma3": "final_normalization/scale"}
-_LAYER_PREFIX = {"llama": "transformer_layer_{}/", "gemma3": "decoder_block_{}/"}
+_OPTIONAL = ("q_norm", "k_norm", "post_attn_norm", "post_ffn_norm")  # per Gemma 3's config
 
 
 def extract_params(backbone: Any, spec: DecoderSpec) -> dict[str, Any]:
@@ -161,31 +163,37 @@ def extract_params(backbone: Any, spec: DecoderSpec) -> dict[str, Any]:
     ``embedding`` is the ``(vocab, d)`` table, also the output head unless the model has its own
     ``head`` ``(d, vocab)`` (untied; int8 scales are per vocabulary entry either way).
     """
-    by_path = {_strip_model_prefix(v.path): v for v in backbone.weights}
     table = _LLAMA_LAYER if spec.family == "llama" else _GEMMA3_LAYER
     layers = []
-    for i in range(spec.num_layers):
-        prefix = _LAYER_PREFIX[spec.family].format(i)
+    for i, block in enumerate(backbone.transformer_layers):
         layer: dict[str, Any] = {}
-        for name, (path, layout) in table.items():
-            variable = by_path.get(prefix + path)
+        for name, (attribute, layout) in table.items():
+            variable = _attribute(block, attribute)
             if variable is None:
-                if name in ("q_norm", "k_norm", "post_attn_norm", "post_ffn_norm"):
-                    continue  # optional in Gemma 3's config
-                raise UnsupportedModel(f"weight {prefix + path} not found")
+                if name in _OPTIONAL:
+                    continue
+                raise UnsupportedModel(f"layer {i} has no {attribute}")
             value = variable.value
             layer[name] = _float32(value) if layout == "vector" else _as_matrix(value, layout)
         layers.append(_fuse_and_convert(layer, spec.weight_format))
-    embedding = by_path["token_embedding/embeddings"].value
+    embedding_layer = backbone.token_embedding
     params = {
-        "embedding": _convert_matrix(embedding, spec.weight_format, axis=1),
-        "final_norm": _float32(by_path[_FINAL_NORM[spec.family]].value),
+        "embedding": _convert_matrix(embedding_layer.embeddings.value, spec.weight_format, axis=1),
+        "final_norm": _float32(backbone.layer_norm.scale.value),
         "layers": layers,
     }
-    untied = by_path.get("token_embedding/reverse_embeddings")
-    if untied is not None:  # a separate output head, (d, vocab)
-        params["head"] = _convert_matrix(untied.value, spec.weight_format, axis=0)
+    if not getattr(embedding_layer, "tie_weights", True):  # a separate output head, (d, vocab)
+        params["head"] = _convert_matrix(embedding_layer.reverse_embeddings.value, spec.weight_format, axis=0)
     return params
+
+
+def _attribute(block: Any, dotted: str) -> Any:
+    value = block
+    for part in dotted.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value
 
 
 def _fuse_and_convert(layer: dict[str, Any], weight_format: WeightFormat) -> dict[str, Any]:
@@ -197,10 +205,6 @@ def _fuse_and_convert(layer: dict[str, Any], weight_format: WeightFormat) -> dic
     for name in ("qkv", "o", "gate_up", "down"):
         fused[name] = _convert_matrix(fused[name], weight_format, axis=0)
     return fused
-
-
-def _strip_model_prefix(path: str) -> str:
-    return path.split("/", 1)[1] if path.startswith(("llama", "gemma", "mistral")) else path
 
 
 def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> Any:
