@@ -289,16 +289,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     levels = _concurrency_levels(args.concurrency or "1")
     if args.resident:
         return _bench_resident(args)
-    entry = _entry(args.model)
     if args.fidelity:
-        return _bench_fidelity(entry, new_tokens=args.new_tokens)
-    if args.weights is not None:
-        entry = dataclasses.replace(entry, weights=args.weights)
-    problem = _weights_problem(entry)
-    if problem:
-        raise UsageError(problem)
-    if entry.source_kind == "remote":
-        raise UsageError("bench measures local models; this entry is remote")
+        return _bench_fidelity(_bench_entry(args.model, None), new_tokens=args.new_tokens)
+    entry = _bench_entry(args.model, args.weights)
     if args.concurrency is None and not args.json:
         out = run_bench(entry, cache_dir=_cache_dir(), new_tokens=args.new_tokens, runs=args.runs)
         print(json.dumps(out))
@@ -319,14 +312,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_fidelity(entry: Any, *, new_tokens: int) -> int:
-    from inference.bench import run_fidelity_bench
-
+def _bench_entry(slug: str, weights: str | None) -> Any:
+    """The catalogue entry a bench measures: local, installed, with an optional weight-format override."""
+    entry = _entry(slug)
+    if weights is not None:
+        entry = dataclasses.replace(entry, weights=weights)
     problem = _weights_problem(entry)
     if problem:
         raise UsageError(problem)
     if entry.source_kind == "remote":
-        raise UsageError("bench measures local models; this entry is remote")
+        raise UsageError(f"bench measures local models; {slug} is remote")
+    return entry
+
+
+def _bench_fidelity(entry: Any, *, new_tokens: int) -> int:
+    from inference.bench import run_fidelity_bench
+
     try:
         out = run_fidelity_bench(entry, cache_dir=_cache_dir(), new_tokens=new_tokens)
     except ValueError as exc:
@@ -338,17 +339,7 @@ def _bench_fidelity(entry: Any, *, new_tokens: int) -> int:
 def _bench_resident(args: argparse.Namespace) -> int:
     from inference.bench import run_resident_bench
 
-    entries = []
-    for slug in [part.strip() for part in args.model.split(",") if part.strip()]:
-        entry = _entry(slug)
-        if args.weights is not None:
-            entry = dataclasses.replace(entry, weights=args.weights)
-        problem = _weights_problem(entry)
-        if problem:
-            raise UsageError(problem)
-        if entry.source_kind == "remote":
-            raise UsageError(f"bench measures local models; {slug} is remote")
-        entries.append(entry)
+    entries = [_bench_entry(slug.strip(), args.weights) for slug in args.model.split(",") if slug.strip()]
     _build_cache_setup()
     print(json.dumps(run_resident_bench(entries, cache_dir=_cache_dir())))
     return 0
