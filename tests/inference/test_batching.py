@@ -4,30 +4,13 @@ the batch grows and shrinks through its buckets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from inference.builder import build_chat_model
-from inference.catalogue import load_catalogue
 from inference.engine import TokenTrace, generate_stream
 from inference.engine.scheduler import SlotScheduler
 from inference.local import LocalChatModel
 from inference.protocol import CancelToken, GenerationParams, GenerationResult, StreamEvent, TextDelta
 
-REPO = Path(__file__).resolve().parents[2]
 GREEDY = GenerationParams(max_new_tokens=12, temperature=0.0)
 
-
-@pytest.fixture(scope="module", params=["tiny-llama", "tiny-gemma3"])
-def model(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalChatModel]:
-    entries = {e.slug: e for e in load_catalogue(REPO / "tests/data/tiny_catalogue.toml")}
-    built = build_chat_model(entries[request.param], cache_dir=tmp_path_factory.mktemp("c"), warm_up=False)
-    assert isinstance(built, LocalChatModel)
-    yield built
 
 
 def _prompt(model: LocalChatModel, text: str) -> list[int]:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from inference.builder import build_chat_model
-from inference.catalogue import load_catalogue
 from inference.engine import IncrementalDecoder, KVRunner, TokenTrace, bucket, generate_stream, sample_token
 from inference.local import LocalChatModel
 from inference.protocol import (
@@ -23,18 +19,8 @@ from inference.protocol import (
 )
 from inference.tiny import tiny_tokenizer
 
-REPO = Path(__file__).resolve().parents[2]
 MESSAGES = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hello there, how are you today?")]
 
-
-@pytest.fixture(scope="module", params=["tiny-llama", "tiny-gemma3"])
-def model(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalChatModel]:
-    entries = {e.slug: e for e in load_catalogue(REPO / "tests/data/tiny_catalogue.toml")}
-    built = build_chat_model(entries[request.param], cache_dir=tmp_path_factory.mktemp("c"), warm_up=False)
-    assert isinstance(built, LocalChatModel)
-    yield built
 
 
 def _run(

@@ -4,8 +4,6 @@ choice, a model it does not know falling back to keras-hub, and the fast path sh
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -13,8 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inference.builder import build_chat_model
-from inference.catalogue import load_catalogue
 from inference.engine import TokenTrace, generate_stream
 from inference.engine.decoder import empty_cache, forward, matmul, output_logits
 from inference.engine.sampling import sample_from_candidates, sample_token
@@ -27,18 +23,6 @@ from inference.engine.weights import (
 )
 from inference.local import LocalChatModel
 from inference.protocol import ChatMessage, GenerationParams, GenerationResult
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", params=["tiny-llama", "tiny-gemma3"])
-def model(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalChatModel]:
-    entries = {e.slug: e for e in load_catalogue(REPO / "tests/data/tiny_catalogue.toml")}
-    built = build_chat_model(entries[request.param], cache_dir=tmp_path_factory.mktemp("c"), warm_up=False)
-    assert isinstance(built, LocalChatModel) and built.engine is not None
-    yield built
 
 
 def _fast_logits(backbone: Any, weights: str, prompt: list[int], steps: list[int]) -> list[np.ndarray]:
