@@ -111,7 +111,7 @@ def run_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int, runs: 
         "keras_generate_tok_s": round(keras_rate, 1),
         "stream_over_keras_generate": round(greedy_rate / keras_rate, 2),
         "compiled_shapes": len(model.compiled_shapes),
-        "weights": entry.weights if getattr(model, "engine", None) is not None else "keras-hub",
+        "weights": model.weight_format if getattr(model, "engine", None) is not None else "keras-hub",
     }
 
 
@@ -268,7 +268,7 @@ def run_concurrency_bench(
         "load_s": round(load_s, 2),
         "runs": runs,
         "batching": batching,
-        "weights": entry.weights if getattr(model, "engine", None) is not None else "keras-hub",
+        "weights": model.weight_format if getattr(model, "engine", None) is not None else "keras-hub",
         "compiled_shapes": len(model.compiled_shapes),
     }
 
@@ -324,7 +324,7 @@ def run_fidelity_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: in
     sequence = (ids + trace.ids)[: model.context_length]
     reference = _all_logits(model.loaded.backbone, "float32", sequence)
     formats = {}
-    for weights in ("bfloat16", "int8"):
+    for weights in ("bfloat16", "int8", "q8", "q4"):
         logits = _all_logits(model.loaded.backbone, weights, sequence)
         formats[weights] = {
             "top1_agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
@@ -341,8 +341,10 @@ def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> Any:
 
     from inference.engine.decoder import empty_cache, forward, output_logits
     from inference.engine.weights import decoder_spec, extract_params
+    from inference.local import choose_weights
 
-    spec = decoder_spec(backbone, weights)  # type: ignore[arg-type]
+    _, native, _ = choose_weights(weights)  # type: ignore[arg-type]
+    spec = decoder_spec(backbone, weights, native_kernels=native)  # type: ignore[arg-type]
     params = extract_params(backbone, spec)
 
     def run(p: Any, tokens: Any) -> Any:

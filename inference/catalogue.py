@@ -19,7 +19,7 @@ from inference.protocol import GenerationParams
 SOURCE_KINDS = ("gguf", "pkg", "preset", "remote", "tiny")
 FAMILIES = ("llama", "gemma", "gemma3", "mistral", "remote")
 DTYPES = ("float32", "bfloat16", "float16")
-WEIGHTS = ("float32", "bfloat16", "int8")
+WEIGHTS = ("auto", "float32", "bfloat16", "int8", "q8", "q4")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _FIELDS = {
     "slug", "name", "family", "source", "dtype", "template", "context_length", "enabled", "sampling",
@@ -42,7 +42,7 @@ class CatalogueEntry:
     source: str
     template: str
     dtype: str = "float32"
-    weights: str = "bfloat16"  # the fast engine's weight format (inference.engine.weights)
+    weights: str = "auto"  # the fast engine's weight format (inference.local.choose_weights)
     context_length: int = 2048
     enabled: bool = True
     sampling: GenerationParams = field(default_factory=GenerationParams)
@@ -147,7 +147,7 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     dtype = text("dtype", required=False) or "float32"
     if dtype not in DTYPES:
         raise fail("dtype", f"is {dtype!r}; use one of {', '.join(DTYPES)}")
-    weights = text("weights", required=False) or "bfloat16"
+    weights = text("weights", required=False) or "auto"
     if weights not in WEIGHTS:
         raise fail("weights", f"is {weights!r}; use one of {', '.join(WEIGHTS)}")
     context_length = raw.get("context_length", 2048)

@@ -15,12 +15,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
 from inference.chat_template import ChatTemplate, fit_to_context
 from inference.engine import KVRunner, TokenTrace, causal_lm_for, generate_stream
 from inference.engine.scheduler import SlotScheduler
 from inference.engine.slots import SlotEngine
-from inference.engine.weights import UnsupportedModel, WeightFormat, decoder_spec, extract_params
+from inference.engine.weights import (
+    BLOCK_FORMATS,
+    WEIGHT_FORMATS,
+    UnsupportedModel,
+    WeightFormat,
+    decoder_spec,
+    extract_params,
+)
 from inference.families.base import LoadedModel
 from inference.protocol import (
     CancelToken,
@@ -58,7 +66,7 @@ class LocalChatModel:
         *,
         context_length: int | None = None,
         default_system: str | None = None,
-        weights: WeightFormat = "bfloat16",
+        weights: WeightFormat | Literal["auto"] = "auto",
         keep_keras_weights: bool = True,
     ) -> None:
         self._slug = slug
@@ -72,15 +80,19 @@ class LocalChatModel:
         self.engine: SlotEngine | None = None
         self.engine_note = ""
         self._scheduler: SlotScheduler | None = None
+        self.weight_format, native, why = choose_weights(weights)
         try:
-            spec = decoder_spec(loaded.backbone, weights)
+            spec = decoder_spec(loaded.backbone, self.weight_format, native_kernels=native)
         except UnsupportedModel as exc:
             self.engine_note = str(exc)
             log.info("%s: keras-hub forward pass (%s)", slug, exc)
         else:
             params = extract_params(loaded.backbone, spec)
             self.engine = SlotEngine(spec, params, max_length=self.context_length)
-            self._scheduler = SlotScheduler(self.engine, loaded.tokenizer, min_batch=min_batch_for(weights))
+            self.engine_note = why
+            log.info("%s: fast engine, %s weights (%s)", slug, self.weight_format, why)
+            self._scheduler = SlotScheduler(self.engine, loaded.tokenizer,
+                                            min_batch=min_batch_for(self.weight_format))
             if not keep_keras_weights:  # the fast engine has its own copy: free keras-hub's float32 one
                 self.loaded = dataclasses.replace(loaded, backbone=None)
                 del loaded
@@ -259,7 +271,40 @@ def return_freed_memory() -> None:
 
 def min_batch_for(weights: WeightFormat) -> int:
     """XLA-CPU multiplies a single bfloat16/int8 row on a slow path; two rows cost less than one."""
-    return 1 if weights == "float32" else 2
+    return 2 if weights in ("bfloat16", "int8") else 1
+
+
+def choose_weights(requested: WeightFormat | Literal["auto"]) -> tuple[WeightFormat, bool, str]:
+    """(format, native kernels?, why) for a requested format on the devices this model is built for.
+
+    ``auto`` is ``q4`` through the native CPU kernels on a single CPU device where they build (llama.cpp's
+    layouts: fastest here, as faithful as float32 to a 4-bit file), else ``bfloat16`` (accelerators and
+    sharded meshes, where XLA's own dot is the fast one). An explicit block format runs natively where
+    it can and as plain XLA otherwise."""
+    if requested != "auto" and requested not in WEIGHT_FORMATS:
+        raise ValueError(f"weight format {requested!r}: choose auto or one of {', '.join(WEIGHT_FORMATS)}")
+    blocked = _native_blocker()
+    if requested == "auto":
+        return ("q4", True, "native q4/q8 CPU kernels") if blocked is None else ("bfloat16", False, blocked)
+    if requested in BLOCK_FORMATS:
+        return (requested, True, "native CPU kernels") if blocked is None else (requested, False, blocked)
+    return requested, False, f"{requested} weights, XLA"
+
+
+def _native_blocker() -> str | None:
+    """Why the native CPU kernels cannot serve a model built here (None: they can)."""
+    import jax
+    import keras
+
+    from inference.engine import kernels
+
+    if jax.default_backend() != "cpu":
+        return f"XLA on {jax.default_backend()} (the native kernels are CPU-only)"
+    distribution = keras.distribution.distribution()
+    if distribution is not None and distribution.device_mesh.devices.size > 1:
+        return "XLA on a sharded mesh (the native kernels run on one device)"
+    status = kernels.kernel_status()
+    return None if status is None else f"XLA: native kernels unavailable ({status.splitlines()[0]})"
 
 
 def _stop_ids(loaded: LoadedModel, template: ChatTemplate) -> set[int]:

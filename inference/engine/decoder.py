@@ -8,7 +8,7 @@ slots ``<= position`` (and inside the sliding window on local layers). A row the
 would compute alone, whatever the other rows are doing; stale slots past a row's length are masked.
 
 Everything here is a pure function of (spec, params, cache, inputs): ``jax.jit`` it with the spec
-static. Matrices may be float32, bfloat16 or int8 (:mod:`inference.engine.weights`).
+static. Matrices may be float32, bfloat16, int8 or q8/q4 blocks (:mod:`inference.engine.weights`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from inference.engine.weights import DecoderSpec, LayerSpec, QuantizedMatrix
+from inference.engine import kernels
+from inference.engine.weights import DecoderSpec, LayerSpec, Q4Blocks, Q8Blocks, QuantizedMatrix
 
 Cache = tuple[tuple[Any, Any], ...]  # per layer: (keys, values), each (batch, kv_heads, slots, head_dim)
 
@@ -29,14 +30,19 @@ def empty_cache(spec: DecoderSpec, *, batch: int, slots: int) -> Cache:
     return tuple((jnp.zeros(shape, "float32"), jnp.zeros(shape, "float32")) for _ in spec.layers)
 
 
-def matmul(x: Any, w: Any) -> Any:
-    """``x @ w`` for x ``(..., in)`` float32 and a float32 / bfloat16 / int8 ``(in, out)`` matrix."""
+def matmul(x: Any, w: Any, native: bool = False) -> Any:
+    """``x @ w`` for x ``(..., in)`` float32 and a float32 / bfloat16 / int8 ``(in, out)`` matrix or q8/q4
+    ``(out, in)`` blocks (``native``: through the CPU kernels)."""
     import jax
     import jax.numpy as jnp
 
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
-    if isinstance(w, QuantizedMatrix):
+    if isinstance(w, Q8Blocks):
+        y = (kernels.q8_matmul if native else kernels.q8_matmul_reference)(x2, *w)
+    elif isinstance(w, Q4Blocks):
+        y = (kernels.q4_matmul if native else kernels.q4_matmul_reference)(x2, *w)
+    elif isinstance(w, QuantizedMatrix):
         # Dynamic per-row activation scale (keras' int8 scheme): int8 x int8 -> int32, rescaled.
         x_scale = jnp.max(jnp.abs(x2), axis=-1, keepdims=True) / 127.0
         x_scale = jnp.where(x_scale == 0, 1.0, x_scale)
@@ -55,6 +61,10 @@ def embed(spec: DecoderSpec, table: Any, tokens: Any) -> Any:
 
     if isinstance(table, QuantizedMatrix):
         x = table.values[tokens].astype("float32") * table.scale[tokens][..., None]
+    elif isinstance(table, Q8Blocks):
+        x = kernels.q8_dequantize(*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
+    elif isinstance(table, Q4Blocks):
+        x = kernels.q4_dequantize(*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
     else:
         x = table[tokens].astype("float32")
     return x * jnp.float32(spec.embedding_scale) if spec.embedding_scale != 1.0 else x
@@ -66,8 +76,10 @@ def output_logits(spec: DecoderSpec, params: dict[str, Any], x: Any) -> Any:
     import jax.numpy as jnp
 
     if "head" in params:
-        return _soft_cap(spec, matmul(x, params["head"]))
+        return _soft_cap(spec, matmul(x, params["head"], spec.native_kernels))
     table = params["embedding"]
+    if isinstance(table, (Q8Blocks, Q4Blocks)):  # already (vocab, d): the product the kernels compute
+        return _soft_cap(spec, matmul(x, table, spec.native_kernels))
 
     contract = (((1,), (1,)), ((), ()))
     if isinstance(table, QuantizedMatrix):
@@ -171,7 +183,7 @@ def forward(
         if layer_spec.sliding_window not in masks:
             masks[layer_spec.sliding_window] = attention_mask(positions, slots, layer_spec.sliding_window)
         h = rms_norm(spec, x, weights["attn_norm"])
-        qkv = matmul(h, weights["qkv"])
+        qkv = matmul(h, weights["qkv"], spec.native_kernels)
         q_end = spec.num_query_heads * spec.head_dim
         k_end = q_end + spec.num_kv_heads * spec.head_dim
         q = qkv[..., :q_end].reshape(batch, length, spec.num_query_heads, spec.head_dim)
@@ -181,17 +193,24 @@ def forward(
             q = rms_norm(spec, q, weights["q_norm"])
             k = rms_norm(spec, k, weights["k_norm"])
         q, k = rope(q, positions, layer_spec), rope(k, positions, layer_spec)
-        keys = write_rows(keys, jnp.swapaxes(k, 1, 2), index)
-        values = write_rows(values, jnp.swapaxes(v, 1, 2), index)
+        if spec.native_kernels and length == 1:  # decode: cache write + attention in one native call
+            heads, keys, values = kernels.decode_attention(
+                q[:, 0], k[:, 0], v[:, 0], index, keys, values, window=layer_spec.sliding_window,
+                scale=spec.query_scale, soft_cap=spec.attention_soft_cap)
+            heads = heads.reshape(batch, 1, -1)
+        else:
+            keys = write_rows(keys, jnp.swapaxes(k, 1, 2), index)
+            values = write_rows(values, jnp.swapaxes(v, 1, 2), index)
+            heads = attend(spec, q, keys, values, masks[layer_spec.sliding_window])
         new_cache.append((keys, values))
-        attended = matmul(attend(spec, q, keys, values, masks[layer_spec.sliding_window]), weights["o"])
+        attended = matmul(heads, weights["o"], spec.native_kernels)
         if spec.post_norms:
             attended = rms_norm(spec, attended, weights["post_attn_norm"])
         x = x + attended
         h = rms_norm(spec, x, weights["ffn_norm"])
-        gate, up = jnp.split(matmul(h, weights["gate_up"]), 2, axis=-1)
+        gate, up = jnp.split(matmul(h, weights["gate_up"], spec.native_kernels), 2, axis=-1)
         gate = jax.nn.silu(gate) if spec.activation == "silu" else jax.nn.gelu(gate, approximate=True)
-        ffn = matmul(gate * up, weights["down"])
+        ffn = matmul(gate * up, weights["down"], spec.native_kernels)
         if spec.post_norms:
             ffn = rms_norm(spec, ffn, weights["post_ffn_norm"])
         x = x + ffn

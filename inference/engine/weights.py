@@ -7,19 +7,28 @@ head_dim)``…); the fast decoder (:mod:`inference.engine.decoder`) wants every 
 programs, so a weight sharded over a device mesh stays sharded (XLA propagates the variable's sharding).
 
 Formats: ``float32`` (the variables as loaded), ``bfloat16`` (half the bytes; XLA-CPU multiplies it fast
-from two rows up) and ``int8`` (per-output-channel symmetric weights with per-row dynamic activation
-scales, keras' own ``quantize("int8")`` scheme; a quarter of the bytes and VNNI dot products on CPU).
-Norm scales, the KV cache and every accumulation stay float32.
+from two rows up), ``int8`` (per-output-channel symmetric weights with per-row dynamic activation
+scales, keras' own ``quantize("int8")`` scheme), and llama.cpp's block layouts for the native CPU
+kernels (:mod:`inference.engine.kernels`): ``q8`` (int8 with a float16 scale per 32 weights, Q8_0)
+and ``q4`` (4-bit with a float16 scale and offset per 32 weights, Q4_1) -- ``q4`` keeps a matrix in
+4 bits only where that reproduces it (a matrix the GGUF file stored as Q4_1 comes back exactly) and
+uses ``q8`` for the others, so both stay as faithful to the file as float32. Block matrices are kept
+``(out, in)``, each output's weights contiguous; the others ``(in, out)``.
+Norm scales, the KV cache, activations and every accumulation stay float32.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-WeightFormat = Literal["float32", "bfloat16", "int8"]
-WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("float32", "bfloat16", "int8")
+WeightFormat = Literal["float32", "bfloat16", "int8", "q8", "q4"]
+WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("float32", "bfloat16", "int8", "q8", "q4")
+BLOCK_FORMATS: tuple[WeightFormat, ...] = ("q8", "q4")
+# q4 is used for a matrix only if it reproduces it to this fraction of the matrix's largest weight.
+Q4_TOLERANCE = 1e-4
 
 
 class QuantizedMatrix(NamedTuple):
@@ -27,6 +36,22 @@ class QuantizedMatrix(NamedTuple):
 
     values: Any
     scale: Any
+
+
+class Q8Blocks(NamedTuple):
+    """An ``(out, in)`` matrix as int8 ``values`` and float16 ``scales`` ``(out, in/32)`` (Q8_0)."""
+
+    values: Any
+    scales: Any
+
+
+class Q4Blocks(NamedTuple):
+    """An ``(out, in)`` matrix as packed nibbles ``(out, in/2)`` uint8, float16 ``scales`` and
+    ``offsets`` ``(out, in/32)`` (Q4_1)."""
+
+    packed: Any
+    scales: Any
+    offsets: Any
 
 
 class UnsupportedModel(ValueError):
@@ -63,22 +88,37 @@ class DecoderSpec:
     attention_soft_cap: float | None
     final_soft_cap: float | None
     weight_format: WeightFormat
+    native_kernels: bool = False  # block formats: multiply through the native CPU kernels, not XLA
 
     @property
     def num_layers(self) -> int:
         return len(self.layers)
 
 
-def decoder_spec(backbone: Any, weight_format: WeightFormat) -> DecoderSpec:
-    """The spec of a keras-hub Llama/Llama 3/Mistral/Gemma 3 backbone; UnsupportedModel otherwise."""
+def decoder_spec(backbone: Any, weight_format: WeightFormat, *, native_kernels: bool = False) -> DecoderSpec:
+    """The spec of a keras-hub Llama/Llama 3/Mistral/Gemma 3 backbone; UnsupportedModel otherwise.
+
+    ``native_kernels``: run block formats through :mod:`inference.engine.kernels` (CPU, one device);
+    without it they run as plain XLA (any backend, any sharding; slower)."""
     if weight_format not in WEIGHT_FORMATS:
         raise ValueError(f"weight format {weight_format!r}: choose one of {', '.join(WEIGHT_FORMATS)}")
     name = type(backbone).__name__
     if name == "Gemma3Backbone":
-        return _gemma3_spec(backbone, backbone.get_config(), weight_format)
-    if name in ("LlamaBackbone", "Llama3Backbone", "MistralBackbone"):
-        return _llama_spec(backbone.get_config(), weight_format)
-    raise UnsupportedModel(f"the fast decoder has no {name}")
+        spec = _gemma3_spec(backbone, backbone.get_config(), weight_format)
+    elif name in ("LlamaBackbone", "Llama3Backbone", "MistralBackbone"):
+        spec = _llama_spec(backbone.get_config(), weight_format)
+    else:
+        raise UnsupportedModel(f"the fast decoder has no {name}")
+    if weight_format in BLOCK_FORMATS:
+        widths = {spec.hidden_dim, spec.num_query_heads * spec.head_dim, _ffn_dim(backbone)}
+        if any(width % 32 for width in widths):
+            raise UnsupportedModel(f"{weight_format} needs inputs in multiples of 32, not {sorted(widths)}")
+    return dataclasses.replace(spec, native_kernels=native_kernels and weight_format in BLOCK_FORMATS)
+
+
+def _ffn_dim(backbone: Any) -> int:
+    config = backbone.get_config()
+    return int(config.get("intermediate_dim") or config.get("ffw_hidden_dim") or config["hidden_dim"])
 
 
 def _llama_spec(config: dict[str, Any], weight_format: WeightFormat) -> DecoderSpec:
@@ -211,7 +251,18 @@ def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> A
     """``axis``: the input (reduced) axis, so the int8 scales are per output channel."""
     if weight_format == "int8":
         return QuantizedMatrix(*_program("quantize", axis)(matrix))
+    if weight_format in BLOCK_FORMATS:
+        return _blocks(matrix if axis == 1 else _program("transpose", None)(matrix), weight_format)
     return _cast(matrix, weight_format)
+
+
+def _blocks(matrix: Any, weight_format: WeightFormat) -> Q8Blocks | Q4Blocks:
+    """An ``(out, in)`` matrix in q4 where that reproduces it, else q8."""
+    if weight_format == "q4":
+        q4 = Q4Blocks(*_program("q4", None)(matrix))
+        if float(_program("q4_error", None)(matrix, *q4)) <= Q4_TOLERANCE:
+            return q4
+    return Q8Blocks(*_program("q8", None)(matrix))
 
 
 def _as_matrix(value: Any, layout: str) -> Any:
@@ -248,8 +299,19 @@ def _program(kind: str, arg: Any) -> Any:
         values = jnp.clip(jnp.round(w / scale), -127, 127).astype("int8")
         return values, jnp.squeeze(scale, arg)
 
+    from inference.engine import kernels
+
+    def q4_error(w: Any, *q4: Any) -> Any:
+        """The largest q4 round-trip error, as a fraction of the largest weight."""
+        w = w.astype("float32")
+        return jnp.max(jnp.abs(kernels.q4_dequantize(*q4) - w)) / jnp.maximum(jnp.max(jnp.abs(w)), 1e-30)
+
     programs = {
         "concat": lambda *ms: jnp.concatenate(ms, axis=arg),
+        "transpose": lambda w: w.T,
+        "q8": kernels.q8_quantize,
+        "q4": kernels.q4_quantize,
+        "q4_error": q4_error,
         "cast": lambda w: w.astype(arg),
         "reshape": reshape,
         "quantize": quantize,

@@ -153,7 +153,7 @@ def test_an_unknown_backbone_falls_back_to_keras_hub(
     with pytest.raises(UnsupportedModel):
         decoder_spec(object(), "float32")
 
-    def unknown(*args: Any) -> Any:
+    def unknown(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedModel("not this one")
 
     monkeypatch.setattr("inference.local.decoder_spec", unknown)

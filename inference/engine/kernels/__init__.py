@@ -1,0 +1,252 @@
+"""Native CPU kernels for the fast engine, compiled for the machine they run on.
+
+``cpu_kernels.cc`` holds two things XLA-CPU does slowly for a decoder:
+
+- products of float32 activations with weights kept in llama.cpp's block layouts: ``q8`` (int8, one
+  float16 scale per 32 weights, Q8_0) and ``q4`` (4-bit, a float16 scale and offset per 32 weights,
+  Q4_1). Decode on a small CPU is bound by the bytes of weights read per token; XLA has no such
+  product (it would convert the whole matrix to float first);
+- decode attention: write one token's key/value into each row's own cache slot, in place, and attend
+  over that row's visible slots only (XLA runs about ten small ops per layer over the whole cache).
+
+The C++ source (XLA FFI handlers) is compiled on first use with the machine's C++ compiler and
+``-march=native`` into a per-user cache keyed by a hash of the source, the compiler command, jaxlib's
+version and the CPU's flags, then registered with JAX as CPU custom calls. Where it cannot be built (no
+compiler, another OS), :func:`kernel_status` says why and callers use the ``*_reference`` functions: the
+same arithmetic in plain XLA, on any backend and any sharding.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+BLOCK = 32  # weights per scale
+SOURCE = Path(__file__).with_name("cpu_kernels.cc")
+_TARGETS = {  # JAX name -> symbol
+    "fixit_q8_matmul": "FixitQ8Matmul",
+    "fixit_q4_matmul": "FixitQ4Matmul",
+    "fixit_decode_attention": "FixitDecodeAttention",
+}
+
+
+class KernelUnavailable(RuntimeError):
+    """The native kernel cannot be built or loaded here (the message says why)."""
+
+
+def cache_dir() -> Path:
+    """Where built kernels live: ``$ARENA_KERNEL_CACHE``, else the user's cache directory."""
+    override = os.environ.get("ARENA_KERNEL_CACHE")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fixit-arena" / "kernels"
+
+
+def _compiler() -> str:
+    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if not compiler:
+        raise KernelUnavailable("no C++ compiler found (install g++ or set CXX)")
+    return compiler
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _command(compiler: str, output: Path) -> list[str]:
+    import jax.ffi
+
+    return [compiler, "-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-DNDEBUG",
+            "-isystem", str(jax.ffi.include_dir()), str(SOURCE), "-o", str(output)]
+
+
+def _build() -> Path:
+    """Compile the kernel (or find it already compiled) and return the shared library's path."""
+    import jaxlib
+
+    compiler = _compiler()
+    key = hashlib.sha256()
+    key.update(SOURCE.read_bytes())
+    key.update(" ".join(_command(compiler, Path("out"))).encode())
+    key.update(jaxlib.__version__.encode())
+    key.update(platform.machine().encode())
+    key.update(_cpu_flags().encode())
+    library = cache_dir() / key.hexdigest()[:16] / "cpu_kernels.so"
+    if library.exists():
+        return library
+    library.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=library.parent) as scratch:
+        built = Path(scratch) / library.name
+        log.info("compiling the native CPU kernels into %s", library)
+        result = subprocess.run(_command(compiler, built), capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise KernelUnavailable(f"compiling {SOURCE.name} failed:\n{result.stderr[-2000:]}")
+        os.replace(built, library)  # atomic: a concurrent process sees the whole file or none
+    return library
+
+
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def _load() -> str | None:
+    """Build, load and register the kernel once per process; None when ready, else why not."""
+    import jax
+
+    if platform.system() != "Linux" and platform.system() != "Darwin":
+        return f"native kernels are built on Linux and macOS only, not {platform.system()}"
+    try:
+        library = ctypes.cdll.LoadLibrary(str(_build()))
+        for target, symbol in _TARGETS.items():
+            jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(library, symbol)), platform="cpu")
+    except (KernelUnavailable, OSError, AttributeError) as exc:
+        return str(exc)
+    _LIBRARIES.append(library)  # keep the handle: the registered function lives in it
+    return None
+
+
+_LIBRARIES: list[Any] = []
+
+
+def kernel_status() -> str | None:
+    """None when the kernels are built and registered (building it now if need be), else the reason."""
+    with _LOCK:
+        return _load()
+
+
+def kernel_available() -> bool:
+    return kernel_status() is None
+
+
+def _require() -> None:
+    status = kernel_status()
+    if status is not None:
+        raise KernelUnavailable(status)
+
+
+def q8_matmul(x: Any, values: Any, scales: Any) -> Any:
+    """``x (M, K) · W(N, K)ᵀ`` -> ``(M, N)`` float32 for q8 weights (``values`` int8 ``(N, K)``, ``scales``
+    float16 ``(N, K/32)``), through the native kernel (KernelUnavailable where it cannot be built)."""
+    import jax
+    import jax.numpy as jnp
+
+    _require()
+    result = jax.ShapeDtypeStruct((x.shape[0], values.shape[0]), jnp.float32)
+    call = jax.ffi.ffi_call("fixit_q8_matmul", result)
+    return call(x.astype(jnp.float32), values, scales)
+
+
+def q4_matmul(x: Any, packed: Any, scales: Any, offsets: Any) -> Any:
+    """The same for q4 weights: ``packed`` uint8 ``(N, K/2)``, ``scales`` and ``offsets`` float16
+    ``(N, K/32)``."""
+    import jax
+    import jax.numpy as jnp
+
+    _require()
+    result = jax.ShapeDtypeStruct((x.shape[0], packed.shape[0]), jnp.float32)
+    call = jax.ffi.ffi_call("fixit_q4_matmul", result)
+    return call(x.astype(jnp.float32), packed, scales, offsets)
+
+
+def q8_dequantize(values: Any, scales: Any) -> Any:
+    """q8 blocks -> the float32 ``(N, K)`` matrix they stand for (jit-able, any backend)."""
+    import jax.numpy as jnp
+
+    n, k = values.shape
+    blocks = values.reshape(n, k // BLOCK, BLOCK).astype(jnp.float32)
+    return (blocks * scales.astype(jnp.float32)[:, :, None]).reshape(n, k)
+
+
+def q4_dequantize(packed: Any, scales: Any, offsets: Any) -> Any:
+    """q4 blocks -> the float32 ``(N, K)`` matrix they stand for."""
+    import jax.numpy as jnp
+
+    n, half = packed.shape
+    pairs = packed.reshape(n, half * 2 // BLOCK, BLOCK // 2)
+    q = jnp.concatenate([pairs & 15, pairs >> 4], axis=-1).astype(jnp.float32)  # element j, then j+16
+    weights = q * scales.astype(jnp.float32)[:, :, None] + offsets.astype(jnp.float32)[:, :, None]
+    return weights.reshape(n, half * 2)
+
+
+def q8_matmul_reference(x: Any, values: Any, scales: Any) -> Any:
+    """:func:`q8_matmul` in plain XLA: dequantize, then one dot."""
+    import jax.numpy as jnp
+
+    return jnp.dot(x.astype(jnp.float32), q8_dequantize(values, scales).T)
+
+
+def q4_matmul_reference(x: Any, packed: Any, scales: Any, offsets: Any) -> Any:
+    """:func:`q4_matmul` in plain XLA."""
+    import jax.numpy as jnp
+
+    return jnp.dot(x.astype(jnp.float32), q4_dequantize(packed, scales, offsets).T)
+
+
+def q8_quantize(matrix: Any) -> tuple[Any, Any]:
+    """``(N, K)`` float -> int8 values ``(N, K)`` and float16 scales ``(N, K/32)``: symmetric, one scale per
+    block of 32 along K, as llama.cpp's Q8_0 (jit-able; K must be a multiple of 32)."""
+    import jax.numpy as jnp
+
+    n, k = matrix.shape
+    blocks = matrix.astype(jnp.float32).reshape(n, k // BLOCK, BLOCK)
+    scale = (jnp.max(jnp.abs(blocks), axis=-1) / 127.0).astype(jnp.float16)
+    wide = scale.astype(jnp.float32)
+    safe = jnp.where(wide == 0, 1.0, wide)
+    values = jnp.clip(jnp.round(blocks / safe[:, :, None]), -127, 127).astype(jnp.int8)
+    return values.reshape(n, k), scale
+
+
+def q4_quantize(matrix: Any) -> tuple[Any, Any, Any]:
+    """``(N, K)`` float -> packed uint8 ``(N, K/2)``, float16 scales and offsets ``(N, K/32)``: per block of
+    32 along K, ``w ≈ d·q + m`` with q in 0..15 (llama.cpp's Q4_1). A block that came from a Q4_1 file
+    comes back exactly (to float16 rounding of d and m, which the file stored as float16)."""
+    import jax.numpy as jnp
+
+    n, k = matrix.shape
+    blocks = matrix.astype(jnp.float32).reshape(n, k // BLOCK, BLOCK)
+    low, high = jnp.min(blocks, axis=-1), jnp.max(blocks, axis=-1)
+    scale = ((high - low) / 15.0).astype(jnp.float16)
+    offset = low.astype(jnp.float16)
+    wide, base = scale.astype(jnp.float32), offset.astype(jnp.float32)
+    safe = jnp.where(wide == 0, 1.0, wide)
+    q = jnp.clip(jnp.round((blocks - base[:, :, None]) / safe[:, :, None]), 0, 15).astype(jnp.uint8)
+    packed = q[:, :, : BLOCK // 2] | (q[:, :, BLOCK // 2 :] << 4)
+    return packed.reshape(n, k // 2), scale, offset
+
+
+def decode_attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *,
+                     window: int | None, scale: float, soft_cap: float | None) -> tuple[Any, Any, Any]:
+    """One new token per row: ``q (B, H, hd)`` (RoPE applied, unscaled), its ``k_new``/``v_new``
+    ``(B, KV, hd)`` written at slot ``index[b]`` of ``keys``/``values`` ``(B, KV, S, hd)`` (in place when
+    the caller donates them), then attention over slots ``(index - window, index]``. Returns
+    ``(out (B, H, hd), keys, values)``. The reference is the decoder's own XLA path."""
+    import jax
+    import numpy as np
+
+    _require()
+    shapes = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(keys.shape, keys.dtype),
+              jax.ShapeDtypeStruct(values.shape, values.dtype))
+    call = jax.ffi.ffi_call("fixit_decode_attention", shapes, input_output_aliases={4: 1, 5: 2})
+    out, keys, values = call(q, k_new, v_new, index.astype("int32"), keys, values,
+                             window=np.int64(window or 0), scale=np.float32(scale),
+                             soft_cap=np.float32(soft_cap or 0.0))
+    return out, keys, values

@@ -1,0 +1,505 @@
+// y = x · Wᵀ for float32 activations x (M, K) and block-quantized weights W (N, K), the layouts of
+// llama.cpp's Q8_0 and Q4_1: every run of 32 weights along K shares a float16 scale d (and, for q4, a
+// float16 offset m), and a weight is d·q (q8: q int8) or d·q + m (q4: q in 0..15, two per byte, element
+// j in the low nibble of byte j and element j+16 in the high one). Each output's weights are contiguous,
+// so one output is one pass over its bytes: decode on a small CPU is bound by the bytes of weights read
+// per token, and these read 1.06 (q8) or 0.63 (q4) bytes per weight against bfloat16's 2.
+//
+// XLA FFI custom calls for the CPU backend (inference/engine/kernels/__init__.py builds this file for the
+// machine it runs on and registers it with JAX). Arithmetic uses GCC's vector extensions, so the compiler
+// picks AVX-512, AVX2 or NEON from -march=native; only the widening of the weights is spelled out with
+// intrinsics. Work is split over the outputs and shared with XLA's intra-op thread pool; the calling
+// thread claims parts too, so a busy pool can delay a call but never deadlock it.
+
+#include <algorithm>
+#include <cmath>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr int64_t kBlock = 32;     // weights per scale
+constexpr int64_t kLanes = 16;     // floats per vector
+constexpr int64_t kSmallRows = 16;  // up to this many rows (a decode batch): float32, weights decoded in registers
+constexpr int64_t kPanel = 16;     // more rows (a prefill): decode this many outputs into a float panel
+
+typedef float f32v __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline f32v load(const float* p) {
+  f32v v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline float sum(f32v v) {
+  float total = 0.0f;
+  for (int64_t i = 0; i < kLanes; ++i) total += v[i];
+  return total;
+}
+
+inline float half_to_float(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int shift = 0;
+    uint32_t m = mantissa;
+    while (!(m & 0x400u)) { m <<= 1; ++shift; }
+    bits = sign | ((113 - shift) << 23) | ((m & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
+struct Problem {
+  const float* x;         // (M, K)
+  const uint8_t* w;       // (N, K) int8, or (N, K/2) packed nibbles
+  const uint16_t* scale;  // (N, K/32) float16
+  const uint16_t* shift;  // (N, K/32) float16, q4 only
+  float* y;               // (M, N)
+  int64_t m, k, n;
+};
+
+// The 32 weights of block b of output n, as two vectors (GCC scalarizes a vector-extension conversion
+// from 8-bit integers, one instruction per lane, hence the intrinsics).
+template <bool Q4>
+inline void decode(const Problem& p, int64_t n, int64_t b, f32v& w0, f32v& w1) {
+  const int64_t blocks = p.k / kBlock;
+  const float d = half_to_float(p.scale[n * blocks + b]);
+  if constexpr (Q4) {
+    const uint8_t* bytes = p.w + n * (p.k / 2) + b * (kBlock / 2);
+    const float m = half_to_float(p.shift[n * blocks + b]);
+#if defined(__AVX512F__)
+    const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+    const __m512 low = _mm512_cvtepi32_ps(_mm512_and_si512(wide, _mm512_set1_epi32(15)));
+    const __m512 high = _mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4));
+    std::memcpy(&w0, &low, sizeof w0);
+    std::memcpy(&w1, &high, sizeof w1);
+#else
+    for (int64_t i = 0; i < kLanes; ++i) {
+      w0[i] = static_cast<float>(bytes[i] & 15);
+      w1[i] = static_cast<float>(bytes[i] >> 4);
+    }
+#endif
+    w0 = w0 * d + m;
+    w1 = w1 * d + m;
+  } else {
+    const int8_t* q = reinterpret_cast<const int8_t*>(p.w) + n * p.k + b * kBlock;
+#if defined(__AVX512F__)
+    const __m512 low = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
+    const __m512 high = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + kLanes))));
+    std::memcpy(&w0, &low, sizeof w0);
+    std::memcpy(&w1, &high, sizeof w1);
+#else
+    for (int64_t i = 0; i < kLanes; ++i) {
+      w0[i] = static_cast<float>(q[i]);
+      w1[i] = static_cast<float>(q[i + kLanes]);
+    }
+#endif
+    w0 = w0 * d;
+    w1 = w1 * d;
+  }
+}
+
+// Rows [0, ROWS) x outputs [n0, n1), OUTS outputs at a time, weights decoded in registers once per
+// tile and used by every row.
+template <bool Q4, int ROWS, int OUTS>
+void small_tile(const Problem& p, int64_t n0, int64_t n1) {
+  const int64_t blocks = p.k / kBlock;
+  int64_t n = n0;
+  for (; n + OUTS <= n1; n += OUTS) {
+    f32v acc[OUTS][ROWS] = {};
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int r = 0; r < OUTS; ++r) {
+        f32v w0, w1;
+        decode<Q4>(p, n + r, b, w0, w1);
+        for (int i = 0; i < ROWS; ++i) {
+          const float* xr = p.x + i * p.k + b * kBlock;
+          acc[r][i] += w0 * load(xr);  // two fused multiply-adds, no separate add
+          acc[r][i] += w1 * load(xr + kLanes);
+        }
+      }
+    }
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = sum(acc[r][i]);
+  }
+  if (n < n1) small_tile<Q4, ROWS, 1>(p, n, n1);
+}
+
+template <bool Q4>
+void small_chunk(const Problem& p, int64_t n0, int64_t n1) {
+  switch (p.m) {
+    case 1: return small_tile<Q4, 1, 4>(p, n0, n1);
+    case 2: return small_tile<Q4, 2, 4>(p, n0, n1);
+    case 3: return small_tile<Q4, 3, 4>(p, n0, n1);
+    case 4: return small_tile<Q4, 4, 4>(p, n0, n1);
+    case 5: return small_tile<Q4, 5, 2>(p, n0, n1);
+    case 6: return small_tile<Q4, 6, 2>(p, n0, n1);
+    case 7: return small_tile<Q4, 7, 2>(p, n0, n1);
+    default: return small_tile<Q4, 8, 2>(p, n0, n1);
+  }
+}
+
+template <bool Q4>
+void small_rows(const Problem& whole, int64_t n0, int64_t n1) {
+  // Eight rows at a time: every row's sums are then computed in the same order whatever the batch, so
+  // a request's reply does not depend on who else is being served.
+  for (int64_t row = 0; row < whole.m; row += 8) {
+    Problem p = whole;
+    p.x += row * p.k;
+    p.y += row * p.n;
+    p.m = std::min<int64_t>(8, whole.m - row);
+    small_chunk<Q4>(p, n0, n1);
+  }
+}
+
+// More rows (a prefill): decode kPanel outputs once into a panel, then sweep every row over it in 4 x 4
+// register tiles. With AVX512-BF16 the panel and the rows are rounded to bfloat16 and multiplied with
+// float32 accumulation (twice the float32 rate; the precision of XLA's bfloat16 dot), else in float32.
+#if defined(__AVX512BF16__)
+typedef uint16_t Scalar;  // bfloat16 bits
+constexpr int64_t kStep = 32;
+
+inline void store_row(Scalar* out, f32v w0, f32v w1) {
+  __m512 lo, hi;
+  std::memcpy(&lo, &w0, sizeof lo);
+  std::memcpy(&hi, &w1, sizeof hi);
+  const __m512bh packed = _mm512_cvtne2ps_pbh(hi, lo);  // lo -> elements 0..15, hi -> 16..31
+  std::memcpy(out, &packed, sizeof packed);
+}
+
+struct Acc {
+  __m512 v = _mm512_setzero_ps();
+  void add(const Scalar* a, const Scalar* b) {
+    __m512bh x, y;
+    std::memcpy(&x, a, sizeof x);
+    std::memcpy(&y, b, sizeof y);
+    v = _mm512_dpbf16_ps(v, x, y);
+  }
+  float total() const { return _mm512_reduce_add_ps(v); }
+};
+
+inline void rows_to_panel_type(const Problem& p, std::vector<Scalar>& rows) {
+  rows.resize(p.m * p.k);
+  for (int64_t i = 0; i < p.m * p.k; i += kStep) store_row(&rows[i], load(p.x + i), load(p.x + i + kLanes));
+}
+#else
+typedef float Scalar;
+constexpr int64_t kStep = kLanes;
+
+inline void store_row(Scalar* out, f32v w0, f32v w1) {
+  std::memcpy(out, &w0, sizeof w0);
+  std::memcpy(out + kLanes, &w1, sizeof w1);
+}
+
+struct Acc {
+  f32v v = {};
+  void add(const Scalar* a, const Scalar* b) { v += load(a) * load(b); }
+  float total() const { return sum(v); }
+};
+
+inline void rows_to_panel_type(const Problem& p, std::vector<Scalar>& rows) {
+  rows.assign(p.x, p.x + p.m * p.k);
+}
+#endif
+
+template <bool Q4>
+void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& panel,
+                const std::vector<Scalar>& xs) {
+  const int64_t blocks = p.k / kBlock;
+  panel.resize(kPanel * p.k);
+  for (int64_t n = n0; n < n1; n += kPanel) {
+    const int64_t width = std::min(kPanel, n1 - n);
+    for (int64_t r = 0; r < width; ++r)
+      for (int64_t b = 0; b < blocks; ++b) {
+        f32v w0, w1;
+        decode<Q4>(p, n + r, b, w0, w1);
+        store_row(&panel[r * p.k + b * kBlock], w0, w1);
+      }
+    int64_t row = 0;
+    for (; row + 4 <= p.m; row += 4) {
+      int64_t c = 0;
+      for (; c + 4 <= width; c += 4) {
+        Acc acc[4][4];
+        for (int64_t k = 0; k < p.k; k += kStep)
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j) acc[i][j].add(&xs[(row + i) * p.k + k], &panel[(c + j) * p.k + k]);
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) p.y[(row + i) * p.n + n + c + j] = acc[i][j].total();
+      }
+      for (; c < width; ++c)
+        for (int i = 0; i < 4; ++i) {
+          Acc acc;
+          for (int64_t k = 0; k < p.k; k += kStep) acc.add(&xs[(row + i) * p.k + k], &panel[c * p.k + k]);
+          p.y[(row + i) * p.n + n + c] = acc.total();
+        }
+    }
+    for (; row < p.m; ++row)
+      for (int64_t c = 0; c < width; ++c) {
+        Acc acc;
+        for (int64_t k = 0; k < p.k; k += kStep) acc.add(&xs[row * p.k + k], &panel[c * p.k + k]);
+        p.y[row * p.n + n + c] = acc.total();
+      }
+  }
+}
+
+// Outputs [n0, n1) for every row.
+template <bool Q4>
+void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64_t n1) {
+  if (p.m <= kSmallRows) {
+    small_rows<Q4>(p, n0, n1);
+    return;
+  }
+  thread_local std::vector<Scalar> panel;
+  panel_rows<Q4>(p, n0, n1, panel, xs);
+}
+
+struct Split {
+  Problem problem;
+  std::vector<Scalar> xs;  // the rows in the panel's number type (prefills only)
+  bool q4;
+  int64_t parts, unit;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+
+  // Claim and run parts until none is left.
+  void work() {
+    for (int64_t part; (part = next.fetch_add(1, std::memory_order_relaxed)) < parts;) {
+      const int64_t units = (problem.n + unit - 1) / unit;
+      const int64_t n0 = std::min(problem.n, units * part / parts * unit);
+      const int64_t n1 = std::min(problem.n, units * (part + 1) / parts * unit);
+      if (n0 < n1) q4 ? run_part<true>(problem, xs, n0, n1) : run_part<false>(problem, xs, n0, n1);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+void run(ffi::ThreadPool& pool, const Problem& problem, bool q4) {
+  const int64_t unit = problem.m <= kSmallRows ? 4 : kPanel;
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  // Below ~64k multiply-adds a second thread costs more to wake than it saves.
+  const bool tiny = problem.m * problem.n * problem.k < (int64_t{1} << 16);
+  const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, (problem.n + unit - 1) / unit);
+  auto split = std::make_shared<Split>();
+  split->problem = problem;
+  split->q4 = q4;
+  split->parts = parts;
+  split->unit = unit;
+  if (problem.m > kSmallRows) rows_to_panel_type(problem, split->xs);
+  for (int64_t i = 1; i < parts; ++i) pool.Schedule([split] { split->work(); });
+  split->work();
+  // Every part is claimed now; wait for the ones other threads are finishing.
+  while (split->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
+}
+
+ffi::Error check(const ffi::Buffer<ffi::F32>& x, int64_t n, int64_t row_bytes, int64_t bytes_per_row,
+                 const ffi::Buffer<ffi::F16>& scale) {
+  const auto xd = x.dimensions(), sd = scale.dimensions();
+  if (xd.size() != 2 || sd.size() != 2) return ffi::Error::InvalidArgument("block matmul: operands must be 2-D");
+  const int64_t k = xd[1];
+  if (k % kBlock != 0 || row_bytes != bytes_per_row || sd[0] != n || sd[1] != k / kBlock)
+    return ffi::Error::InvalidArgument("block matmul: shapes must be x (M, K), weights (N, K or K/2), "
+                                       "scales (N, K/32), with K a multiple of 32");
+  return ffi::Error::Success();
+}
+
+ffi::Error q8_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> w,
+                     ffi::Buffer<ffi::F16> scale, ffi::ResultBuffer<ffi::F32> y) {
+  const auto wd = w.dimensions();
+  if (wd.size() != 2) return ffi::Error::InvalidArgument("q8 matmul: weights must be 2-D");
+  const int64_t k = x.dimensions().back();
+  if (ffi::Error e = check(x, wd[0], wd[1], k, scale); e.failure()) return e;
+  const Problem p{x.typed_data(), reinterpret_cast<const uint8_t*>(w.typed_data()),
+                  reinterpret_cast<const uint16_t*>(scale.typed_data()), nullptr, y->typed_data(),
+                  x.dimensions()[0], k, wd[0]};
+  if (p.m > 0 && p.n > 0) run(pool, p, false);
+  return ffi::Error::Success();
+}
+
+ffi::Error q4_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> w,
+                     ffi::Buffer<ffi::F16> scale, ffi::Buffer<ffi::F16> shift,
+                     ffi::ResultBuffer<ffi::F32> y) {
+  const auto wd = w.dimensions();
+  if (wd.size() != 2) return ffi::Error::InvalidArgument("q4 matmul: weights must be 2-D");
+  const int64_t k = x.dimensions().back();
+  if (ffi::Error e = check(x, wd[0], wd[1] * 2, k, scale); e.failure()) return e;
+  if (shift.dimensions().size() != 2 || shift.dimensions()[0] != wd[0] || shift.dimensions()[1] != k / kBlock)
+    return ffi::Error::InvalidArgument("q4 matmul: offsets must have the scales' shape");
+  const Problem p{x.typed_data(), w.typed_data(), reinterpret_cast<const uint16_t*>(scale.typed_data()),
+                  reinterpret_cast<const uint16_t*>(shift.typed_data()), y->typed_data(),
+                  x.dimensions()[0], k, wd[0]};
+  if (p.m > 0 && p.n > 0) run(pool, p, true);
+  return ffi::Error::Success();
+}
+
+
+// ---- decode attention -------------------------------------------------------------------------------
+// One new token per row: write its key/value at the row's own slot index[b] of the cache (in place: the
+// cache buffers are aliased to the outputs), then attend over the slots the row can see, (index - window,
+// index], and nothing else. XLA would run ~10 small ops per layer over the whole cache instead.
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  f32v acc = {};
+  int64_t d = 0;
+  for (; d + kLanes <= n; d += kLanes) acc += load(a + d) * load(b + d);
+  float total = sum(acc);
+  for (; d < n; ++d) total += a[d] * b[d];
+  return total;
+}
+
+struct Attention {
+  const float* q;       // (B, H, hd)
+  const float* k_new;   // (B, KV, hd)
+  const float* v_new;   // (B, KV, hd)
+  const int32_t* index; // (B,)
+  float* keys;          // (B, KV, S, hd), aliased in and out
+  float* values;
+  float* out;           // (B, H, hd)
+  int64_t batch, heads, kv_heads, slots, hd, window;
+  float scale, soft_cap;
+};
+
+void attend_one(const Attention& a, int64_t b, int64_t h, std::vector<float>& scores) {
+  const int64_t pos = std::clamp<int64_t>(a.index[b], 0, a.slots - 1);
+  const int64_t first = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+  const float* keys = a.keys + ((b * a.kv_heads + h) * a.slots) * a.hd;
+  const float* values = a.values + ((b * a.kv_heads + h) * a.slots) * a.hd;
+  const int64_t groups = a.heads / a.kv_heads;
+  scores.resize(pos - first + 1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t head = h * groups + g;
+    const float* q = a.q + (b * a.heads + head) * a.hd;
+    float best = -INFINITY;
+    for (int64_t s = first; s <= pos; ++s) {
+      float score = dot(q, keys + s * a.hd, a.hd) * a.scale;
+      if (a.soft_cap > 0) score = std::tanh(score / a.soft_cap) * a.soft_cap;
+      scores[s - first] = score;
+      best = std::max(best, score);
+    }
+    float total = 0.0f;
+    for (float& score : scores) total += (score = std::exp(score - best));
+    float* out = a.out + (b * a.heads + head) * a.hd;
+    std::fill(out, out + a.hd, 0.0f);
+    for (int64_t s = first; s <= pos; ++s) {
+      const float weight = scores[s - first] / total;
+      const float* v = values + s * a.hd;
+      for (int64_t d = 0; d < a.hd; ++d) out[d] += weight * v[d];
+    }
+  }
+}
+
+void attention_part(const Attention& a, int64_t first, int64_t last) {
+  thread_local std::vector<float> scores;
+  for (int64_t pair = first; pair < last; ++pair) attend_one(a, pair / a.kv_heads, pair % a.kv_heads, scores);
+}
+
+struct AttentionSplit {
+  Attention attention;
+  int64_t parts, pairs;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+
+  void work() {
+    for (int64_t part; (part = next.fetch_add(1, std::memory_order_relaxed)) < parts;) {
+      attention_part(attention, pairs * part / parts, pairs * (part + 1) / parts);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+ffi::Error decode_attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k_new,
+                            ffi::Buffer<ffi::F32> v_new, ffi::Buffer<ffi::S32> index,
+                            ffi::Buffer<ffi::F32> keys, ffi::Buffer<ffi::F32> values, int64_t window,
+                            float scale, float soft_cap, ffi::ResultBuffer<ffi::F32> out,
+                            ffi::ResultBuffer<ffi::F32> keys_out, ffi::ResultBuffer<ffi::F32> values_out) {
+  const auto qd = q.dimensions(), cd = keys.dimensions(), nd = k_new.dimensions();
+  if (qd.size() != 3 || cd.size() != 4 || nd.size() != 3 || index.element_count() != qd[0] ||
+      cd[0] != qd[0] || cd[3] != qd[2] || nd[0] != qd[0] || nd[1] != cd[1] || nd[2] != qd[2] ||
+      qd[1] % cd[1] != 0 || values.element_count() != keys.element_count() ||
+      v_new.element_count() != k_new.element_count())
+    return ffi::Error::InvalidArgument("decode attention: q (B, H, hd), k/v new (B, KV, hd), index (B,), "
+                                       "cache (B, KV, S, hd)");
+  Attention a{q.typed_data(), k_new.typed_data(), v_new.typed_data(), index.typed_data(),
+              keys_out->typed_data(), values_out->typed_data(), out->typed_data(),
+              qd[0], qd[1], cd[1], cd[2], qd[2], window, scale, soft_cap};
+  // The outputs alias the cache inputs; should XLA have given fresh buffers, start from the inputs.
+  if (a.keys != keys.typed_data()) std::memcpy(a.keys, keys.typed_data(), keys.size_bytes());
+  if (a.values != values.typed_data()) std::memcpy(a.values, values.typed_data(), values.size_bytes());
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const int64_t pos = std::clamp<int64_t>(a.index[b], 0, a.slots - 1);
+    for (int64_t h = 0; h < a.kv_heads; ++h) {
+      const int64_t at = ((b * a.kv_heads + h) * a.slots + pos) * a.hd, from = (b * a.kv_heads + h) * a.hd;
+      std::memcpy(a.keys + at, a.k_new + from, a.hd * sizeof(float));
+      std::memcpy(a.values + at, a.v_new + from, a.hd * sizeof(float));
+    }
+  }
+  const int64_t pairs = a.batch * a.kv_heads;
+  const int64_t work = pairs * a.slots * a.hd * (a.heads / a.kv_heads);
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  const int64_t parts = std::min<int64_t>(work < (int64_t{1} << 17) ? 1 : threads, pairs);
+  auto split = std::make_shared<AttentionSplit>();
+  split->attention = a;
+  split->parts = parts;
+  split->pairs = pairs;
+  for (int64_t i = 1; i < parts; ++i) pool.Schedule([split] { split->work(); });
+  split->work();
+  while (split->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitQ8Matmul, q8_matmul,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S8>>()
+                                  .Arg<ffi::Buffer<ffi::F16>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitQ4Matmul, q4_matmul,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::U8>>()
+                                  .Arg<ffi::Buffer<ffi::F16>>()
+                                  .Arg<ffi::Buffer<ffi::F16>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitDecodeAttention, decode_attention,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("window")
+                                  .Attr<float>("scale")
+                                  .Attr<float>("soft_cap")
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
