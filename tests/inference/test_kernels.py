@@ -1,0 +1,173 @@
+"""The native CPU kernels (inference/engine/kernels): block matmuls equal to their plain-XLA reference,
+rows computed the same whatever the batch, q4 that reproduces a 4-bit grid exactly and steps aside for
+anything else, decode attention equal to the decoder's own XLA path (cache written in place), a tiny
+model served natively that answers like its XLA twin, and the fallback when nothing can be compiled."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from inference.builder import build_chat_model
+from inference.catalogue import load_catalogue
+from inference.engine import TokenTrace, kernels
+from inference.engine.decoder import attend, attention_mask, write_rows
+from inference.engine.scheduler import SlotScheduler
+from inference.engine.slots import SlotEngine
+from inference.engine.weights import Q4Blocks, Q8Blocks, _blocks
+from inference.local import LocalChatModel
+from inference.protocol import GenerationParams
+from tests.inference.conftest import TINY_CATALOGUE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+if kernels.kernel_status() is not None:  # pragma: no cover - every CI machine has g++
+    pytest.skip(f"native kernels unavailable: {kernels.kernel_status()}", allow_module_level=True)
+
+
+def _weights(fmt: str, n: int, k: int, seed: int = 0) -> tuple[Any, ...]:
+    matrix = jnp.asarray(np.random.default_rng(seed).normal(size=(n, k)).astype("float32") * 0.1)
+    return tuple(jax.jit(kernels.q8_quantize if fmt == "q8" else kernels.q4_quantize)(matrix))
+
+
+def _native(fmt: str) -> Any:
+    return jax.jit(kernels.q8_matmul if fmt == "q8" else kernels.q4_matmul)
+
+
+def _reference(fmt: str) -> Any:
+    return jax.jit(kernels.q8_matmul_reference if fmt == "q8" else kernels.q4_matmul_reference)
+
+
+@pytest.mark.parametrize("fmt", ["q8", "q4"])
+@pytest.mark.parametrize("rows", [1, 3, 8, 9, 16, 40])
+def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int) -> None:
+    weights = _weights(fmt, n=37, k=96)  # 37 outputs: the kernels' 4- and 2-wide tiles leave a remainder
+    x = jnp.asarray(np.random.default_rng(rows).normal(size=(rows, 96)).astype("float32"))
+    got, want = np.asarray(_native(fmt)(x, *weights)), np.asarray(_reference(fmt)(x, *weights))
+    scale = float(np.max(np.abs(want)))
+    assert scale > 0.1
+    # Up to 16 rows (decode) the kernels multiply in float32; a prefill's rows may go through bfloat16.
+    tolerance = 1e-5 if rows <= 16 else 2e-2
+    assert float(np.max(np.abs(got - want))) <= tolerance * scale
+
+
+@pytest.mark.parametrize("fmt", ["q8", "q4"])
+def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str) -> None:
+    weights = _weights(fmt, n=50, k=64, seed=3)
+    x = jnp.asarray(np.random.default_rng(4).normal(size=(16, 64)).astype("float32"))
+    batch = np.asarray(_native(fmt)(x, *weights))
+    for size in (1, 5, 8, 11):
+        np.testing.assert_array_equal(np.asarray(_native(fmt)(x[:size], *weights)), batch[:size])
+
+
+def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
+    rng = np.random.default_rng(7)
+    n, k = 24, 128
+    # What a Q4_1 file holds: per 32 weights, float16 scale d and offset m, and w = d*q + m, q in 0..15.
+    d = rng.uniform(0.001, 0.02, size=(n, k // 32)).astype("float16").astype("float32")
+    m = rng.uniform(-0.2, 0.0, size=(n, k // 32)).astype("float16").astype("float32")
+    q = rng.integers(0, 16, size=(n, k // 32, 32))
+    q[:, :, 0], q[:, :, 1] = 0, 15  # the quantizer's grid spans the block
+    grid = jnp.asarray((q * d[:, :, None] + m[:, :, None]).reshape(n, k).astype("float32"))
+    packed = kernels.q4_quantize(grid)
+    assert packed[0].dtype == jnp.uint8 and packed[0].shape == (n, k // 2)
+    assert float(jnp.max(jnp.abs(kernels.q4_dequantize(*packed) - grid))) < 1e-6
+    assert isinstance(_blocks(grid, "q4"), Q4Blocks)
+    noise = jnp.asarray(rng.normal(size=(n, k)).astype("float32"))
+    assert isinstance(_blocks(noise, "q4"), Q8Blocks)  # 4 bits would lose it: 8-bit blocks instead
+    q8 = kernels.q8_quantize(noise)
+    error = float(jnp.max(jnp.abs(kernels.q8_dequantize(*q8) - noise)) / jnp.max(jnp.abs(noise)))
+    assert 0 < error < 1 / 127
+
+
+@pytest.mark.parametrize(("window", "soft_cap"), [(None, None), (8, None), (None, 5.0)])
+def test_decode_attention_equals_the_decoders_xla_path(window: int | None, soft_cap: float | None) -> None:
+    rng = np.random.default_rng(11)
+    batch, heads, kv_heads, slots, hd = 4, 6, 2, 32, 32
+    spec = SimpleNamespace(num_query_heads=heads, num_kv_heads=kv_heads, head_dim=hd, query_scale=hd**-0.5,
+                           attention_soft_cap=soft_cap)
+
+    def normal(*shape: int) -> Any:
+        return jnp.asarray(rng.normal(size=shape).astype("float32"))
+
+    q, k_new, v_new = normal(batch, heads, hd), normal(batch, kv_heads, hd), normal(batch, kv_heads, hd)
+    keys, values = normal(batch, kv_heads, slots, hd), normal(batch, kv_heads, slots, hd)
+    index = jnp.asarray([0, 5, 17, 31], "int32")  # rows at different positions; stale slots after each
+
+    def xla(keys: Any, values: Any) -> tuple[Any, Any, Any]:
+        keys = write_rows(keys, k_new[:, :, None], index)
+        values = write_rows(values, v_new[:, :, None], index)
+        mask = attention_mask(index[:, None], slots, window)
+        out = attend(spec, q[:, None], keys, values, mask)  # type: ignore[arg-type]
+        return out.reshape(batch, heads, hd), keys, values
+
+    def native(keys: Any, values: Any) -> tuple[Any, Any, Any]:
+        return kernels.decode_attention(q, k_new, v_new, index, keys, values, window=window,
+                                        scale=spec.query_scale, soft_cap=soft_cap)
+
+    want = [np.asarray(a) for a in jax.jit(xla)(keys, values)]
+    got = [np.asarray(a) for a in jax.jit(native, donate_argnums=(0, 1))(jnp.copy(keys), jnp.copy(values))]
+    np.testing.assert_allclose(got[0], want[0], atol=2e-5, rtol=1e-5)
+    np.testing.assert_array_equal(got[1], want[1])  # the new key/value went to each row's own slot
+    np.testing.assert_array_equal(got[2], want[2])
+
+
+@pytest.fixture(scope="module", params=["tiny-llama", "tiny-gemma3"])
+def native_twins(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[LocalChatModel, Any]:
+    """A tiny model served natively in q8, and its decoder run as plain XLA on the same blocks."""
+    entry = {e.slug: e for e in load_catalogue(TINY_CATALOGUE)}[request.param]
+    built = build_chat_model(dataclasses.replace(entry, weights="q8"), cache_dir=tmp_path_factory.mktemp("k"),
+                             warm_up=False)
+    assert isinstance(built, LocalChatModel) and built.engine is not None
+    assert built.weight_format == "q8" and built.engine.spec.native_kernels
+    return built, dataclasses.replace(built.engine.spec, native_kernels=False)
+
+
+def test_a_model_served_natively_answers_like_its_xla_twin(native_twins: tuple[LocalChatModel, Any]) -> None:
+    model, xla_spec = native_twins
+    prompts = [model.loaded.tokenizer.encode(t) for t in ("Hi there", "A longer prompt, by some way", "Mid")]
+    greedy = GenerationParams(max_new_tokens=10, temperature=0.0)
+
+    def replies(engine_model: LocalChatModel) -> list[list[int]]:
+        out = []
+        for prompt in prompts:
+            trace = TokenTrace(ids=[])
+            list(engine_model.stream_ids(prompt, greedy, trace=trace))
+            out.append(trace.ids)
+        return out
+
+    native = replies(model)
+    assert all(native)
+    twin = copy.copy(model)  # the same model, its engine swapped for one that multiplies in plain XLA
+    assert model.engine is not None
+    twin.engine = SlotEngine(xla_spec, model.engine.params, max_length=model.context_length)
+    twin._scheduler = SlotScheduler(twin.engine, model.loaded.tokenizer)
+    twin._lock = threading.Lock()
+    assert replies(twin) == native
+
+
+def test_without_a_compiler_the_default_falls_back_to_bfloat16(tmp_path: Path) -> None:
+    env = {**os.environ, "CXX": "/bin/false", "ARENA_KERNEL_CACHE": str(tmp_path), "KERAS_BACKEND": "jax"}
+    env.pop("XLA_FLAGS", None)
+    script = ("import json; from inference.local import choose_weights; "
+              "print(json.dumps([choose_weights('auto'), choose_weights('q4')]))")
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    auto, q4 = json.loads(run.stdout.strip().splitlines()[-1])
+    assert auto[:2] == ["bfloat16", False] and "failed" in auto[2]
+    assert q4[:2] == ["q4", False]  # asked for explicitly: the same blocks, multiplied by plain XLA
