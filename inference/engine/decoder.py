@@ -30,18 +30,19 @@ def empty_cache(spec: DecoderSpec, *, batch: int, slots: int) -> Cache:
     return tuple((jnp.zeros(shape, "float32"), jnp.zeros(shape, "float32")) for _ in spec.layers)
 
 
-def matmul(x: Any, w: Any, native: bool = False) -> Any:
+def matmul(x: Any, w: Any, native: bool = False, rows: Any = None) -> Any:
     """``x @ w`` for x ``(..., in)`` float32 and a float32 / bfloat16 / int8 ``(in, out)`` matrix or q8/q4
-    ``(out, in)`` blocks (``native``: through the CPU kernels)."""
+    ``(out, in)`` blocks (``native``: through the CPU kernels, which skip the flattened rows from
+    ``rows`` on: padding whose results nobody reads)."""
     import jax
     import jax.numpy as jnp
 
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
     if isinstance(w, Q8Blocks):
-        y = (kernels.q8_matmul if native else kernels.q8_matmul_reference)(x2, *w)
+        y = kernels.q8_matmul(x2, *w, rows=rows) if native else kernels.q8_matmul_reference(x2, *w)
     elif isinstance(w, Q4Blocks):
-        y = (kernels.q4_matmul if native else kernels.q4_matmul_reference)(x2, *w)
+        y = kernels.q4_matmul(x2, *w, rows=rows) if native else kernels.q4_matmul_reference(x2, *w)
     elif isinstance(w, QuantizedMatrix):
         # Dynamic per-row activation scale (keras' int8 scheme): int8 x int8 -> int32, rescaled.
         x_scale = jnp.max(jnp.abs(x2), axis=-1, keepdims=True) / 127.0
@@ -167,9 +168,12 @@ def attend(spec: DecoderSpec, q: Any, keys: Any, values: Any, mask: Any) -> Any:
 
 
 def forward(
-    spec: DecoderSpec, params: dict[str, Any], cache: Cache, tokens: Any, index: Any
+    spec: DecoderSpec, params: dict[str, Any], cache: Cache, tokens: Any, index: Any, *, valid: Any = None
 ) -> tuple[Any, Cache]:
-    """Run ``tokens (B, T)`` written from slot ``index (B,)`` of each row: hidden states and the new cache."""
+    """Run ``tokens (B, T)`` written from slot ``index (B,)`` of each row: hidden states and the new cache.
+
+    ``valid`` (one prompt, B = 1): only its first ``valid`` tokens are real; the native kernels skip the
+    padding after them (its hidden states and cache slots are then meaningless, and masked as ever)."""
     import jax
     import jax.numpy as jnp
 
@@ -183,7 +187,7 @@ def forward(
         if layer_spec.sliding_window not in masks:
             masks[layer_spec.sliding_window] = attention_mask(positions, slots, layer_spec.sliding_window)
         h = rms_norm(spec, x, weights["attn_norm"])
-        qkv = matmul(h, weights["qkv"], spec.native_kernels)
+        qkv = matmul(h, weights["qkv"], spec.native_kernels, valid)
         q_end = spec.num_query_heads * spec.head_dim
         k_end = q_end + spec.num_kv_heads * spec.head_dim
         q = qkv[..., :q_end].reshape(batch, length, spec.num_query_heads, spec.head_dim)
@@ -203,14 +207,14 @@ def forward(
             values = write_rows(values, jnp.swapaxes(v, 1, 2), index)
             heads = attend(spec, q, keys, values, masks[layer_spec.sliding_window])
         new_cache.append((keys, values))
-        attended = matmul(heads, weights["o"], spec.native_kernels)
+        attended = matmul(heads, weights["o"], spec.native_kernels, valid)
         if spec.post_norms:
             attended = rms_norm(spec, attended, weights["post_attn_norm"])
         x = x + attended
         h = rms_norm(spec, x, weights["ffn_norm"])
-        gate, up = jnp.split(matmul(h, weights["gate_up"], spec.native_kernels), 2, axis=-1)
+        gate, up = jnp.split(matmul(h, weights["gate_up"], spec.native_kernels, valid), 2, axis=-1)
         gate = jax.nn.silu(gate) if spec.activation == "silu" else jax.nn.gelu(gate, approximate=True)
-        ffn = matmul(gate * up, weights["down"], spec.native_kernels)
+        ffn = matmul(gate * up, weights["down"], spec.native_kernels, valid)
         if spec.post_norms:
             ffn = rms_norm(spec, ffn, weights["post_ffn_norm"])
         x = x + ffn

@@ -52,7 +52,7 @@ def _prefill(spec: DecoderSpec, params: Any, tokens: Any, length: Any, temperatu
     import jax
 
     row = empty_cache(spec, batch=1, slots=tokens.shape[1])
-    hidden, row = forward(spec, params, row, tokens, jax.numpy.zeros((1,), "int32"))
+    hidden, row = forward(spec, params, row, tokens, jax.numpy.zeros((1,), "int32"), valid=length)
     last = jax.lax.dynamic_index_in_dim(hidden, length - 1, axis=1, keepdims=False)
     return (*_candidates(output_logits(spec, params, last), temperatures), row)
 

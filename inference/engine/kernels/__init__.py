@@ -137,25 +137,37 @@ def kernel_available() -> bool:
     return kernel_status() is None
 
 
+def product_type() -> str:
+    """What the matmul kernels multiply in on this CPU: ``bfloat16`` (with AVX512-BF16: activations and
+    weights rounded to bfloat16, sums in float32, as XLA's bfloat16 dot) or ``float32``."""
+    _require()
+    function = _LIBRARIES[0].fixit_product_type
+    function.restype = ctypes.c_char_p
+    return str(function().decode())
+
+
 def _require() -> None:
     status = kernel_status()
     if status is not None:
         raise KernelUnavailable(status)
 
 
-def q8_matmul(x: Any, values: Any, scales: Any) -> Any:
+def q8_matmul(x: Any, values: Any, scales: Any, *, rows: Any = None) -> Any:
     """``x (M, K) · W(N, K)ᵀ`` -> ``(M, N)`` float32 for q8 weights (``values`` int8 ``(N, K)``, ``scales``
-    float16 ``(N, K/32)``), through the native kernel (KernelUnavailable where it cannot be built)."""
+    float16 ``(N, K/32)``), through the native kernel (KernelUnavailable where it cannot be built).
+
+    ``rows`` (an int32 scalar, may be traced): only the first ``rows`` rows are real (a prompt padded
+    to its bucket); the rest are skipped and come back zero."""
     import jax
     import jax.numpy as jnp
 
     _require()
     result = jax.ShapeDtypeStruct((x.shape[0], values.shape[0]), jnp.float32)
     call = jax.ffi.ffi_call("fixit_q8_matmul", result)
-    return call(x.astype(jnp.float32), values, scales)
+    return call(x.astype(jnp.float32), _rows(x, rows), values, scales)
 
 
-def q4_matmul(x: Any, packed: Any, scales: Any, offsets: Any) -> Any:
+def q4_matmul(x: Any, packed: Any, scales: Any, offsets: Any, *, rows: Any = None) -> Any:
     """The same for q4 weights: ``packed`` uint8 ``(N, K/2)``, ``scales`` and ``offsets`` float16
     ``(N, K/32)``."""
     import jax
@@ -164,7 +176,13 @@ def q4_matmul(x: Any, packed: Any, scales: Any, offsets: Any) -> Any:
     _require()
     result = jax.ShapeDtypeStruct((x.shape[0], packed.shape[0]), jnp.float32)
     call = jax.ffi.ffi_call("fixit_q4_matmul", result)
-    return call(x.astype(jnp.float32), packed, scales, offsets)
+    return call(x.astype(jnp.float32), _rows(x, rows), packed, scales, offsets)
+
+
+def _rows(x: Any, rows: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.asarray(x.shape[0] if rows is None else rows, dtype=jnp.int32)
 
 
 def q8_dequantize(values: Any, scales: Any) -> Any:

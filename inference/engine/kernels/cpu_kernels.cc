@@ -190,12 +190,23 @@ inline void store_row(Scalar* out, f32v w0, f32v w1) {
   std::memcpy(out, &packed, sizeof packed);
 }
 
+inline __m512bh pack(f32v w0, f32v w1) {
+  __m512 lo, hi;
+  std::memcpy(&lo, &w0, sizeof lo);
+  std::memcpy(&hi, &w1, sizeof hi);
+  return _mm512_cvtne2ps_pbh(hi, lo);
+}
+
 struct Acc {
   __m512 v = _mm512_setzero_ps();
   void add(const Scalar* a, const Scalar* b) {
-    __m512bh x, y;
-    std::memcpy(&x, a, sizeof x);
+    __m512bh y;
     std::memcpy(&y, b, sizeof y);
+    add(a, y);
+  }
+  void add(const Scalar* a, __m512bh y) {
+    __m512bh x;
+    std::memcpy(&x, a, sizeof x);
     v = _mm512_dpbf16_ps(v, x, y);
   }
   float total() const { return _mm512_reduce_add_ps(v); }
@@ -222,6 +233,44 @@ struct Acc {
 
 inline void rows_to_panel_type(const Problem& p, std::vector<Scalar>& rows) {
   rows.assign(p.x, p.x + p.m * p.k);
+}
+#endif
+
+#if defined(__AVX512BF16__)
+// Decode batches with AVX512-BF16: the panel path's bfloat16 products and float32 sums, in the same order,
+// so a row gets the same bits in a step as in a prefill and whatever the batch; twice float32's rate.
+template <bool Q4, int ROWS, int OUTS>
+void small_tile_bf16(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
+  const int64_t blocks = p.k / kBlock;
+  int64_t n = n0;
+  for (; n + OUTS <= n1; n += OUTS) {
+    Acc acc[OUTS][ROWS];
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int r = 0; r < OUTS; ++r) {
+        f32v w0, w1;
+        decode<Q4>(p, n + r, b, w0, w1);
+        const __m512bh w = pack(w0, w1);
+        for (int i = 0; i < ROWS; ++i) acc[r][i].add(xs + i * p.k + b * kBlock, w);
+      }
+    }
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = acc[r][i].total();
+  }
+  if (n < n1) small_tile_bf16<Q4, ROWS, 1>(p, xs, n, n1);
+}
+
+template <bool Q4>
+void small_chunk_bf16(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
+  switch (p.m) {
+    case 1: return small_tile_bf16<Q4, 1, 4>(p, xs, n0, n1);
+    case 2: return small_tile_bf16<Q4, 2, 4>(p, xs, n0, n1);
+    case 3: return small_tile_bf16<Q4, 3, 4>(p, xs, n0, n1);
+    case 4: return small_tile_bf16<Q4, 4, 4>(p, xs, n0, n1);
+    case 5: return small_tile_bf16<Q4, 5, 2>(p, xs, n0, n1);
+    case 6: return small_tile_bf16<Q4, 6, 2>(p, xs, n0, n1);
+    case 7: return small_tile_bf16<Q4, 7, 2>(p, xs, n0, n1);
+    default: return small_tile_bf16<Q4, 8, 2>(p, xs, n0, n1);
+  }
 }
 #endif
 
@@ -269,7 +318,16 @@ void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& p
 template <bool Q4>
 void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64_t n1) {
   if (p.m <= kSmallRows) {
+#if defined(__AVX512BF16__)
+    for (int64_t row = 0; row < p.m; row += 8) {  // eight rows at a time, as small_rows
+      Problem chunk = p;
+      chunk.y += row * p.n;
+      chunk.m = std::min<int64_t>(8, p.m - row);
+      small_chunk_bf16<Q4>(chunk, xs.data() + row * p.k, n0, n1);
+    }
+#else
     small_rows<Q4>(p, n0, n1);
+#endif
     return;
   }
   thread_local std::vector<Scalar> panel;
@@ -278,7 +336,7 @@ void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64
 
 struct Split {
   Problem problem;
-  std::vector<Scalar> xs;  // the rows in the panel's number type (prefills only)
+  std::vector<Scalar> xs;  // the rows in the products' number type
   bool q4;
   int64_t parts, unit;
   std::atomic<int64_t> next{0};
@@ -307,7 +365,11 @@ void run(ffi::ThreadPool& pool, const Problem& problem, bool q4) {
   split->q4 = q4;
   split->parts = parts;
   split->unit = unit;
+#if defined(__AVX512BF16__)
+  rows_to_panel_type(problem, split->xs);
+#else
   if (problem.m > kSmallRows) rows_to_panel_type(problem, split->xs);
+#endif
   for (int64_t i = 1; i < parts; ++i) pool.Schedule([split] { split->work(); });
   split->work();
   // Every part is claimed now; wait for the ones other threads are finishing.
@@ -325,20 +387,29 @@ ffi::Error check(const ffi::Buffer<ffi::F32>& x, int64_t n, int64_t row_bytes, i
   return ffi::Error::Success();
 }
 
-ffi::Error q8_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> w,
-                     ffi::Buffer<ffi::F16> scale, ffi::ResultBuffer<ffi::F32> y) {
+// Rows from ``valid`` on are padding (a prompt padded to its length bucket): left out, their outputs zero.
+int64_t valid_rows(const ffi::Buffer<ffi::F32>& x, const ffi::Buffer<ffi::S32>& valid, float* y, int64_t n) {
+  const int64_t m = x.dimensions()[0];
+  const int64_t rows = std::clamp<int64_t>(valid.element_count() ? valid.typed_data()[0] : m, 0, m);
+  std::fill(y + rows * n, y + m * n, 0.0f);
+  return rows;
+}
+
+ffi::Error q8_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S32> valid,
+                     ffi::Buffer<ffi::S8> w, ffi::Buffer<ffi::F16> scale, ffi::ResultBuffer<ffi::F32> y) {
   const auto wd = w.dimensions();
   if (wd.size() != 2) return ffi::Error::InvalidArgument("q8 matmul: weights must be 2-D");
   const int64_t k = x.dimensions().back();
   if (ffi::Error e = check(x, wd[0], wd[1], k, scale); e.failure()) return e;
   const Problem p{x.typed_data(), reinterpret_cast<const uint8_t*>(w.typed_data()),
                   reinterpret_cast<const uint16_t*>(scale.typed_data()), nullptr, y->typed_data(),
-                  x.dimensions()[0], k, wd[0]};
+                  valid_rows(x, valid, y->typed_data(), wd[0]), k, wd[0]};
   if (p.m > 0 && p.n > 0) run(pool, p, false);
   return ffi::Error::Success();
 }
 
-ffi::Error q4_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> w,
+ffi::Error q4_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S32> valid,
+                     ffi::Buffer<ffi::U8> w,
                      ffi::Buffer<ffi::F16> scale, ffi::Buffer<ffi::F16> shift,
                      ffi::ResultBuffer<ffi::F32> y) {
   const auto wd = w.dimensions();
@@ -349,7 +420,7 @@ ffi::Error q4_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<
     return ffi::Error::InvalidArgument("q4 matmul: offsets must have the scales' shape");
   const Problem p{x.typed_data(), w.typed_data(), reinterpret_cast<const uint16_t*>(scale.typed_data()),
                   reinterpret_cast<const uint16_t*>(shift.typed_data()), y->typed_data(),
-                  x.dimensions()[0], k, wd[0]};
+                  valid_rows(x, valid, y->typed_data(), wd[0]), k, wd[0]};
   if (p.m > 0 && p.n > 0) run(pool, p, true);
   return ffi::Error::Success();
 }
@@ -475,6 +546,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitQ8Matmul, q8_matmul,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::S8>>()
                                   .Arg<ffi::Buffer<ffi::F16>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
@@ -483,6 +555,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitQ4Matmul, q4_matmul,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::U8>>()
                                   .Arg<ffi::Buffer<ffi::F16>>()
                                   .Arg<ffi::Buffer<ffi::F16>>()
@@ -503,3 +576,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitDecodeAttention, decode_attention,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
+
+// The number type the matmuls multiply in: "bfloat16" (rows and weights rounded, float32 sums; with
+// AVX512-BF16) or "float32".
+extern "C" const char* fixit_product_type() {
+#if defined(__AVX512BF16__)
+  return "bfloat16";
+#else
+  return "float32";
+#endif
+}
