@@ -184,7 +184,7 @@ def forward(
     new_cache = []
     masks: dict[int | None, Any] = {}
     for layer_spec, weights, (keys, values) in zip(spec.layers, params["layers"], cache, strict=True):
-        if layer_spec.sliding_window not in masks:
+        if layer_spec.sliding_window not in masks and not spec.native_kernels:
             masks[layer_spec.sliding_window] = attention_mask(positions, slots, layer_spec.sliding_window)
         h = rms_norm(spec, x, weights["attn_norm"])
         qkv = matmul(h, weights["qkv"], spec.native_kernels, valid)
@@ -197,11 +197,11 @@ def forward(
             q = rms_norm(spec, q, weights["q_norm"])
             k = rms_norm(spec, k, weights["k_norm"])
         q, k = rope(q, positions, layer_spec), rope(k, positions, layer_spec)
-        if spec.native_kernels and length == 1:  # decode: cache write + attention in one native call
-            heads, keys, values = kernels.decode_attention(
-                q[:, 0], k[:, 0], v[:, 0], index, keys, values, window=layer_spec.sliding_window,
+        if spec.native_kernels:  # cache write + attention in one native call
+            heads, keys, values = kernels.attention(
+                q, k, v, index, keys, values, valid=valid, window=layer_spec.sliding_window,
                 scale=spec.query_scale, soft_cap=spec.attention_soft_cap)
-            heads = heads.reshape(batch, 1, -1)
+            heads = heads.reshape(batch, length, -1)
         else:
             keys = write_rows(keys, jnp.swapaxes(k, 1, 2), index)
             values = write_rows(values, jnp.swapaxes(v, 1, 2), index)

@@ -109,35 +109,41 @@ def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
     assert 0 < error < 1 / 127
 
 
+@pytest.mark.parametrize(("tokens", "valid"), [(1, None), (5, None), (5, 3)])
 @pytest.mark.parametrize(("window", "soft_cap"), [(None, None), (8, None), (None, 5.0)])
-def test_decode_attention_equals_the_decoders_xla_path(window: int | None, soft_cap: float | None) -> None:
+def test_attention_equals_the_decoders_xla_path(
+    tokens: int, valid: int | None, window: int | None, soft_cap: float | None
+) -> None:
     rng = np.random.default_rng(11)
-    batch, heads, kv_heads, slots, hd = 4, 6, 2, 32, 32
+    batch, heads, kv_heads, slots, hd = 4, 6, 2, 40, 32
     spec = SimpleNamespace(num_query_heads=heads, num_kv_heads=kv_heads, head_dim=hd, query_scale=hd**-0.5,
                            attention_soft_cap=soft_cap)
 
     def normal(*shape: int) -> Any:
         return jnp.asarray(rng.normal(size=shape).astype("float32"))
 
-    q, k_new, v_new = normal(batch, heads, hd), normal(batch, kv_heads, hd), normal(batch, kv_heads, hd)
+    q, k_new, v_new = (normal(batch, tokens, h, hd) for h in (heads, kv_heads, kv_heads))
     keys, values = normal(batch, kv_heads, slots, hd), normal(batch, kv_heads, slots, hd)
     index = jnp.asarray([0, 5, 17, 31], "int32")  # rows at different positions; stale slots after each
+    real = tokens if valid is None else valid
 
     def xla(keys: Any, values: Any) -> tuple[Any, Any, Any]:
-        keys = write_rows(keys, k_new[:, :, None], index)
-        values = write_rows(values, v_new[:, :, None], index)
-        mask = attention_mask(index[:, None], slots, window)
-        out = attend(spec, q[:, None], keys, values, mask)  # type: ignore[arg-type]
-        return out.reshape(batch, heads, hd), keys, values
+        # Only the real tokens are written (the native call leaves padding out of the cache).
+        keys = write_rows(keys, jnp.swapaxes(k_new[:, :real], 1, 2), index)
+        values = write_rows(values, jnp.swapaxes(v_new[:, :real], 1, 2), index)
+        positions = index[:, None] + jnp.arange(tokens)[None, :]
+        out = attend(spec, q, keys, values, attention_mask(positions, slots, window))  # type: ignore[arg-type]
+        return out.reshape(batch, tokens, heads, hd), keys, values
 
     def native(keys: Any, values: Any) -> tuple[Any, Any, Any]:
-        return kernels.decode_attention(q, k_new, v_new, index, keys, values, window=window,
-                                        scale=spec.query_scale, soft_cap=soft_cap)
+        return kernels.attention(q, k_new, v_new, index, keys, values, valid=valid, window=window,
+                                 scale=spec.query_scale, soft_cap=soft_cap)
 
     want = [np.asarray(a) for a in jax.jit(xla)(keys, values)]
     got = [np.asarray(a) for a in jax.jit(native, donate_argnums=(0, 1))(jnp.copy(keys), jnp.copy(values))]
-    np.testing.assert_allclose(got[0], want[0], atol=2e-5, rtol=1e-5)
-    np.testing.assert_array_equal(got[1], want[1])  # the new key/value went to each row's own slot
+    np.testing.assert_allclose(got[0][:, :real], want[0][:, :real], atol=2e-5, rtol=1e-5)
+    assert not got[0][:, real:].any()  # padding is not computed
+    np.testing.assert_array_equal(got[1], want[1])  # the new keys/values went to each row's own slots
     np.testing.assert_array_equal(got[2], want[2])
 
 

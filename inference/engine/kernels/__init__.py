@@ -6,8 +6,9 @@
   float16 scale per 32 weights, Q8_0) and ``q4`` (4-bit, a float16 scale and offset per 32 weights,
   Q4_1). Decode on a small CPU is bound by the bytes of weights read per token; XLA has no such
   product (it would convert the whole matrix to float first);
-- decode attention: write one token's key/value into each row's own cache slot, in place, and attend
-  over that row's visible slots only (XLA runs about ten small ops per layer over the whole cache).
+- attention: write the new tokens' keys/values into each row's own cache slots, in place, and let each
+  query attend over the slots it can see only (XLA runs about ten small ops per layer over the whole
+  cache), skipping a padded prompt's padding.
 
 The C++ source (XLA FFI handlers) is compiled on first use with the machine's C++ compiler and
 ``-march=native`` into a per-user cache keyed by a hash of the source, the compiler command, jaxlib's
@@ -38,7 +39,7 @@ SOURCE = Path(__file__).with_name("cpu_kernels.cc")
 _TARGETS = {  # JAX name -> symbol
     "fixit_q8_matmul": "FixitQ8Matmul",
     "fixit_q4_matmul": "FixitQ4Matmul",
-    "fixit_decode_attention": "FixitDecodeAttention",
+    "fixit_attention": "FixitAttention",
 }
 
 
@@ -251,20 +252,22 @@ def q4_quantize(matrix: Any) -> tuple[Any, Any, Any]:
     return packed.reshape(n, k // 2), scale, offset
 
 
-def decode_attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *,
-                     window: int | None, scale: float, soft_cap: float | None) -> tuple[Any, Any, Any]:
-    """One new token per row: ``q (B, H, hd)`` (RoPE applied, unscaled), its ``k_new``/``v_new``
-    ``(B, KV, hd)`` written at slot ``index[b]`` of ``keys``/``values`` ``(B, KV, S, hd)`` (in place when
-    the caller donates them), then attention over slots ``(index - window, index]``. Returns
-    ``(out (B, H, hd), keys, values)``. The reference is the decoder's own XLA path."""
+def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *, valid: Any = None,
+              window: int | None, scale: float, soft_cap: float | None) -> tuple[Any, Any, Any]:
+    """T new tokens per row: queries ``q (B, T, H, hd)`` (RoPE applied, unscaled) and their
+    ``k_new``/``v_new`` ``(B, T, KV, hd)``, written from slot ``index[b]`` of ``keys``/``values``
+    ``(B, KV, S, hd)`` (in place when the caller donates them); each query at position p attends over
+    slots ``(p - window, p]``. ``valid`` (int32 scalar, may be traced): tokens from it on are padding,
+    neither written nor computed (outputs zero). Returns ``(out (B, T, H, hd), keys, values)``; the
+    reference is the decoder's own XLA path."""
     import jax
     import numpy as np
 
     _require()
     shapes = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(keys.shape, keys.dtype),
               jax.ShapeDtypeStruct(values.shape, values.dtype))
-    call = jax.ffi.ffi_call("fixit_decode_attention", shapes, input_output_aliases={4: 1, 5: 2})
-    out, keys, values = call(q, k_new, v_new, index.astype("int32"), keys, values,
+    call = jax.ffi.ffi_call("fixit_attention", shapes, input_output_aliases={5: 1, 6: 2})
+    out, keys, values = call(q, k_new, v_new, index.astype("int32"), _rows(q[0], valid), keys, values,
                              window=np.int64(window or 0), scale=np.float32(scale),
                              soft_cap=np.float32(soft_cap or 0.0))
     return out, keys, values

@@ -44,9 +44,35 @@ inline f32v load(const float* p) {
 }
 
 inline float sum(f32v v) {
+#if defined(__AVX512F__)
+  __m512 wide;
+  std::memcpy(&wide, &v, sizeof wide);
+  return _mm512_reduce_add_ps(wide);
+#else
   float total = 0.0f;
   for (int64_t i = 0; i < kLanes; ++i) total += v[i];
   return total;
+#endif
+}
+
+// e^x lane by lane for x <= 0 (softmax weights): x = n ln2 + r with |r| <= ln2/2, e^r by its degree-6
+// Taylor polynomial (relative error ~2e-7), times 2^n built in the exponent bits.
+inline f32v exp_nonpositive(f32v x) {
+  typedef int32_t i32v __attribute__((vector_size(kLanes * sizeof(int32_t))));
+  const f32v lowest = f32v{} - 87.0f;
+  x = x < lowest ? lowest : x;  // also maps -inf (padding lanes) to e^-87, about 1.6e-38
+  const f32v n = __builtin_convertvector(__builtin_convertvector(x * 1.44269504088896341f - 0.5f, i32v), f32v);
+  const f32v r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  f32v p = r * (1.0f / 720) + (1.0f / 120);
+  p = p * r + (1.0f / 24);
+  p = p * r + (1.0f / 6);
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const i32v bits = (__builtin_convertvector(n, i32v) + 127) << 23;
+  f32v scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
 }
 
 inline float half_to_float(uint16_t h) {
@@ -426,10 +452,12 @@ ffi::Error q4_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<
 }
 
 
-// ---- decode attention -------------------------------------------------------------------------------
-// One new token per row: write its key/value at the row's own slot index[b] of the cache (in place: the
-// cache buffers are aliased to the outputs), then attend over the slots the row can see, (index - window,
-// index], and nothing else. XLA would run ~10 small ops per layer over the whole cache instead.
+// ---- attention ------------------------------------------------------------------------------------
+// T new tokens per row (T = 1 in a decode step, a padded prompt in a prefill): write their keys/values at
+// the row's own slots index[b] .. index[b]+T-1 of the cache (in place: the cache buffers are aliased to
+// the outputs), then let each query, at position p = index[b] + t, attend over the slots it can see,
+// (p - window, p], and nothing else. Tokens from ``valid`` on are padding: neither written nor computed
+// (their outputs are zero). XLA runs ~10 small ops per layer over the whole cache instead.
 
 inline float dot(const float* a, const float* b, int64_t n) {
   f32v acc = {};
@@ -441,19 +469,20 @@ inline float dot(const float* a, const float* b, int64_t n) {
 }
 
 struct Attention {
-  const float* q;       // (B, H, hd)
-  const float* k_new;   // (B, KV, hd)
-  const float* v_new;   // (B, KV, hd)
-  const int32_t* index; // (B,)
-  float* keys;          // (B, KV, S, hd), aliased in and out
+  const float* q;        // (B, T, H, hd)
+  const float* k_new;    // (B, T, KV, hd)
+  const float* v_new;    // (B, T, KV, hd)
+  const int32_t* index;  // (B,)
+  float* keys;           // (B, KV, S, hd), aliased in and out
   float* values;
-  float* out;           // (B, H, hd)
-  int64_t batch, heads, kv_heads, slots, hd, window;
+  float* out;            // (B, T, H, hd)
+  int64_t batch, tokens, valid, heads, kv_heads, slots, hd, window;
   float scale, soft_cap;
 };
 
-void attend_one(const Attention& a, int64_t b, int64_t h, std::vector<float>& scores) {
-  const int64_t pos = std::clamp<int64_t>(a.index[b], 0, a.slots - 1);
+// Query token t of row b, every query head sharing key/value head h.
+void attend_one(const Attention& a, int64_t b, int64_t t, int64_t h, std::vector<float>& scores) {
+  const int64_t pos = std::clamp<int64_t>(a.index[b] + t, 0, a.slots - 1);
   const int64_t first = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
   const float* keys = a.keys + ((b * a.kv_heads + h) * a.slots) * a.hd;
   const float* values = a.values + ((b * a.kv_heads + h) * a.slots) * a.hd;
@@ -461,7 +490,7 @@ void attend_one(const Attention& a, int64_t b, int64_t h, std::vector<float>& sc
   scores.resize(pos - first + 1);
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t head = h * groups + g;
-    const float* q = a.q + (b * a.heads + head) * a.hd;
+    const float* q = a.q + ((b * a.tokens + t) * a.heads + head) * a.hd;
     float best = -INFINITY;
     for (int64_t s = first; s <= pos; ++s) {
       float score = dot(q, keys + s * a.hd, a.hd) * a.scale;
@@ -469,9 +498,17 @@ void attend_one(const Attention& a, int64_t b, int64_t h, std::vector<float>& sc
       scores[s - first] = score;
       best = std::max(best, score);
     }
-    float total = 0.0f;
-    for (float& score : scores) total += (score = std::exp(score - best));
-    float* out = a.out + (b * a.heads + head) * a.hd;
+    const int64_t count = pos - first + 1;
+    scores.resize((count + kLanes - 1) / kLanes * kLanes);
+    std::fill(scores.begin() + count, scores.end(), -INFINITY);  // e^-inf = 0 in the padding lanes
+    f32v totals = {};
+    for (int64_t i = 0; i < count; i += kLanes) {
+      const f32v e = exp_nonpositive(load(&scores[i]) - best);
+      std::memcpy(&scores[i], &e, sizeof e);
+      totals += e;
+    }
+    const float total = sum(totals);
+    float* out = a.out + ((b * a.tokens + t) * a.heads + head) * a.hd;
     std::fill(out, out + a.hd, 0.0f);
     for (int64_t s = first; s <= pos; ++s) {
       const float weight = scores[s - first] / total;
@@ -481,59 +518,76 @@ void attend_one(const Attention& a, int64_t b, int64_t h, std::vector<float>& sc
   }
 }
 
-void attention_part(const Attention& a, int64_t first, int64_t last) {
+// Work items: (row, key/value head, token), token fastest; a part is a contiguous run of items.
+void attention_items(const Attention& a, int64_t first, int64_t last) {
   thread_local std::vector<float> scores;
-  for (int64_t pair = first; pair < last; ++pair) attend_one(a, pair / a.kv_heads, pair % a.kv_heads, scores);
+  for (int64_t item = first; item < last; ++item) {
+    const int64_t t = item % a.valid, pair = item / a.valid;
+    attend_one(a, pair / a.kv_heads, t, pair % a.kv_heads, scores);
+  }
 }
 
 struct AttentionSplit {
   Attention attention;
-  int64_t parts, pairs;
+  int64_t parts, items;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
 
   void work() {
     for (int64_t part; (part = next.fetch_add(1, std::memory_order_relaxed)) < parts;) {
-      attention_part(attention, pairs * part / parts, pairs * (part + 1) / parts);
+      attention_items(attention, items * part / parts, items * (part + 1) / parts);
       done.fetch_add(1, std::memory_order_release);
     }
   }
 };
 
-ffi::Error decode_attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k_new,
-                            ffi::Buffer<ffi::F32> v_new, ffi::Buffer<ffi::S32> index,
-                            ffi::Buffer<ffi::F32> keys, ffi::Buffer<ffi::F32> values, int64_t window,
-                            float scale, float soft_cap, ffi::ResultBuffer<ffi::F32> out,
-                            ffi::ResultBuffer<ffi::F32> keys_out, ffi::ResultBuffer<ffi::F32> values_out) {
+void write_new_tokens(const Attention& a) {
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t t = 0; t < a.valid; ++t) {
+      const int64_t pos = a.index[b] + t;
+      if (pos < 0 || pos >= a.slots) continue;
+      for (int64_t h = 0; h < a.kv_heads; ++h) {
+        const int64_t at = ((b * a.kv_heads + h) * a.slots + pos) * a.hd;
+        const int64_t from = ((b * a.tokens + t) * a.kv_heads + h) * a.hd;
+        std::memcpy(a.keys + at, a.k_new + from, a.hd * sizeof(float));
+        std::memcpy(a.values + at, a.v_new + from, a.hd * sizeof(float));
+      }
+    }
+}
+
+ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k_new,
+                     ffi::Buffer<ffi::F32> v_new, ffi::Buffer<ffi::S32> index, ffi::Buffer<ffi::S32> valid,
+                     ffi::Buffer<ffi::F32> keys, ffi::Buffer<ffi::F32> values, int64_t window, float scale,
+                     float soft_cap, ffi::ResultBuffer<ffi::F32> out, ffi::ResultBuffer<ffi::F32> keys_out,
+                     ffi::ResultBuffer<ffi::F32> values_out) {
   const auto qd = q.dimensions(), cd = keys.dimensions(), nd = k_new.dimensions();
-  if (qd.size() != 3 || cd.size() != 4 || nd.size() != 3 || index.element_count() != qd[0] ||
-      cd[0] != qd[0] || cd[3] != qd[2] || nd[0] != qd[0] || nd[1] != cd[1] || nd[2] != qd[2] ||
-      qd[1] % cd[1] != 0 || values.element_count() != keys.element_count() ||
+  if (qd.size() != 4 || cd.size() != 4 || nd.size() != 4 || static_cast<int64_t>(index.element_count()) != qd[0] ||
+      cd[0] != qd[0] || cd[3] != qd[3] || nd[0] != qd[0] || nd[1] != qd[1] || nd[2] != cd[1] ||
+      nd[3] != qd[3] || qd[2] % cd[1] != 0 || values.element_count() != keys.element_count() ||
       v_new.element_count() != k_new.element_count())
-    return ffi::Error::InvalidArgument("decode attention: q (B, H, hd), k/v new (B, KV, hd), index (B,), "
+    return ffi::Error::InvalidArgument("attention: q (B, T, H, hd), k/v new (B, T, KV, hd), index (B,), "
                                        "cache (B, KV, S, hd)");
+  const int64_t tokens = qd[1];
+  const int64_t real = std::clamp<int64_t>(valid.element_count() ? valid.typed_data()[0] : tokens, 0, tokens);
   Attention a{q.typed_data(), k_new.typed_data(), v_new.typed_data(), index.typed_data(),
               keys_out->typed_data(), values_out->typed_data(), out->typed_data(),
-              qd[0], qd[1], cd[1], cd[2], qd[2], window, scale, soft_cap};
+              qd[0], tokens, real, qd[2], cd[1], cd[2], qd[3], window, scale, soft_cap};
   // The outputs alias the cache inputs; should XLA have given fresh buffers, start from the inputs.
   if (a.keys != keys.typed_data()) std::memcpy(a.keys, keys.typed_data(), keys.size_bytes());
   if (a.values != values.typed_data()) std::memcpy(a.values, values.typed_data(), values.size_bytes());
-  for (int64_t b = 0; b < a.batch; ++b) {
-    const int64_t pos = std::clamp<int64_t>(a.index[b], 0, a.slots - 1);
-    for (int64_t h = 0; h < a.kv_heads; ++h) {
-      const int64_t at = ((b * a.kv_heads + h) * a.slots + pos) * a.hd, from = (b * a.kv_heads + h) * a.hd;
-      std::memcpy(a.keys + at, a.k_new + from, a.hd * sizeof(float));
-      std::memcpy(a.values + at, a.v_new + from, a.hd * sizeof(float));
-    }
-  }
-  const int64_t pairs = a.batch * a.kv_heads;
-  const int64_t work = pairs * a.slots * a.hd * (a.heads / a.kv_heads);
+  write_new_tokens(a);
+  if (real < tokens)  // padding: zero, as the matmuls leave it
+    for (int64_t b = 0; b < a.batch; ++b)
+      std::fill(a.out + (b * tokens + real) * a.heads * a.hd, a.out + (b + 1) * tokens * a.heads * a.hd, 0.0f);
+  const int64_t items = a.batch * a.kv_heads * real;
+  if (items == 0) return ffi::Error::Success();
+  const int64_t work = items * a.slots * a.hd * (a.heads / a.kv_heads);
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-  const int64_t parts = std::min<int64_t>(work < (int64_t{1} << 17) ? 1 : threads, pairs);
+  const int64_t parts = std::min<int64_t>(work < (int64_t{1} << 17) ? 1 : threads, items);
   auto split = std::make_shared<AttentionSplit>();
   split->attention = a;
   split->parts = parts;
-  split->pairs = pairs;
+  split->items = items;
   for (int64_t i = 1; i < parts; ++i) pool.Schedule([split] { split->work(); });
   split->work();
   while (split->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
@@ -561,12 +615,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitQ4Matmul, q4_matmul,
                                   .Arg<ffi::Buffer<ffi::F16>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitDecodeAttention, decode_attention,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitAttention, attention,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
