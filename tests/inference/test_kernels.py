@@ -22,7 +22,14 @@ import pytest
 from inference.builder import build_chat_model
 from inference.catalogue import load_catalogue
 from inference.engine import TokenTrace, kernels
-from inference.engine.decoder import attend, attention_mask, empty_cache, forward, output_logits, write_rows
+from inference.engine.decoder import (
+    attend,
+    attention_mask,
+    empty_cache,
+    forward,
+    output_logits,
+    write_rows,
+)
 from inference.engine.scheduler import SlotScheduler
 from inference.engine.weights import Q4Blocks, Q8Blocks, _blocks
 from inference.local import LocalChatModel
@@ -209,6 +216,17 @@ def test_natively_served_requests_batched_equal_each_alone(native_twins: tuple[L
     assert [t.ids for t in traces] == alone  # a row gets the same bits whatever the batch
 
 
+def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture[str]) -> None:
+    from inference.__main__ import main
+
+    assert main(["kernels", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["ready"] is True and report["reason"] is None
+    assert Path(report["library"]).is_file() and report["library"].startswith(report["cache_dir"])
+    assert report["products"] in ("bfloat16", "float32")
+    assert main(["kernels"]) == 0 and "ready" in capsys.readouterr().out
+
+
 def test_without_a_compiler_the_default_falls_back_to_bfloat16(tmp_path: Path) -> None:
     env = {**os.environ, "CXX": "/bin/false", "ARENA_KERNEL_CACHE": str(tmp_path), "KERAS_BACKEND": "jax"}
     env.pop("XLA_FLAGS", None)
@@ -219,3 +237,8 @@ def test_without_a_compiler_the_default_falls_back_to_bfloat16(tmp_path: Path) -
     auto, q4 = json.loads(run.stdout.strip().splitlines()[-1])
     assert auto[:2] == ["bfloat16", False] and "failed" in auto[2]
     assert q4[:2] == ["q4", False]  # asked for explicitly: the same blocks, multiplied by plain XLA
+    cli = subprocess.run([sys.executable, "-m", "inference", "kernels", "--json"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert cli.returncode == 1
+    report = json.loads(cli.stdout.strip().splitlines()[-1])
+    assert report["ready"] is False and "failed" in report["reason"] and report["library"] is None

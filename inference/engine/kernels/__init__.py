@@ -125,6 +125,12 @@ def _load() -> str | None:
     return None
 
 
+def library_path() -> Path:
+    """The loaded shared library (KernelUnavailable when there is none)."""
+    _require()
+    return Path(_LIBRARIES[0]._name)
+
+
 _LIBRARIES: list[Any] = []
 
 
