@@ -227,6 +227,18 @@ def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture
     assert main(["kernels"]) == 0 and "ready" in capsys.readouterr().out
 
 
+def test_on_a_sharded_mesh_the_default_is_bfloat16_through_xla() -> None:
+    from inference.local import choose_weights
+    from inference.sharding import family_distribution, make_mesh
+
+    if len(jax.devices()) < 2:
+        pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=8 (tests/conftest.py sets it)")
+    assert choose_weights("auto")[:2] == ("q4", True)  # one device: the native kernels
+    with family_distribution("llama", make_mesh()).scope():
+        weights, native, why = choose_weights("auto")
+    assert (weights, native) == ("bfloat16", False) and "sharded" in why
+
+
 def test_without_a_compiler_the_default_falls_back_to_bfloat16(tmp_path: Path) -> None:
     env = {**os.environ, "CXX": "/bin/false", "ARENA_KERNEL_CACHE": str(tmp_path), "KERAS_BACKEND": "jax"}
     env.pop("XLA_FLAGS", None)
