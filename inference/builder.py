@@ -110,7 +110,6 @@ def estimate_memory_mb(entry: CatalogueEntry, *, cache_dir: Path) -> int:
 
 def gguf_parameter_count(path: Path) -> int:
     """Number of weights in a GGUF file, read from its header (memory-mapped, nothing dequantized)."""
-    import gguf
+    from inference.gguf_reader import GGUFFile
 
-    reader = gguf.GGUFReader(path)
-    return int(sum(int(t.n_elements) for t in reader.tensors))
+    return GGUFFile(path).parameter_count()

@@ -189,8 +189,7 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 def _check_gguf(path: Path, *, source: str) -> Path:
-    """Exists, is readable and starts like a GGUF file. A full parse is left to the loader: on the
-    Gemma 3 vocabulary (262k pieces) ``gguf.GGUFReader`` takes ~12 s on our machines."""
+    """Exists, is readable and starts like a GGUF file. A full parse is left to the loader."""
     if not path.is_file():
         raise ModelSourceError(
             f"model source {source!r}: no file at {path}; fix: correct the path in the catalogue",

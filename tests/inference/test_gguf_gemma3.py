@@ -69,3 +69,9 @@ def test_logits_match_transformers_golden(model: LoadedModel) -> None:
     worst, ours, theirs = worst_relative_error(model, GOLDEN)
     assert worst <= 1e-3, f"worst relative logit error {worst:.2e}"
     assert (ours == theirs).all(), f"argmax differs at {np.argwhere(ours != theirs).tolist()}"
+
+
+def test_header_parser_agrees_with_the_gguf_package_on_the_real_file(gguf_path: Path) -> None:
+    from tests.inference.test_gguf_loaders import _agrees_with_the_gguf_package
+
+    assert _agrees_with_the_gguf_package(gguf_path) > 20  # 262k-piece vocabulary, scores, token types

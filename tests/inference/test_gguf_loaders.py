@@ -146,3 +146,57 @@ def test_llama_file_with_a_sentencepiece_vocabulary_points_to_presets(tmp_path: 
     path = gguf_tiny.write_gguf(tmp_path / "mistral.gguf", arch="llama", metadata=metadata, tensors={})
     with pytest.raises(GGUFError, match="keras-hub preset"):
         load_gguf(path)
+
+
+def _agrees_with_the_gguf_package(path: Path, *, nested: tuple[str, ...] = ()) -> int:
+    """Our header parser against ``gguf.GGUFReader``: every field's value, every tensor's stored bytes
+    (``nested``: arrays of arrays, which gguf flattens and we keep nested)."""
+    import gguf
+
+    reference = gguf.GGUFReader(path)
+    ours = GGUFFile(path)
+    keys = [key for key in reference.fields if not key.startswith("GGUF.")]
+    assert keys == list(ours.keys())
+    for key in keys:
+        value = ours.get(key)
+        if key in nested:
+            value = [item for inner in value for item in inner]
+        assert value == reference.fields[key].contents(), key
+    assert [t.name for t in reference.tensors] == ours.tensor_names
+    for tensor in reference.tensors:
+        assert ours.tensor_type(tensor.name) == tensor.tensor_type.name
+        np.testing.assert_array_equal(ours._tensor(tensor.name).data(), tensor.data)
+    assert ours.parameter_count() == sum(int(t.n_elements) for t in reference.tensors)
+    return len(keys)
+
+
+def test_header_parser_agrees_with_the_gguf_package(
+    tmp_path: Path, llama_file: tuple[object, Path], gemma_file: tuple[object, Path]
+) -> None:
+    import gguf
+
+    assert _agrees_with_the_gguf_package(llama_file[1]) > 10
+    assert _agrees_with_the_gguf_package(gemma_file[1]) > 10
+    # Quantized tensors, every scalar type and a nested array, as llama.cpp's writer lays them out.
+    path = tmp_path / "mixed.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_uint8("t.u8", 7)
+    writer.add_int16("t.i16", -3)
+    writer.add_uint64("t.u64", 2**40)
+    writer.add_float64("t.f64", 0.1)
+    writer.add_bool("t.bool", True)
+    writer.add_string("t.text", "héllo")
+    writer.add_array("t.nested", [[1, 2], [3]])
+    weights = np.random.default_rng(0).normal(size=(8, 64)).astype(np.float32)
+    kinds = gguf.GGMLQuantizationType
+    for kind in (kinds.Q8_0, kinds.BF16, kinds.F16):
+        stored = gguf.quants.quantize(weights, kind)
+        writer.add_tensor(f"w.{kind.name}", stored, raw_shape=stored.shape, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert _agrees_with_the_gguf_package(path, nested=("t.nested",)) >= 7
+    assert GGUFFile(path).get("t.nested") == [[1, 2], [3]]
+    for kind in ("Q8_0", "BF16", "F16"):
+        np.testing.assert_allclose(GGUFFile(path).tensor(f"w.{kind}"), weights, atol=0.02)

@@ -79,3 +79,9 @@ def test_greedy_chatml_reply_mentions_paris(model: LoadedModel) -> None:
         reply.append(token)
     text = model.tokenizer.decode(reply)
     assert "Paris" in text, text
+
+
+def test_header_parser_agrees_with_the_gguf_package_on_the_real_file(gguf_path: Path) -> None:
+    from tests.inference.test_gguf_loaders import _agrees_with_the_gguf_package
+
+    assert _agrees_with_the_gguf_package(gguf_path) > 20  # vocabulary, merges, template, hyperparameters

@@ -2,10 +2,11 @@
 
 ``cpu_kernels.cc`` holds two things XLA-CPU does slowly for a decoder:
 
-- products of float32 activations with weights kept in llama.cpp's block layouts: ``q8`` (int8, one
-  float16 scale per 32 weights, Q8_0) and ``q4`` (4-bit, a float16 scale and offset per 32 weights,
-  Q4_1). Decode on a small CPU is bound by the bytes of weights read per token; XLA has no such
-  product (it would convert the whole matrix to float first);
+- products of activations with weights kept in llama.cpp's block layouts: ``q8`` (int8, one float16
+  scale per 32 weights, Q8_0) and ``q4`` (4-bit, a float16 scale and offset per 32 weights, Q4_1).
+  Decode on a small CPU is bound by the bytes of weights read per token; XLA has no such product (it
+  would convert the whole matrix to float first). Products are bfloat16 with float32 sums where the CPU
+  has AVX512-BF16, float32 elsewhere (:func:`product_type`);
 - attention: write the new tokens' keys/values into each row's own cache slots, in place, and let each
   query attend over the slots it can see only (XLA runs about ten small ops per layer over the whole
   cache), skipping a padded prompt's padding.
@@ -81,7 +82,7 @@ def _command(compiler: str, output: Path) -> list[str]:
 
 
 def _build() -> Path:
-    """Compile the kernel (or find it already compiled) and return the shared library's path."""
+    """Compile the kernels (or find them already compiled) and return the shared library's path."""
     import jaxlib
 
     compiler = _compiler()
@@ -98,7 +99,8 @@ def _build() -> Path:
     with tempfile.TemporaryDirectory(dir=library.parent) as scratch:
         built = Path(scratch) / library.name
         log.info("compiling the native CPU kernels into %s", library)
-        result = subprocess.run(_command(compiler, built), capture_output=True, text=True, check=False)
+        result = subprocess.run(_command(compiler, built), capture_output=True, text=True, check=False,
+                                timeout=600)
         if result.returncode != 0:
             raise KernelUnavailable(f"compiling {SOURCE.name} failed:\n{result.stderr[-2000:]}")
         os.replace(built, library)  # atomic: a concurrent process sees the whole file or none
@@ -110,7 +112,7 @@ _LOCK = threading.Lock()
 
 @functools.cache
 def _load() -> str | None:
-    """Build, load and register the kernel once per process; None when ready, else why not."""
+    """Build, load and register the kernels once per process; None when ready, else why not."""
     import jax
 
     if platform.system() != "Linux" and platform.system() != "Darwin":
@@ -119,7 +121,7 @@ def _load() -> str | None:
         library = ctypes.cdll.LoadLibrary(str(_build()))
         for target, symbol in _TARGETS.items():
             jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(library, symbol)), platform="cpu")
-    except (KernelUnavailable, OSError, AttributeError) as exc:
+    except (KernelUnavailable, OSError, AttributeError, subprocess.SubprocessError) as exc:
         return str(exc)
     _LIBRARIES.append(library)  # keep the handle: the registered function lives in it
     return None
@@ -135,7 +137,7 @@ _LIBRARIES: list[Any] = []
 
 
 def kernel_status() -> str | None:
-    """None when the kernels are built and registered (building it now if need be), else the reason."""
+    """None when the kernels are built and registered (building them now if need be), else the reason."""
     with _LOCK:
         return _load()
 
