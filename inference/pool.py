@@ -111,7 +111,8 @@ class _Worker:
                 if batches and callable(warm_batches):
                     for n in self.pool._warm_up_prompts:
                         warm_batches(prompt_tokens=n, new_tokens=new)
-        except Exception as exc:  # isolate: one bad model must not stop the others
+        except BaseException as exc:  # isolate: one bad model must not stop the others; a library's
+            # SystemExit included (on this worker thread it would only end the thread, "loading" forever)
             self.pool._release(self.entry.slug)
             self._set(state="failed", message=f"{type(exc).__name__}: {exc}")
             return False

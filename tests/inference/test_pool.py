@@ -161,6 +161,18 @@ def test_failures_are_isolated_to_the_request_and_the_model(tmp_path: Path) -> N
         assert fine.finish_reason != "error" and fine.new_tokens > 0
 
 
+def test_a_library_exiting_during_a_load_marks_the_model_failed(tmp_path: Path) -> None:
+    def builder(entry: CatalogueEntry) -> ChatModel:
+        if entry.slug == "tiny-gemma3":
+            raise SystemExit("a library called sys.exit while loading")
+        return build_chat_model(entry, cache_dir=tmp_path, warm_up=False)
+
+    with ModelPool(ENTRIES, memory_budget_mb=1000, cache_dir=tmp_path, builder=builder) as p:
+        assert p.wait_ready(timeout=300) == ["tiny-llama"]
+        status = p.status()["tiny-gemma3"]
+        assert status.state == "failed" and "SystemExit: a library called sys.exit" in status.message
+
+
 def test_memory_budget_refuses_with_a_clear_message_and_close_ends_requests(tmp_path: Path) -> None:
     built: list[str] = []
 
