@@ -142,10 +142,6 @@ def kernel_status() -> str | None:
         return _load()
 
 
-def kernel_available() -> bool:
-    return kernel_status() is None
-
-
 def product_type() -> str:
     """What the matmul kernels multiply in on this CPU: ``bfloat16`` (with AVX512-BF16: activations and
     weights rounded to bfloat16, sums in float32, as XLA's bfloat16 dot) or ``float32``."""

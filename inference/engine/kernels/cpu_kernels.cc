@@ -360,46 +360,50 @@ void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64
   panel_rows<Q4>(p, n0, n1, panel, xs);
 }
 
-struct Split {
-  Problem problem;
-  std::vector<Scalar> xs;  // the rows in the products' number type
-  bool q4;
-  int64_t parts, unit;
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> done{0};
-
-  // Claim and run parts until none is left.
-  void work() {
-    for (int64_t part; (part = next.fetch_add(1, std::memory_order_relaxed)) < parts;) {
-      const int64_t units = (problem.n + unit - 1) / unit;
-      const int64_t n0 = std::min(problem.n, units * part / parts * unit);
-      const int64_t n1 = std::min(problem.n, units * (part + 1) / parts * unit);
-      if (n0 < n1) q4 ? run_part<true>(problem, xs, n0, n1) : run_part<false>(problem, xs, n0, n1);
-      done.fetch_add(1, std::memory_order_release);
+// Runs body(part) for every part in [0, parts): on the calling thread and on parts - 1 tasks scheduled
+// on XLA's intra-op pool. Every runner claims parts until none is left, so a pool that is busy (or runs
+// tasks on the caller) delays a call but never deadlocks it; the caller then waits only for parts
+// already being run. A task that starts after the call returned finds nothing to claim.
+template <typename Body>
+void parallel_parts(ffi::ThreadPool& pool, int64_t parts, Body body) {
+  struct State {
+    Body body;
+    int64_t parts;
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> done{0};
+    State(Body b, int64_t n) : body(std::move(b)), parts(n) {}
+    void work() {
+      for (int64_t part; (part = next.fetch_add(1, std::memory_order_relaxed)) < parts;) {
+        body(part);
+        done.fetch_add(1, std::memory_order_release);
+      }
     }
-  }
-};
+  };
+  auto state = std::make_shared<State>(std::move(body), parts);
+  for (int64_t i = 1; i < parts; ++i) pool.Schedule([state] { state->work(); });
+  state->work();
+  while (state->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
+}
 
 void run(ffi::ThreadPool& pool, const Problem& problem, bool q4) {
   const int64_t unit = problem.m <= kSmallRows ? 4 : kPanel;
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   // Below ~64k multiply-adds a second thread costs more to wake than it saves.
   const bool tiny = problem.m * problem.n * problem.k < (int64_t{1} << 16);
-  const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, (problem.n + unit - 1) / unit);
-  auto split = std::make_shared<Split>();
-  split->problem = problem;
-  split->q4 = q4;
-  split->parts = parts;
-  split->unit = unit;
+  const int64_t units = (problem.n + unit - 1) / unit;
+  const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, units);
+  std::vector<Scalar> xs;  // the rows in the products' number type
 #if defined(__AVX512BF16__)
-  rows_to_panel_type(problem, split->xs);
+  rows_to_panel_type(problem, xs);
 #else
-  if (problem.m > kSmallRows) rows_to_panel_type(problem, split->xs);
+  if (problem.m > kSmallRows) rows_to_panel_type(problem, xs);
 #endif
-  for (int64_t i = 1; i < parts; ++i) pool.Schedule([split] { split->work(); });
-  split->work();
-  // Every part is claimed now; wait for the ones other threads are finishing.
-  while (split->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
+  // The rows live on this frame: a late task never reaches them (it claims no part).
+  parallel_parts(pool, parts, [&problem, &xs, q4, unit, units, parts](int64_t part) {
+    const int64_t n0 = std::min(problem.n, units * part / parts * unit);
+    const int64_t n1 = std::min(problem.n, units * (part + 1) / parts * unit);
+    if (n0 < n1) q4 ? run_part<true>(problem, xs, n0, n1) : run_part<false>(problem, xs, n0, n1);
+  });
 }
 
 ffi::Error check(const ffi::Buffer<ffi::F32>& x, int64_t n, int64_t row_bytes, int64_t bytes_per_row,
@@ -527,20 +531,6 @@ void attention_items(const Attention& a, int64_t first, int64_t last) {
   }
 }
 
-struct AttentionSplit {
-  Attention attention;
-  int64_t parts, items;
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> done{0};
-
-  void work() {
-    for (int64_t part; (part = next.fetch_add(1, std::memory_order_relaxed)) < parts;) {
-      attention_items(attention, items * part / parts, items * (part + 1) / parts);
-      done.fetch_add(1, std::memory_order_release);
-    }
-  }
-};
-
 void write_new_tokens(const Attention& a) {
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t t = 0; t < a.valid; ++t) {
@@ -584,13 +574,9 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<
   const int64_t work = items * a.slots * a.hd * (a.heads / a.kv_heads);
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t parts = std::min<int64_t>(work < (int64_t{1} << 17) ? 1 : threads, items);
-  auto split = std::make_shared<AttentionSplit>();
-  split->attention = a;
-  split->parts = parts;
-  split->items = items;
-  for (int64_t i = 1; i < parts; ++i) pool.Schedule([split] { split->work(); });
-  split->work();
-  while (split->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
+  parallel_parts(pool, parts, [&a, items, parts](int64_t part) {
+    attention_items(a, items * part / parts, items * (part + 1) / parts);
+  });
   return ffi::Error::Success();
 }
 
