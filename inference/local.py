@@ -278,17 +278,17 @@ def choose_weights(requested: WeightFormat | Literal["auto"]) -> tuple[WeightFor
     """(format, native kernels?, why) for a requested format on the devices this model is built for.
 
     ``auto`` is ``q4`` through the native CPU kernels on a single CPU device where they build (llama.cpp's
-    layouts: fastest here, as faithful as float32 to a 4-bit file), else ``bfloat16`` (accelerators and
-    sharded meshes, where XLA's own dot is the fast one). An explicit block format runs natively where
-    it can and as plain XLA otherwise."""
+    layouts: fastest here, and a 4-bit file's own weights), else ``bfloat16`` (accelerators and sharded
+    meshes, where XLA's own dot is the fast one). An explicit block format runs natively where it can
+    and as plain XLA otherwise; the other formats never need the kernels (nor build them)."""
     if requested != "auto" and requested not in WEIGHT_FORMATS:
         raise ValueError(f"weight format {requested!r}: choose auto or one of {', '.join(WEIGHT_FORMATS)}")
+    if requested != "auto" and requested not in BLOCK_FORMATS:
+        return requested, False, f"{requested} weights, XLA"
     blocked = _native_blocker()
     if requested == "auto":
         return ("q4", True, "native q4/q8 CPU kernels") if blocked is None else ("bfloat16", False, blocked)
-    if requested in BLOCK_FORMATS:
-        return (requested, True, "native CPU kernels") if blocked is None else (requested, False, blocked)
-    return requested, False, f"{requested} weights, XLA"
+    return (requested, True, "native CPU kernels") if blocked is None else (requested, False, blocked)
 
 
 def _native_blocker() -> str | None:

@@ -12,9 +12,9 @@ scales, keras' own ``quantize("int8")`` scheme), and llama.cpp's block layouts f
 kernels (:mod:`inference.engine.kernels`): ``q8`` (int8 with a float16 scale per 32 weights, Q8_0)
 and ``q4`` (4-bit with a float16 scale and offset per 32 weights, Q4_1) -- ``q4`` keeps a matrix in
 4 bits only where that reproduces it (a matrix the GGUF file stored as Q4_1 comes back exactly) and
-uses ``q8`` for the others, so both stay as faithful to the file as float32. Block matrices are kept
-``(out, in)``, each output's weights contiguous; the others ``(in, out)``.
-Norm scales, the KV cache, activations and every accumulation stay float32.
+uses ``q8`` for the others. Block matrices are kept ``(out, in)``, each output's weights contiguous;
+the others ``(in, out)``. Norm scales, the KV cache, activations and every accumulation stay float32
+(inside a product, the kernels may round to bfloat16: :func:`inference.engine.kernels.product_type`).
 """
 
 from __future__ import annotations
