@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("kernels", help="build the native CPU kernels for this machine if need be; report")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object: {ready, reason, library, products, cache_dir}")
+                   help="one JSON object: {ready, reason, library, products, vector_decode, cache_dir}")
     p.set_defaults(handler=_cmd_kernels)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
@@ -100,7 +100,7 @@ def _sampling_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_kernels(args: argparse.Namespace) -> int:
-    """Exit 0 when the kernels are ready (``auto`` weights will be q4), 1 when not (bfloat16)."""
+    """Exit 0 when the kernels are ready (``auto`` weights are q4 where ``vector_decode``), 1 when not."""
     from inference.engine import kernels
 
     reason = kernels.kernel_status()
@@ -109,6 +109,7 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
         "reason": reason,
         "library": str(kernels.library_path()) if reason is None else None,
         "products": kernels.product_type() if reason is None else None,
+        "vector_decode": kernels.vector_decode() if reason is None else None,
         "cache_dir": str(kernels.cache_dir()),
     }
     if args.json:

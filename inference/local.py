@@ -287,8 +287,16 @@ def choose_weights(requested: WeightFormat | Literal["auto"]) -> tuple[WeightFor
         return requested, False, f"{requested} weights, XLA"
     blocked = _native_blocker()
     if requested == "auto":
+        if blocked is None and not _kernels_vectorized():
+            blocked = "XLA: this CPU has no AVX-512, the native kernels would decode weights by scalar loops"
         return ("q4", True, "native q4/q8 CPU kernels") if blocked is None else ("bfloat16", False, blocked)
     return (requested, True, "native CPU kernels") if blocked is None else (requested, False, blocked)
+
+
+def _kernels_vectorized() -> bool:
+    from inference.engine import kernels
+
+    return kernels.vector_decode()
 
 
 def _native_blocker() -> str | None:

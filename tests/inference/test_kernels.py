@@ -223,7 +223,7 @@ def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["ready"] is True and report["reason"] is None
     assert Path(report["library"]).is_file() and report["library"].startswith(report["cache_dir"])
-    assert report["products"] in ("bfloat16", "float32")
+    assert report["products"] in ("bfloat16", "float32") and isinstance(report["vector_decode"], bool)
     assert main(["kernels"]) == 0 and "ready" in capsys.readouterr().out
 
 
@@ -237,6 +237,18 @@ def test_on_a_sharded_mesh_the_default_is_bfloat16_through_xla() -> None:
     with family_distribution("llama", make_mesh()).scope():
         weights, native, why = choose_weights("auto")
     assert (weights, native) == ("bfloat16", False) and "sharded" in why
+
+
+def test_without_vector_weight_decoding_the_default_stays_on_bfloat16(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from inference.local import choose_weights
+
+    assert kernels.vector_decode() == ("avx512f" in Path("/proc/cpuinfo").read_text())
+    monkeypatch.setattr(kernels, "vector_decode", lambda: False)  # what an AVX2-only CPU reports
+    weights, native, why = choose_weights("auto")
+    assert (weights, native) == ("bfloat16", False) and "AVX-512" in why
+    assert choose_weights("q4")[:2] == ("q4", True)  # asked for explicitly: still served natively
 
 
 def test_without_a_compiler_the_default_falls_back_to_bfloat16(tmp_path: Path) -> None:

@@ -142,6 +142,13 @@ def kernel_status() -> str | None:
         return _load()
 
 
+def vector_decode() -> bool:
+    """Whether the kernels widen block weights with vector instructions (AVX-512) on this CPU; without
+    them the decode is scalar: exact, but not the measured fast path."""
+    _require()
+    return bool(_LIBRARIES[0].fixit_vector_decode())
+
+
 def product_type() -> str:
     """What the matmul kernels multiply in on this CPU: ``bfloat16`` (with AVX512-BF16: activations and
     weights rounded to bfloat16, sums in float32, as XLA's bfloat16 dot) or ``float32``."""

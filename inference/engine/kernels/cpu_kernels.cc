@@ -627,3 +627,13 @@ extern "C" const char* fixit_product_type() {
   return "float32";
 #endif
 }
+
+// 1 when the weights are widened with AVX-512 (the measured fast path); 0 when by scalar loops, which are
+// correct but slower than XLA's bfloat16 dot (weights = "auto" then keeps bfloat16).
+extern "C" int fixit_vector_decode() {
+#if defined(__AVX512F__)
+  return 1;
+#else
+  return 0;
+#endif
+}
