@@ -285,18 +285,15 @@ def choose_weights(requested: WeightFormat | Literal["auto"]) -> tuple[WeightFor
         raise ValueError(f"weight format {requested!r}: choose auto or one of {', '.join(WEIGHT_FORMATS)}")
     if requested != "auto" and requested not in BLOCK_FORMATS:
         return requested, False, f"{requested} weights, XLA"
+    from inference.engine import kernels
+
     blocked = _native_blocker()
     if requested == "auto":
-        if blocked is None and not _kernels_vectorized():
+        if blocked is None and not kernels.vector_decode():
             blocked = "XLA: this CPU has no AVX-512, the native kernels would decode weights by scalar loops"
         return ("q4", True, "native q4/q8 CPU kernels") if blocked is None else ("bfloat16", False, blocked)
     return (requested, True, "native CPU kernels") if blocked is None else (requested, False, blocked)
 
-
-def _kernels_vectorized() -> bool:
-    from inference.engine import kernels
-
-    return kernels.vector_decode()
 
 
 def _native_blocker() -> str | None:

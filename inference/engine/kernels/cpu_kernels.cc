@@ -149,58 +149,6 @@ inline void decode(const Problem& p, int64_t n, int64_t b, f32v& w0, f32v& w1) {
   }
 }
 
-// Rows [0, ROWS) x outputs [n0, n1), OUTS outputs at a time, weights decoded in registers once per
-// tile and used by every row.
-template <bool Q4, int ROWS, int OUTS>
-void small_tile(const Problem& p, int64_t n0, int64_t n1) {
-  const int64_t blocks = p.k / kBlock;
-  int64_t n = n0;
-  for (; n + OUTS <= n1; n += OUTS) {
-    f32v acc[OUTS][ROWS] = {};
-    for (int64_t b = 0; b < blocks; ++b) {
-      for (int r = 0; r < OUTS; ++r) {
-        f32v w0, w1;
-        decode<Q4>(p, n + r, b, w0, w1);
-        for (int i = 0; i < ROWS; ++i) {
-          const float* xr = p.x + i * p.k + b * kBlock;
-          acc[r][i] += w0 * load(xr);  // two fused multiply-adds, no separate add
-          acc[r][i] += w1 * load(xr + kLanes);
-        }
-      }
-    }
-    for (int r = 0; r < OUTS; ++r)
-      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = sum(acc[r][i]);
-  }
-  if (n < n1) small_tile<Q4, ROWS, 1>(p, n, n1);
-}
-
-template <bool Q4>
-void small_chunk(const Problem& p, int64_t n0, int64_t n1) {
-  switch (p.m) {
-    case 1: return small_tile<Q4, 1, 4>(p, n0, n1);
-    case 2: return small_tile<Q4, 2, 4>(p, n0, n1);
-    case 3: return small_tile<Q4, 3, 4>(p, n0, n1);
-    case 4: return small_tile<Q4, 4, 4>(p, n0, n1);
-    case 5: return small_tile<Q4, 5, 2>(p, n0, n1);
-    case 6: return small_tile<Q4, 6, 2>(p, n0, n1);
-    case 7: return small_tile<Q4, 7, 2>(p, n0, n1);
-    default: return small_tile<Q4, 8, 2>(p, n0, n1);
-  }
-}
-
-template <bool Q4>
-void small_rows(const Problem& whole, int64_t n0, int64_t n1) {
-  // Eight rows at a time: every row's sums are then computed in the same order whatever the batch, so
-  // a request's reply does not depend on who else is being served.
-  for (int64_t row = 0; row < whole.m; row += 8) {
-    Problem p = whole;
-    p.x += row * p.k;
-    p.y += row * p.n;
-    p.m = std::min<int64_t>(8, whole.m - row);
-    small_chunk<Q4>(p, n0, n1);
-  }
-}
-
 // More rows (a prefill): decode kPanel outputs once into a panel, then sweep every row over it in 4 x 4
 // register tiles. With AVX512-BF16 the panel and the rows are rounded to bfloat16 and multiplied with
 // float32 accumulation (twice the float32 rate; the precision of XLA's bfloat16 dot), else in float32.
@@ -208,29 +156,28 @@ void small_rows(const Problem& whole, int64_t n0, int64_t n1) {
 typedef uint16_t Scalar;  // bfloat16 bits
 constexpr int64_t kStep = 32;
 
-inline void store_row(Scalar* out, f32v w0, f32v w1) {
+typedef __m512bh Block;  // 32 decoded weights
+
+inline Block to_block(f32v w0, f32v w1) {
   __m512 lo, hi;
   std::memcpy(&lo, &w0, sizeof lo);
   std::memcpy(&hi, &w1, sizeof hi);
-  const __m512bh packed = _mm512_cvtne2ps_pbh(hi, lo);  // lo -> elements 0..15, hi -> 16..31
-  std::memcpy(out, &packed, sizeof packed);
+  return _mm512_cvtne2ps_pbh(hi, lo);  // lo -> elements 0..15, hi -> 16..31
 }
 
-inline __m512bh pack(f32v w0, f32v w1) {
-  __m512 lo, hi;
-  std::memcpy(&lo, &w0, sizeof lo);
-  std::memcpy(&hi, &w1, sizeof hi);
-  return _mm512_cvtne2ps_pbh(hi, lo);
+inline void store_row(Scalar* out, f32v w0, f32v w1) {
+  const Block block = to_block(w0, w1);
+  std::memcpy(out, &block, sizeof block);
 }
 
 struct Acc {
   __m512 v = _mm512_setzero_ps();
   void add(const Scalar* a, const Scalar* b) {
-    __m512bh y;
+    Block y;
     std::memcpy(&y, b, sizeof y);
-    add(a, y);
+    add_block(a, y);
   }
-  void add(const Scalar* a, __m512bh y) {
+  void add_block(const Scalar* a, const Block& y) {  // 32 products
     __m512bh x;
     std::memcpy(&x, a, sizeof x);
     v = _mm512_dpbf16_ps(v, x, y);
@@ -238,7 +185,7 @@ struct Acc {
   float total() const { return _mm512_reduce_add_ps(v); }
 };
 
-inline void rows_to_panel_type(const Problem& p, std::vector<Scalar>& rows) {
+inline void rows_to_product_type(const Problem& p, std::vector<Scalar>& rows) {
   rows.resize(p.m * p.k);
   for (int64_t i = 0; i < p.m * p.k; i += kStep) store_row(&rows[i], load(p.x + i), load(p.x + i + kLanes));
 }
@@ -251,22 +198,32 @@ inline void store_row(Scalar* out, f32v w0, f32v w1) {
   std::memcpy(out + kLanes, &w1, sizeof w1);
 }
 
+struct Block {
+  f32v lo, hi;
+};
+
+inline Block to_block(f32v w0, f32v w1) { return Block{w0, w1}; }
+
 struct Acc {
   f32v v = {};
   void add(const Scalar* a, const Scalar* b) { v += load(a) * load(b); }
+  void add_block(const Scalar* a, const Block& w) {  // 32 products, two fused multiply-adds
+    v += w.lo * load(a);
+    v += w.hi * load(a + kLanes);
+  }
   float total() const { return sum(v); }
 };
 
-inline void rows_to_panel_type(const Problem& p, std::vector<Scalar>& rows) {
+inline void rows_to_product_type(const Problem& p, std::vector<Scalar>& rows) {
   rows.assign(p.x, p.x + p.m * p.k);
 }
 #endif
 
-#if defined(__AVX512BF16__)
-// Decode batches with AVX512-BF16: the panel path's bfloat16 products and float32 sums, in the same order,
-// so a row gets the same bits in a step as in a prefill and whatever the batch; twice float32's rate.
+// A decode batch: rows [0, ROWS) x outputs [n0, n1), OUTS outputs at a time; each block of weights is
+// decoded once, in registers, and used by every row. The products and the order of the sums are the
+// panel path's, so a row gets the same bits in a step as in a prefill, whatever the batch.
 template <bool Q4, int ROWS, int OUTS>
-void small_tile_bf16(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
+void small_tile(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
   const int64_t blocks = p.k / kBlock;
   int64_t n = n0;
   for (; n + OUTS <= n1; n += OUTS) {
@@ -275,30 +232,29 @@ void small_tile_bf16(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1)
       for (int r = 0; r < OUTS; ++r) {
         f32v w0, w1;
         decode<Q4>(p, n + r, b, w0, w1);
-        const __m512bh w = pack(w0, w1);
-        for (int i = 0; i < ROWS; ++i) acc[r][i].add(xs + i * p.k + b * kBlock, w);
+        const Block w = to_block(w0, w1);
+        for (int i = 0; i < ROWS; ++i) acc[r][i].add_block(xs + i * p.k + b * kBlock, w);
       }
     }
     for (int r = 0; r < OUTS; ++r)
       for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = acc[r][i].total();
   }
-  if (n < n1) small_tile_bf16<Q4, ROWS, 1>(p, xs, n, n1);
+  if (n < n1) small_tile<Q4, ROWS, 1>(p, xs, n, n1);
 }
 
 template <bool Q4>
-void small_chunk_bf16(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
+void small_chunk(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
   switch (p.m) {
-    case 1: return small_tile_bf16<Q4, 1, 4>(p, xs, n0, n1);
-    case 2: return small_tile_bf16<Q4, 2, 4>(p, xs, n0, n1);
-    case 3: return small_tile_bf16<Q4, 3, 4>(p, xs, n0, n1);
-    case 4: return small_tile_bf16<Q4, 4, 4>(p, xs, n0, n1);
-    case 5: return small_tile_bf16<Q4, 5, 2>(p, xs, n0, n1);
-    case 6: return small_tile_bf16<Q4, 6, 2>(p, xs, n0, n1);
-    case 7: return small_tile_bf16<Q4, 7, 2>(p, xs, n0, n1);
-    default: return small_tile_bf16<Q4, 8, 2>(p, xs, n0, n1);
+    case 1: return small_tile<Q4, 1, 4>(p, xs, n0, n1);
+    case 2: return small_tile<Q4, 2, 4>(p, xs, n0, n1);
+    case 3: return small_tile<Q4, 3, 4>(p, xs, n0, n1);
+    case 4: return small_tile<Q4, 4, 4>(p, xs, n0, n1);
+    case 5: return small_tile<Q4, 5, 2>(p, xs, n0, n1);
+    case 6: return small_tile<Q4, 6, 2>(p, xs, n0, n1);
+    case 7: return small_tile<Q4, 7, 2>(p, xs, n0, n1);
+    default: return small_tile<Q4, 8, 2>(p, xs, n0, n1);
   }
 }
-#endif
 
 template <bool Q4>
 void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& panel,
@@ -344,16 +300,12 @@ void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& p
 template <bool Q4>
 void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64_t n1) {
   if (p.m <= kSmallRows) {
-#if defined(__AVX512BF16__)
-    for (int64_t row = 0; row < p.m; row += 8) {  // eight rows at a time, as small_rows
+    for (int64_t row = 0; row < p.m; row += 8) {  // eight rows at a time, whatever the batch
       Problem chunk = p;
       chunk.y += row * p.n;
       chunk.m = std::min<int64_t>(8, p.m - row);
-      small_chunk_bf16<Q4>(chunk, xs.data() + row * p.k, n0, n1);
+      small_chunk<Q4>(chunk, xs.data() + row * p.k, n0, n1);
     }
-#else
-    small_rows<Q4>(p, n0, n1);
-#endif
     return;
   }
   thread_local std::vector<Scalar> panel;
@@ -393,11 +345,7 @@ void run(ffi::ThreadPool& pool, const Problem& problem, bool q4) {
   const int64_t units = (problem.n + unit - 1) / unit;
   const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, units);
   std::vector<Scalar> xs;  // the rows in the products' number type
-#if defined(__AVX512BF16__)
-  rows_to_panel_type(problem, xs);
-#else
-  if (problem.m > kSmallRows) rows_to_panel_type(problem, xs);
-#endif
+  rows_to_product_type(problem, xs);
   // The rows live on this frame: a late task never reaches them (it claims no part).
   parallel_parts(pool, parts, [&problem, &xs, q4, unit, units, parts](int64_t part) {
     const int64_t n0 = std::min(problem.n, units * part / parts * unit);
