@@ -81,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("kernels", help="build the native CPU kernels for this machine if need be; report")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object: {ready, reason, library, products, vector_decode, cache_dir}")
+                   help="one JSON object: {ready, reason, library, products, vector_decode, cache_dir, "
+                        "isa, isas, cpu, auto}")
     p.set_defaults(handler=_cmd_kernels)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
@@ -100,10 +101,17 @@ def _sampling_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_kernels(args: argparse.Namespace) -> int:
-    """Exit 0 when the kernels are ready (``auto`` weights are q4 where ``vector_decode``), 1 when not."""
+    """Exit 0 when the kernels are ready, 1 when not; either way say what ``weights = "auto"`` serves
+    here and why (measuring it first on a new machine)."""
     from inference.engine import kernels
+    from inference.engine.weight_policy import auto_verdict
 
     reason = kernels.kernel_status()
+    try:
+        isa: str | None = kernels.selected_isa()
+    except kernels.KernelUnavailable:
+        isa = None
+    verdict = auto_verdict()
     report = {
         "ready": reason is None,
         "reason": reason,
@@ -111,13 +119,20 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
         "products": kernels.product_type() if reason is None else None,
         "vector_decode": kernels.vector_decode() if reason is None else None,
         "cache_dir": str(kernels.cache_dir()),
+        "isa": isa,
+        "isas": list(kernels.supported_isas()),
+        "cpu": kernels.cpu_model(),
+        "auto": verdict.as_json(),
     }
     if args.json:
         print(json.dumps(report))
-    elif reason is None:
-        print(f"native CPU kernels ready: {report['library']} (products in {report['products']})")
+        return 0 if reason is None else 1
+    if reason is None:
+        print(f"native CPU kernels ready: {report['library']} ({isa}; products in {report['products']})")
     else:
-        print(f"native CPU kernels unavailable: {reason}\nweights = \"auto\" serves bfloat16 through XLA")
+        print(f"native CPU kernels unavailable: {reason}")
+    print(f"weights = \"auto\" serves {verdict.format}{' (native kernels)' if verdict.native else ''}: "
+          f"{verdict.why}{' [cached]' if verdict.cached else ''}")
     return 0 if reason is None else 1
 
 

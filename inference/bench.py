@@ -340,8 +340,8 @@ def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> Any:
     import numpy as np
 
     from inference.engine.decoder import empty_cache, forward, output_logits
+    from inference.engine.weight_policy import choose_weights
     from inference.engine.weights import decoder_spec, extract_params
-    from inference.local import choose_weights
 
     _, native, _ = choose_weights(weights)  # type: ignore[arg-type]
     spec = decoder_spec(backbone, weights, native_kernels=native)  # type: ignore[arg-type]

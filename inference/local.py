@@ -21,9 +21,8 @@ from inference.chat_template import ChatTemplate, fit_to_context
 from inference.engine import KVRunner, TokenTrace, causal_lm_for, generate_stream
 from inference.engine.scheduler import SlotScheduler
 from inference.engine.slots import SlotEngine
+from inference.engine.weight_policy import choose_weights, min_batch_for
 from inference.engine.weights import (
-    BLOCK_FORMATS,
-    WEIGHT_FORMATS,
     UnsupportedModel,
     WeightFormat,
     decoder_spec,
@@ -267,49 +266,6 @@ def return_freed_memory() -> None:
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def min_batch_for(weights: WeightFormat) -> int:
-    """XLA-CPU multiplies a single bfloat16/int8 row on a slow path; two rows cost less than one."""
-    return 2 if weights in ("bfloat16", "int8") else 1
-
-
-def choose_weights(requested: WeightFormat | Literal["auto"]) -> tuple[WeightFormat, bool, str]:
-    """(format, native kernels?, why) for a requested format on the devices this model is built for.
-
-    ``auto`` is ``q4`` through the native CPU kernels on a single CPU device where they build (llama.cpp's
-    layouts: fastest here, and a 4-bit file's own weights), else ``bfloat16`` (accelerators and sharded
-    meshes, where XLA's own dot is the fast one). An explicit block format runs natively where it can
-    and as plain XLA otherwise; the other formats never need the kernels (nor build them)."""
-    if requested != "auto" and requested not in WEIGHT_FORMATS:
-        raise ValueError(f"weight format {requested!r}: choose auto or one of {', '.join(WEIGHT_FORMATS)}")
-    if requested != "auto" and requested not in BLOCK_FORMATS:
-        return requested, False, f"{requested} weights, XLA"
-    from inference.engine import kernels
-
-    blocked = _native_blocker()
-    if requested == "auto":
-        if blocked is None and not kernels.vector_decode():
-            blocked = "XLA: this CPU has no AVX-512, the native kernels would decode weights by scalar loops"
-        return ("q4", True, "native q4/q8 CPU kernels") if blocked is None else ("bfloat16", False, blocked)
-    return (requested, True, "native CPU kernels") if blocked is None else (requested, False, blocked)
-
-
-
-def _native_blocker() -> str | None:
-    """Why the native CPU kernels cannot serve a model built here (None: they can)."""
-    import jax
-    import keras
-
-    from inference.engine import kernels
-
-    if jax.default_backend() != "cpu":
-        return f"XLA on {jax.default_backend()} (the native kernels are CPU-only)"
-    distribution = keras.distribution.distribution()
-    if distribution is not None and distribution.device_mesh.devices.size > 1:
-        return "XLA on a sharded mesh (the native kernels run on one device)"
-    status = kernels.kernel_status()
-    return None if status is None else f"XLA: native kernels unavailable ({status.splitlines()[0]})"
 
 
 def _stop_ids(loaded: LoadedModel, template: ChatTemplate) -> set[int]:

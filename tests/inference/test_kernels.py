@@ -1,7 +1,10 @@
 """The native CPU kernels (inference/engine/kernels): block matmuls equal to their plain-XLA reference,
 rows computed the same whatever the batch, q4 that reproduces a 4-bit grid exactly and steps aside for
 anything else, decode attention equal to the decoder's own XLA path (cache written in place), a tiny
-model served natively that answers like its XLA twin, and the fallback when nothing can be compiled."""
+model served natively that answers like its XLA twin, and the fallback when nothing can be compiled.
+
+Every copy of the kernels this CPU can run is tested (``isa``: avx512bf16, avx512, avx2, scalar), so an
+AVX-512 machine and an AVX2-only one each test every path they have; the others skip with the reason."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from inference.engine.scheduler import SlotScheduler
 from inference.engine.weights import Q4Blocks, Q8Blocks, _blocks
 from inference.local import LocalChatModel
 from inference.protocol import GenerationParams
-from tests.inference.conftest import TINY_CATALOGUE
+from tests.inference.conftest import TINY_CATALOGUE, reordered_sum_bound
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,13 +45,23 @@ if kernels.kernel_status() is not None:  # pragma: no cover - every CI machine h
     pytest.skip(f"native kernels unavailable: {kernels.kernel_status()}", allow_module_level=True)
 
 
+@pytest.fixture(params=kernels.ISAS)
+def isa(request: pytest.FixtureRequest) -> str:
+    """Each compiled copy of the kernels this CPU runs."""
+    status = kernels.kernel_status(request.param)
+    if status is not None:
+        pytest.skip(status)
+    return str(request.param)
+
+
 def _weights(fmt: str, n: int, k: int, seed: int = 0) -> tuple[Any, ...]:
     matrix = jnp.asarray(np.random.default_rng(seed).normal(size=(n, k)).astype("float32") * 0.1)
     return tuple(jax.jit(kernels.q8_quantize if fmt == "q8" else kernels.q4_quantize)(matrix))
 
 
-def _native(fmt: str) -> Any:
-    return jax.jit(kernels.q8_matmul if fmt == "q8" else kernels.q4_matmul)
+def _native(fmt: str, isa: str | None = None) -> Any:
+    kernel = kernels.q8_matmul if fmt == "q8" else kernels.q4_matmul
+    return jax.jit(lambda x, *w: kernel(x, *w, isa=isa))
 
 
 def _reference(fmt: str) -> Any:
@@ -57,30 +70,33 @@ def _reference(fmt: str) -> Any:
 
 @pytest.mark.parametrize("fmt", ["q8", "q4"])
 @pytest.mark.parametrize("rows", [1, 3, 8, 9, 16, 40])
-def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int) -> None:
+def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, isa: str) -> None:
     weights = _weights(fmt, n=37, k=96)  # 37 outputs: the kernels' 4- and 2-wide tiles leave a remainder
     # (x is a 2-D array: rows of a decode batch up to 16, a prefill's beyond)
     x = jnp.asarray(np.random.default_rng(rows).normal(size=(rows, 96)).astype("float32"))
-    got = np.asarray(_native(fmt)(x, *weights))
+    got = np.asarray(_native(fmt, isa)(x, *weights))
     exact = np.asarray(_reference(fmt)(x, *weights))
     scale = float(np.max(np.abs(exact)))
     assert scale > 0.1
-    if kernels.product_type() == "bfloat16":  # same products as rounding both sides to bfloat16 first
+    if kernels.product_type(isa) == "bfloat16":  # same products as rounding both sides to bfloat16 first
         dequantize = kernels.q8_dequantize if fmt == "q8" else kernels.q4_dequantize
         w = dequantize(*weights).astype(jnp.bfloat16).astype(jnp.float32)
         want = np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32) @ w.T)
         assert float(np.max(np.abs(got - exact))) <= 2e-2 * scale
     else:
         want = exact
-    assert float(np.max(np.abs(got - want))) <= 1e-5 * scale
+    # The same 96 float32 products as XLA's, summed in another order (each copy its own vector width).
+    dense = np.asarray(kernels.q8_dequantize(*weights) if fmt == "q8" else kernels.q4_dequantize(*weights))
+    bound = reordered_sum_bound(np.abs(np.asarray(x)) @ np.abs(dense).T, terms=96)
+    assert np.all(np.abs(got - want) <= bound)
 
 
 @pytest.mark.parametrize("fmt", ["q8", "q4"])
-def test_rows_past_the_valid_count_are_skipped_and_zero(fmt: str) -> None:
+def test_rows_past_the_valid_count_are_skipped_and_zero(fmt: str, isa: str) -> None:
     weights = _weights(fmt, n=20, k=64, seed=2)
     x = jnp.asarray(np.random.default_rng(5).normal(size=(40, 64)).astype("float32"))
     kernel = kernels.q8_matmul if fmt == "q8" else kernels.q4_matmul
-    call = jax.jit(lambda x, rows, *w: kernel(x, *w, rows=rows))
+    call = jax.jit(lambda x, rows, *w: kernel(x, *w, rows=rows, isa=isa))
     full = np.asarray(call(x, jnp.int32(40), *weights))
     part = np.asarray(call(x, jnp.int32(7), *weights))  # the same compiled program: rows is traced
     np.testing.assert_array_equal(part[:7], full[:7])
@@ -88,12 +104,12 @@ def test_rows_past_the_valid_count_are_skipped_and_zero(fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["q8", "q4"])
-def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str) -> None:
+def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str, isa: str) -> None:
     weights = _weights(fmt, n=50, k=64, seed=3)
-    x = jnp.asarray(np.random.default_rng(4).normal(size=(16, 64)).astype("float32"))
-    batch = np.asarray(_native(fmt)(x, *weights))
-    for size in (1, 5, 8, 11):
-        np.testing.assert_array_equal(np.asarray(_native(fmt)(x[:size], *weights)), batch[:size])
+    x = jnp.asarray(np.random.default_rng(4).normal(size=(40, 64)).astype("float32"))
+    batch = np.asarray(_native(fmt, isa)(x, *weights))  # 40 rows: a prefill's panel path
+    for size in (1, 5, 8, 11, 16):  # decode batches: weights decoded in registers
+        np.testing.assert_array_equal(np.asarray(_native(fmt, isa)(x[:size], *weights)), batch[:size])
 
 
 def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
@@ -119,7 +135,7 @@ def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
 @pytest.mark.parametrize(("tokens", "valid"), [(1, None), (5, None), (5, 3)])
 @pytest.mark.parametrize(("window", "soft_cap"), [(None, None), (8, None), (None, 5.0)])
 def test_attention_equals_the_decoders_xla_path(
-    tokens: int, valid: int | None, window: int | None, soft_cap: float | None
+    tokens: int, valid: int | None, window: int | None, soft_cap: float | None, isa: str
 ) -> None:
     rng = np.random.default_rng(11)
     batch, heads, kv_heads, slots, hd = 4, 6, 2, 40, 32
@@ -144,7 +160,7 @@ def test_attention_equals_the_decoders_xla_path(
 
     def native(keys: Any, values: Any) -> tuple[Any, Any, Any]:
         return kernels.attention(q, k_new, v_new, index, keys, values, valid=valid, window=window,
-                                 scale=spec.query_scale, soft_cap=soft_cap)
+                                 scale=spec.query_scale, soft_cap=soft_cap, isa=isa)
 
     want = [np.asarray(a) for a in jax.jit(xla)(keys, values)]
     got = [np.asarray(a) for a in jax.jit(native, donate_argnums=(0, 1))(jnp.copy(keys), jnp.copy(values))]
@@ -224,45 +240,114 @@ def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture
     assert report["ready"] is True and report["reason"] is None
     assert Path(report["library"]).is_file() and report["library"].startswith(report["cache_dir"])
     assert report["products"] in ("bfloat16", "float32") and isinstance(report["vector_decode"], bool)
+    assert report["isa"] == kernels.selected_isa() and report["isa"] in report["isas"]
+    assert report["isa"] in Path(report["library"]).parent.name  # one copy per instruction set
+    auto = report["auto"]
+    assert auto["format"] in ("q4", "q8", "float32", "bfloat16") and auto["why"]
+    assert {c["format"] for c in auto["candidates"]} == {"q4", "q8", "float32", "bfloat16"}
     assert main(["kernels"]) == 0 and "ready" in capsys.readouterr().out
 
 
-def test_on_a_sharded_mesh_the_default_is_bfloat16_through_xla() -> None:
-    from inference.local import choose_weights
+def test_the_cpu_decides_which_copy_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = kernels.cpu_flags()
+    expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        expected = "avx512bf16" if "avx512_bf16" in flags else "avx512"
+    assert kernels.selected_isa() == expected or "ARENA_KERNEL_ISA" in os.environ
+    assert kernels.vector_decode("scalar") is False
+    monkeypatch.setenv("ARENA_KERNEL_ISA", "scalar")
+    assert kernels.selected_isa() == "scalar"
+    monkeypatch.setenv("ARENA_KERNEL_ISA", "avx9")
+    assert "ARENA_KERNEL_ISA='avx9'" in (kernels.kernel_status() or "")
+    missing = [isa for isa in kernels.ISAS if isa not in kernels.supported_isas()]
+    for isa in missing:  # a copy this CPU cannot run is refused before it is loaded, never run
+        assert "cannot run" in (kernels.kernel_status(isa) or "")
+
+
+def test_a_forced_copy_the_cpu_lacks_leaves_the_model_on_xla(tmp_path: Path) -> None:
+    missing = [isa for isa in kernels.ISAS if isa not in kernels.supported_isas()]
+    if not missing:
+        pytest.skip("this CPU runs every copy of the kernels")
+    env = {**os.environ, "ARENA_KERNEL_ISA": missing[0], "ARENA_KERNEL_CACHE": str(tmp_path),
+           "KERAS_BACKEND": "jax"}
+    env.pop("XLA_FLAGS", None)
+    script = ("import json; from inference.engine.weight_policy import choose_weights; "
+              "print(json.dumps(choose_weights('q4')))")
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    fmt, native, why = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (fmt, native) == ("q4", False) and "cannot run" in why
+
+
+def _candidate(fmt: str, one: float, eight: float, error: float = 1e-3) -> Any:
+    from inference.engine.weight_policy import Candidate
+
+    return Candidate(fmt, fmt in ("q4", "q8"), {1: one, 8: eight}, error)  # type: ignore[arg-type]
+
+
+def test_auto_keeps_the_fastest_format_whose_products_pass() -> None:
+    from inference.engine.weight_policy import PRODUCT_TOLERANCE, decide
+
+    best, why = decide((_candidate("q4", 2.0, 6.0), _candidate("q8", 3.0, 6.0),
+                        _candidate("float32", 4.0, 8.0), _candidate("bfloat16", 2.5, 50.0)))
+    assert best.format == "q4" and "q4 2.00/6.00 ms" in why
+    best, _ = decide((_candidate("q4", 9.0, 30.0), _candidate("float32", 4.0, 8.0)))  # a scalar CPU's q4
+    assert best.format == "float32"
+    best, why = decide((_candidate("q4", 1.0, 1.0, error=2 * PRODUCT_TOLERANCE), _candidate("q8", 3.0, 6.0)))
+    assert best.format == "q8" and "q4 failed the product check" in why
+    with pytest.raises(ValueError):
+        decide((_candidate("q4", 1.0, 1.0, error=1.0),))
+
+
+def test_auto_measures_once_per_machine_then_reads_the_verdict(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from inference.engine import weight_policy
+
+    monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
+    calls: list[bool] = []
+
+    def small(*, native: bool) -> Any:
+        calls.append(native)
+        return weight_policy.measure(native=native, size=256, matrices=2, repeats=2)
+
+    first = weight_policy.auto_verdict(measure_fn=small)
+    assert calls == [True] and not first.cached
+    assert {c.format for c in first.candidates} == {"q4", "q8", "float32", "bfloat16"}
+    for c in first.candidates:  # real timings, and products that agree with float64 on the same weights
+        assert all(t > 0 for t in c.ms.values()) and c.product_error < 1e-2
+    assert first.format == weight_policy.decide(first.candidates)[0].format
+    again = weight_policy.auto_verdict(measure_fn=small)
+    assert calls == [True] and again.cached and again.format == first.format  # read, not measured
+    assert weight_policy.choose_weights("auto")[0] == first.format
+    assert list(tmp_path.glob("weights-auto-*.json"))
+
+
+def test_on_a_sharded_mesh_auto_never_uses_the_native_kernels() -> None:
+    from inference.engine.weight_policy import choose_weights
     from inference.sharding import family_distribution, make_mesh
 
     if len(jax.devices()) < 2:
         pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=8 (tests/conftest.py sets it)")
-    assert choose_weights("auto")[:2] == ("q4", True)  # one device: the native kernels
     with family_distribution("llama", make_mesh()).scope():
         weights, native, why = choose_weights("auto")
-    assert (weights, native) == ("bfloat16", False) and "sharded" in why
+        assert weights in ("float32", "bfloat16") and native is False and "sharded" in why
+        assert choose_weights("q4")[:2] == ("q4", False)  # the same blocks, multiplied by plain XLA
 
 
-def test_without_vector_weight_decoding_the_default_stays_on_bfloat16(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from inference.local import choose_weights
-
-    assert kernels.vector_decode() == ("avx512f" in Path("/proc/cpuinfo").read_text())
-    monkeypatch.setattr(kernels, "vector_decode", lambda: False)  # what an AVX2-only CPU reports
-    weights, native, why = choose_weights("auto")
-    assert (weights, native) == ("bfloat16", False) and "AVX-512" in why
-    assert choose_weights("q4")[:2] == ("q4", True)  # asked for explicitly: still served natively
-
-
-def test_without_a_compiler_the_default_falls_back_to_bfloat16(tmp_path: Path) -> None:
+def test_without_a_compiler_auto_measures_the_xla_formats(tmp_path: Path) -> None:
     env = {**os.environ, "CXX": "/bin/false", "ARENA_KERNEL_CACHE": str(tmp_path), "KERAS_BACKEND": "jax"}
     env.pop("XLA_FLAGS", None)
-    script = ("import json; from inference.local import choose_weights; "
+    script = ("import json; from inference.engine.weight_policy import choose_weights; "
               "print(json.dumps([choose_weights('auto'), choose_weights('q4')]))")
     run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=120, check=True)
+                         timeout=300, check=True)
     auto, q4 = json.loads(run.stdout.strip().splitlines()[-1])
-    assert auto[:2] == ["bfloat16", False] and "failed" in auto[2]
+    assert auto[0] in ("float32", "bfloat16") and auto[1] is False and "failed" in auto[2]
     assert q4[:2] == ["q4", False]  # asked for explicitly: the same blocks, multiplied by plain XLA
     cli = subprocess.run([sys.executable, "-m", "inference", "kernels", "--json"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120, check=False)
+                         capture_output=True, text=True, timeout=300, check=False)
     assert cli.returncode == 1
     report = json.loads(cli.stdout.strip().splitlines()[-1])
     assert report["ready"] is False and "failed" in report["reason"] and report["library"] is None
+    assert report["auto"]["format"] in ("float32", "bfloat16") and report["auto"]["cached"] is True

@@ -12,6 +12,7 @@ import pytest
 
 from inference.sharding import describe_shardings, make_mesh, shard_backbone
 from settings import DEFAULT_DATA_DIR
+from tests.inference.conftest import assert_logits_close
 from tests.inference.test_sharding import logits_fn
 
 pytestmark = pytest.mark.slow
@@ -42,8 +43,10 @@ def test_real_model_sharded_on_8_devices_matches_one_device(name: str) -> None:
     scale = float(np.max(np.abs(reference)))
     worst = float(np.max(np.abs(logits - reference)))
     print(f"{name}: max |logit| {scale:.2f}, max abs diff {worst:.2e}")
-    # 1e-5 relative to the largest logit: the sharded sums add the same terms in another order.
-    assert worst <= 1e-5 * scale
+    # The sharded sums add the same terms in another order: float32 reordering error, no more.
+    config = sharded.get_config()
+    assert_logits_close(logits, reference, terms=max(config["hidden_dim"], config["intermediate_dim"]),
+                        layers=config["num_layers"])
     assert np.array_equal(np.argmax(logits, axis=-1), np.argmax(reference, axis=-1))
     rows = describe_shardings(sharded)
     large = [r for r in rows if len(r.shape) >= 2]

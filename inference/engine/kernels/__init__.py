@@ -11,11 +11,14 @@
   query attend over the slots it can see only (XLA runs about ten small ops per layer over the whole
   cache), skipping a padded prompt's padding.
 
-The C++ source (XLA FFI handlers) is compiled on first use with the machine's C++ compiler and
-``-march=native`` into a per-user cache keyed by a hash of the source, the compiler command, jaxlib's
-version and the CPU's flags, then registered with JAX as CPU custom calls. Where it cannot be built (no
-compiler, another OS), :func:`kernel_status` says why and callers use the ``*_reference`` functions: the
-same arithmetic in plain XLA, on any backend and any sharding.
+The C++ source (XLA FFI handlers) is compiled on first use with the machine's C++ compiler, once per
+instruction set (:data:`ISAS`: ``avx512bf16``, ``avx512``, ``avx2`` and ``scalar`` on x86-64, the
+architecture's baseline elsewhere) with explicit target flags, into a per-user cache keyed by a hash of
+the source, the compiler command, jaxlib's version and the architecture; each copy is registered with JAX
+under its own names. The copy used is the most capable one the CPU runs (:func:`selected_isa`), or the one
+``ARENA_KERNEL_ISA`` forces, so tests exercise every path on any CPU that runs it. Where nothing can be
+built (no compiler, another OS) or the forced copy cannot run here, :func:`kernel_status` says why and
+callers use the ``*_reference`` functions: the same arithmetic in plain XLA, on any backend and sharding.
 """
 
 from __future__ import annotations
@@ -48,6 +51,24 @@ class KernelUnavailable(RuntimeError):
     """The native kernel cannot be built or loaded here (the message says why)."""
 
 
+# The instruction sets a copy of the kernels is compiled for, most capable first. Each copy is built with
+# explicit target flags (never -march=native, whose guess a virtual machine's CPU model can get wrong) and
+# asks the CPU itself, before anything is registered, whether it can run (``fixit_runnable``).
+ISAS: tuple[str, ...] = ("avx512bf16", "avx512", "avx2", "scalar")
+_ISA_FLAGS: dict[str, tuple[str, ...]] = {
+    "avx512bf16": ("-march=x86-64-v4", "-mavx512bf16", "-mtune=generic"),
+    "avx512": ("-march=x86-64-v4", "-mtune=generic"),  # AVX-512 F, BW, CD, DQ, VL
+    "avx2": ("-march=x86-64-v3", "-mtune=generic"),  # AVX2, FMA, F16C
+    "scalar": ("-march=x86-64", "-mtune=generic"),  # SSE2: weights widened by scalar loops
+}
+_ISA_CPU_FLAGS: dict[str, frozenset[str]] = {
+    "avx512bf16": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "fma", "f16c"}),
+    "avx512": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma", "f16c"}),
+    "avx2": frozenset({"avx2", "fma", "f16c"}),
+    "scalar": frozenset(),
+}
+
+
 def cache_dir() -> Path:
     """Where built kernels live: ``$ARENA_KERNEL_CACHE``, else the user's cache directory."""
     override = os.environ.get("ARENA_KERNEL_CACHE")
@@ -64,130 +85,184 @@ def _compiler() -> str:
     return compiler
 
 
-def _cpu_flags() -> str:
+def _x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _cpuinfo_field(*names: str) -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return line
+            if line.startswith(names) and ":" in line:
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor()
+    return None
 
 
-def _command(compiler: str, output: Path) -> list[str]:
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as the OS reports them (``/proc/cpuinfo``; empty where unreadable)."""
+    return frozenset((_cpuinfo_field("flags", "Features") or "").split())
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows."""
+    return _cpuinfo_field("model name") or platform.processor() or platform.machine()
+
+
+def supported_isas() -> tuple[str, ...]:
+    """The instruction sets this CPU runs, most capable first (``scalar`` always; only it off x86-64)."""
+    if not _x86():
+        return ("scalar",)
+    flags = cpu_flags()
+    return tuple(isa for isa in ISAS if _ISA_CPU_FLAGS[isa] <= flags)
+
+
+def selected_isa() -> str:
+    """``$ARENA_KERNEL_ISA`` when set to one of :data:`ISAS` (tests force each path with it), else (unset or
+    ``auto``) the most capable set this CPU runs. A forced set the CPU lacks is refused when loaded."""
+    forced = os.environ.get("ARENA_KERNEL_ISA", "").strip().lower() or "auto"
+    if forced == "auto":
+        return supported_isas()[0]
+    if forced not in ISAS:
+        raise KernelUnavailable(f"ARENA_KERNEL_ISA={forced!r}: choose auto or one of {', '.join(ISAS)}")
+    return forced
+
+
+def _command(compiler: str, output: Path, isa: str) -> list[str]:
     import jax.ffi
 
-    return [compiler, "-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-DNDEBUG",
+    flags = list(_ISA_FLAGS[isa]) if _x86() else []  # elsewhere the architecture's baseline (NEON on arm64)
+    return [compiler, "-O3", *flags, "-std=c++17", "-shared", "-fPIC", "-DNDEBUG", "-Wno-psabi",
             "-isystem", str(jax.ffi.include_dir()), str(SOURCE), "-o", str(output)]
 
 
-def _build() -> Path:
-    """Compile the kernels (or find them already compiled) and return the shared library's path."""
+def _build(isa: str) -> Path:
+    """Compile the ``isa`` copy (or find it already compiled) and return the shared library's path. The
+    cache key is the source, the compiler command, jaxlib's version and the machine's architecture: the
+    flags are explicit, so one build serves every CPU that runs them."""
     import jaxlib
 
     compiler = _compiler()
     key = hashlib.sha256()
     key.update(SOURCE.read_bytes())
-    key.update(" ".join(_command(compiler, Path("out"))).encode())
+    key.update(" ".join(_command(compiler, Path("out"), isa)).encode())
     key.update(jaxlib.__version__.encode())
     key.update(platform.machine().encode())
-    key.update(_cpu_flags().encode())
-    library = cache_dir() / key.hexdigest()[:16] / "cpu_kernels.so"
+    library = cache_dir() / f"{key.hexdigest()[:16]}-{isa}" / "cpu_kernels.so"
     if library.exists():
         return library
     library.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=library.parent) as scratch:
         built = Path(scratch) / library.name
-        log.info("compiling the native CPU kernels into %s", library)
-        result = subprocess.run(_command(compiler, built), capture_output=True, text=True, check=False,
+        log.info("compiling the native CPU kernels (%s) into %s", isa, library)
+        result = subprocess.run(_command(compiler, built, isa), capture_output=True, text=True, check=False,
                                 timeout=600)
         if result.returncode != 0:
-            raise KernelUnavailable(f"compiling {SOURCE.name} failed:\n{result.stderr[-2000:]}")
+            raise KernelUnavailable(f"compiling {SOURCE.name} for {isa} failed:\n{result.stderr[-2000:]}")
         os.replace(built, library)  # atomic: a concurrent process sees the whole file or none
     return library
 
 
 _LOCK = threading.Lock()
+_LIBRARIES: dict[str, Any] = {}  # isa -> loaded library (the registered functions live in it)
+
+
+def _target(name: str, isa: str) -> str:
+    return f"{name}_{isa}"
 
 
 @functools.cache
-def _load() -> str | None:
-    """Build, load and register the kernels once per process; None when ready, else why not."""
+def _load(isa: str) -> str | None:
+    """Build, load and register the ``isa`` copy once per process; None when ready, else why not."""
     import jax
 
     if platform.system() != "Linux" and platform.system() != "Darwin":
         return f"native kernels are built on Linux and macOS only, not {platform.system()}"
+    if isa not in ISAS:
+        return f"unknown instruction set {isa!r}: choose one of {', '.join(ISAS)}"
+    if isa not in supported_isas():
+        return f"this CPU ({cpu_model()}) cannot run the {isa} kernels; it runs {', '.join(supported_isas())}"
     try:
-        library = ctypes.cdll.LoadLibrary(str(_build()))
+        library = ctypes.cdll.LoadLibrary(str(_build(isa)))
+        if not library.fixit_runnable():
+            return f"this CPU lacks an instruction the {isa} kernels use (the library's own check)"
         for target, symbol in _TARGETS.items():
-            jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(library, symbol)), platform="cpu")
+            jax.ffi.register_ffi_target(_target(target, isa), jax.ffi.pycapsule(getattr(library, symbol)),
+                                        platform="cpu")
     except (KernelUnavailable, OSError, AttributeError, subprocess.SubprocessError) as exc:
         return str(exc)
-    _LIBRARIES.append(library)  # keep the handle: the registered function lives in it
+    _LIBRARIES[isa] = library
     return None
 
 
-def library_path() -> Path:
-    """The loaded shared library (KernelUnavailable when there is none)."""
-    _require()
-    return Path(_LIBRARIES[0]._name)
-
-
-_LIBRARIES: list[Any] = []
-
-
-def kernel_status() -> str | None:
-    """None when the kernels are built and registered (building them now if need be), else the reason."""
+def kernel_status(isa: str | None = None) -> str | None:
+    """None when the ``isa`` copy (default :func:`selected_isa`) is built and registered (building it now
+    if need be), else the reason it cannot be."""
+    try:
+        chosen = isa or selected_isa()
+    except KernelUnavailable as exc:
+        return str(exc)
     with _LOCK:
-        return _load()
+        return _load(chosen)
 
 
-def vector_decode() -> bool:
-    """Whether the kernels widen block weights with vector instructions (AVX-512) on this CPU; without
-    them the decode is scalar: exact, but not the measured fast path."""
-    _require()
-    return bool(_LIBRARIES[0].fixit_vector_decode())
+def _library(isa: str | None) -> tuple[str, Any]:
+    chosen = isa or selected_isa()
+    status = kernel_status(chosen)
+    if status is not None:
+        raise KernelUnavailable(status)
+    return chosen, _LIBRARIES[chosen]
 
 
-def product_type() -> str:
-    """What the matmul kernels multiply in on this CPU: ``bfloat16`` (with AVX512-BF16: activations and
-    weights rounded to bfloat16, sums in float32, as XLA's bfloat16 dot) or ``float32``."""
-    _require()
-    function = _LIBRARIES[0].fixit_product_type
+def library_path(isa: str | None = None) -> Path:
+    """The loaded shared library (KernelUnavailable when there is none)."""
+    return Path(_library(isa)[1]._name)
+
+
+def vector_decode(isa: str | None = None) -> bool:
+    """Whether the kernels widen block weights with vector instructions (AVX-512 or AVX2); the ``scalar``
+    copy widens them by plain loops: exact, but slow."""
+    return bool(_library(isa)[1].fixit_vector_decode())
+
+
+def product_type(isa: str | None = None) -> str:
+    """What the matmul kernels multiply in: ``bfloat16`` (``avx512bf16``: activations and weights rounded
+    to bfloat16, sums in float32, as XLA's bfloat16 dot) or ``float32`` (every other copy)."""
+    function = _library(isa)[1].fixit_product_type
     function.restype = ctypes.c_char_p
     return str(function().decode())
 
 
-def _require() -> None:
-    status = kernel_status()
-    if status is not None:
-        raise KernelUnavailable(status)
+def _require(isa: str | None) -> str:
+    return _library(isa)[0]
 
 
-def q8_matmul(x: Any, values: Any, scales: Any, *, rows: Any = None) -> Any:
+def q8_matmul(x: Any, values: Any, scales: Any, *, rows: Any = None, isa: str | None = None) -> Any:
     """``x (M, K) · W(N, K)ᵀ`` -> ``(M, N)`` float32 for q8 weights (``values`` int8 ``(N, K)``, ``scales``
     float16 ``(N, K/32)``), through the native kernel (KernelUnavailable where it cannot be built).
 
     ``rows`` (an int32 scalar, may be traced): only the first ``rows`` rows are real (a prompt padded
-    to its bucket); the rest are skipped and come back zero."""
+    to its bucket); the rest are skipped and come back zero. ``isa``: which compiled copy (default
+    :func:`selected_isa`)."""
     import jax
     import jax.numpy as jnp
 
-    _require()
+    chosen = _require(isa)
     result = jax.ShapeDtypeStruct((x.shape[0], values.shape[0]), jnp.float32)
-    call = jax.ffi.ffi_call("fixit_q8_matmul", result)
+    call = jax.ffi.ffi_call(_target("fixit_q8_matmul", chosen), result)
     return call(x.astype(jnp.float32), _rows(x, rows), values, scales)
 
 
-def q4_matmul(x: Any, packed: Any, scales: Any, offsets: Any, *, rows: Any = None) -> Any:
+def q4_matmul(x: Any, packed: Any, scales: Any, offsets: Any, *, rows: Any = None,
+              isa: str | None = None) -> Any:
     """The same for q4 weights: ``packed`` uint8 ``(N, K/2)``, ``scales`` and ``offsets`` float16
     ``(N, K/32)``."""
     import jax
     import jax.numpy as jnp
 
-    _require()
+    chosen = _require(isa)
     result = jax.ShapeDtypeStruct((x.shape[0], packed.shape[0]), jnp.float32)
-    call = jax.ffi.ffi_call("fixit_q4_matmul", result)
+    call = jax.ffi.ffi_call(_target("fixit_q4_matmul", chosen), result)
     return call(x.astype(jnp.float32), _rows(x, rows), packed, scales, offsets)
 
 
@@ -264,7 +339,8 @@ def q4_quantize(matrix: Any) -> tuple[Any, Any, Any]:
 
 
 def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *, valid: Any = None,
-              window: int | None, scale: float, soft_cap: float | None) -> tuple[Any, Any, Any]:
+              window: int | None, scale: float, soft_cap: float | None,
+              isa: str | None = None) -> tuple[Any, Any, Any]:
     """T new tokens per row: queries ``q (B, T, H, hd)`` (RoPE applied, unscaled) and their
     ``k_new``/``v_new`` ``(B, T, KV, hd)``, written from slot ``index[b]`` of ``keys``/``values``
     ``(B, KV, S, hd)`` (in place when the caller donates them); each query at position p attends over
@@ -274,10 +350,10 @@ def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any
     import jax
     import numpy as np
 
-    _require()
+    chosen = _require(isa)
     shapes = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(keys.shape, keys.dtype),
               jax.ShapeDtypeStruct(values.shape, values.dtype))
-    call = jax.ffi.ffi_call("fixit_attention", shapes, input_output_aliases={5: 1, 6: 2})
+    call = jax.ffi.ffi_call(_target("fixit_attention", chosen), shapes, input_output_aliases={5: 1, 6: 2})
     out, keys, values = call(q, k_new, v_new, index.astype("int32"), _rows(q[0], valid), keys, values,
                              window=np.int64(window or 0), scale=np.float32(scale),
                              soft_cap=np.float32(soft_cap or 0.0))

@@ -6,9 +6,10 @@
 // per token, and these read 1.06 (q8) or 0.63 (q4) bytes per weight against bfloat16's 2.
 //
 // XLA FFI custom calls for the CPU backend (inference/engine/kernels/__init__.py builds this file for the
-// machine it runs on and registers it with JAX). Arithmetic uses GCC's vector extensions, so the compiler
-// picks AVX-512, AVX2 or NEON from -march=native; only the widening of the weights is spelled out with
-// intrinsics. Work is split over the outputs and shared with XLA's intra-op thread pool; the calling
+// machine it runs on and registers it with JAX). It is compiled once per instruction set (scalar, avx2,
+// avx512, avx512bf16 on x86-64; the architecture's baseline elsewhere) and the copy the CPU runs best is
+// chosen at run time. Arithmetic uses GCC's vector extensions, so the compiler picks AVX-512, AVX2, SSE2
+// or NEON from the target flags; only the widening of the weights is spelled out with intrinsics. Work is split over the outputs and shared with XLA's intra-op thread pool; the calling
 // thread claims parts too, so a busy pool can delay a call but never deadlock it.
 
 #include <algorithm>
@@ -31,7 +32,16 @@ namespace ffi = xla::ffi;
 namespace {
 
 constexpr int64_t kBlock = 32;     // weights per scale
-constexpr int64_t kLanes = 16;     // floats per vector
+// Floats per vector: the machine's own register width (a wider GCC vector than the registers spills to
+// the stack on every broadcast; measured 4x slower on AVX2 with 16 lanes).
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;
+#elif defined(__AVX__)
+constexpr int64_t kLanes = 8;
+#else
+constexpr int64_t kLanes = 4;      // SSE2, NEON
+#endif
+constexpr int64_t kParts = kBlock / kLanes;  // vectors per block of weights
 constexpr int64_t kSmallRows = 16;  // up to this many rows (a decode batch): float32, weights decoded in registers
 constexpr int64_t kPanel = 16;     // more rows (a prefill): decode this many outputs into a float panel
 
@@ -108,10 +118,15 @@ struct Problem {
   int64_t m, k, n;
 };
 
-// The 32 weights of block b of output n, as two vectors (GCC scalarizes a vector-extension conversion
-// from 8-bit integers, one instruction per lane, hence the intrinsics).
+// The 32 weights of a block, as kParts vectors in element order.
+struct Weights {
+  f32v v[kParts];
+};
+
+// The 32 weights of block b of output n (GCC scalarizes a vector-extension conversion from 8-bit
+// integers, one instruction per lane, hence the intrinsics; the scalar copy widens them by a loop).
 template <bool Q4>
-inline void decode(const Problem& p, int64_t n, int64_t b, f32v& w0, f32v& w1) {
+inline void decode(const Problem& p, int64_t n, int64_t b, Weights& w) {
   const int64_t blocks = p.k / kBlock;
   const float d = half_to_float(p.scale[n * blocks + b]);
   if constexpr (Q4) {
@@ -119,33 +134,43 @@ inline void decode(const Problem& p, int64_t n, int64_t b, f32v& w0, f32v& w1) {
     const float m = half_to_float(p.shift[n * blocks + b]);
 #if defined(__AVX512F__)
     const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
-    const __m512 low = _mm512_cvtepi32_ps(_mm512_and_si512(wide, _mm512_set1_epi32(15)));
-    const __m512 high = _mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4));
-    std::memcpy(&w0, &low, sizeof w0);
-    std::memcpy(&w1, &high, sizeof w1);
+    const __m512 parts[2] = {_mm512_cvtepi32_ps(_mm512_and_si512(wide, _mm512_set1_epi32(15))),
+                             _mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4))};
+#elif defined(__AVX2__)
+    const __m128i all = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
+    const __m256i first = _mm256_cvtepu8_epi32(all), second = _mm256_cvtepu8_epi32(_mm_srli_si128(all, 8));
+    const __m256i nibble = _mm256_set1_epi32(15);
+    const __m256 parts[4] = {  // elements 0..15 are the low nibbles of bytes 0..15, 16..31 the high ones
+        _mm256_cvtepi32_ps(_mm256_and_si256(first, nibble)), _mm256_cvtepi32_ps(_mm256_and_si256(second, nibble)),
+        _mm256_cvtepi32_ps(_mm256_srli_epi32(first, 4)), _mm256_cvtepi32_ps(_mm256_srli_epi32(second, 4))};
 #else
-    for (int64_t i = 0; i < kLanes; ++i) {
-      w0[i] = static_cast<float>(bytes[i] & 15);
-      w1[i] = static_cast<float>(bytes[i] >> 4);
+    float parts[kBlock];
+    for (int64_t i = 0; i < kBlock / 2; ++i) {
+      parts[i] = static_cast<float>(bytes[i] & 15);
+      parts[i + kBlock / 2] = static_cast<float>(bytes[i] >> 4);
     }
 #endif
-    w0 = w0 * d + m;
-    w1 = w1 * d + m;
+    std::memcpy(&w.v, &parts, sizeof w.v);
+    for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d + m;
   } else {
     const int8_t* q = reinterpret_cast<const int8_t*>(p.w) + n * p.k + b * kBlock;
 #if defined(__AVX512F__)
-    const __m512 low = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
-    const __m512 high = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + kLanes))));
-    std::memcpy(&w0, &low, sizeof w0);
-    std::memcpy(&w1, &high, sizeof w1);
+    const __m512 parts[2] = {
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)))),
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16))))};
+#elif defined(__AVX2__)
+    const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    const __m128i second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));
+    const __m256 parts[4] = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(first)),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(first, 8))),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(second)),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(second, 8)))};
 #else
-    for (int64_t i = 0; i < kLanes; ++i) {
-      w0[i] = static_cast<float>(q[i]);
-      w1[i] = static_cast<float>(q[i + kLanes]);
-    }
+    float parts[kBlock];
+    for (int64_t i = 0; i < kBlock; ++i) parts[i] = static_cast<float>(q[i]);
 #endif
-    w0 = w0 * d;
-    w1 = w1 * d;
+    std::memcpy(&w.v, &parts, sizeof w.v);
+    for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d;
   }
 }
 
@@ -158,15 +183,15 @@ constexpr int64_t kStep = 32;
 
 typedef __m512bh Block;  // 32 decoded weights
 
-inline Block to_block(f32v w0, f32v w1) {
+inline Block to_block(const Weights& w) {
   __m512 lo, hi;
-  std::memcpy(&lo, &w0, sizeof lo);
-  std::memcpy(&hi, &w1, sizeof hi);
+  std::memcpy(&lo, &w.v[0], sizeof lo);
+  std::memcpy(&hi, &w.v[1], sizeof hi);
   return _mm512_cvtne2ps_pbh(hi, lo);  // lo -> elements 0..15, hi -> 16..31
 }
 
-inline void store_row(Scalar* out, f32v w0, f32v w1) {
-  const Block block = to_block(w0, w1);
+inline void store_row(Scalar* out, const Weights& w) {
+  const Block block = to_block(w);
   std::memcpy(out, &block, sizeof block);
 }
 
@@ -187,29 +212,23 @@ struct Acc {
 
 inline void rows_to_product_type(const Problem& p, std::vector<Scalar>& rows) {
   rows.resize(p.m * p.k);
-  for (int64_t i = 0; i < p.m * p.k; i += kStep) store_row(&rows[i], load(p.x + i), load(p.x + i + kLanes));
+  for (int64_t i = 0; i < p.m * p.k; i += kStep) store_row(&rows[i], Weights{{load(p.x + i), load(p.x + i + kLanes)}});
 }
 #else
 typedef float Scalar;
 constexpr int64_t kStep = kLanes;
 
-inline void store_row(Scalar* out, f32v w0, f32v w1) {
-  std::memcpy(out, &w0, sizeof w0);
-  std::memcpy(out + kLanes, &w1, sizeof w1);
-}
+inline void store_row(Scalar* out, const Weights& w) { std::memcpy(out, &w.v, sizeof w.v); }
 
-struct Block {
-  f32v lo, hi;
-};
+typedef Weights Block;
 
-inline Block to_block(f32v w0, f32v w1) { return Block{w0, w1}; }
+inline const Block& to_block(const Weights& w) { return w; }
 
 struct Acc {
   f32v v = {};
   void add(const Scalar* a, const Scalar* b) { v += load(a) * load(b); }
-  void add_block(const Scalar* a, const Block& w) {  // 32 products, two fused multiply-adds
-    v += w.lo * load(a);
-    v += w.hi * load(a + kLanes);
+  void add_block(const Scalar* a, const Block& w) {  // 32 products, kParts fused multiply-adds
+    for (int64_t j = 0; j < kParts; ++j) v += w.v[j] * load(a + j * kLanes);
   }
   float total() const { return sum(v); }
 };
@@ -230,9 +249,9 @@ void small_tile(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
     Acc acc[OUTS][ROWS];
     for (int64_t b = 0; b < blocks; ++b) {
       for (int r = 0; r < OUTS; ++r) {
-        f32v w0, w1;
-        decode<Q4>(p, n + r, b, w0, w1);
-        const Block w = to_block(w0, w1);
+        Weights decoded;
+        decode<Q4>(p, n + r, b, decoded);
+        const Block w = to_block(decoded);
         for (int i = 0; i < ROWS; ++i) acc[r][i].add_block(xs + i * p.k + b * kBlock, w);
       }
     }
@@ -265,9 +284,9 @@ void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& p
     const int64_t width = std::min(kPanel, n1 - n);
     for (int64_t r = 0; r < width; ++r)
       for (int64_t b = 0; b < blocks; ++b) {
-        f32v w0, w1;
-        decode<Q4>(p, n + r, b, w0, w1);
-        store_row(&panel[r * p.k + b * kBlock], w0, w1);
+        Weights decoded;
+        decode<Q4>(p, n + r, b, decoded);
+        store_row(&panel[r * p.k + b * kBlock], decoded);
       }
     int64_t row = 0;
     for (; row + 4 <= p.m; row += 4) {
@@ -576,12 +595,55 @@ extern "C" const char* fixit_product_type() {
 #endif
 }
 
-// 1 when the weights are widened with AVX-512 (the measured fast path); 0 when by scalar loops, which are
-// correct but slower than XLA's bfloat16 dot (weights = "auto" then keeps bfloat16).
+// 1 when the weights are widened with vector instructions (AVX-512 or AVX2); 0 when by scalar loops,
+// which are correct but slow (weights = "auto" measures before it chooses them).
 extern "C" int fixit_vector_decode() {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
   return 1;
 #else
   return 0;
+#endif
+}
+
+// The instruction set this copy was compiled for (kernels/__init__.py builds one copy per set).
+extern "C" const char* fixit_isa() {
+#if defined(__AVX512BF16__)
+  return "avx512bf16";
+#elif defined(__AVX512F__)
+  return "avx512";
+#elif defined(__AVX2__)
+  return "avx2";
+#else
+  return "scalar";
+#endif
+}
+
+// 1 when this CPU runs this copy's instructions. Compiled for the architecture's baseline, so that asking
+// cannot itself fault on an older CPU; the loader asks before it registers anything.
+#if defined(__x86_64__)
+#define FIXIT_BASELINE __attribute__((target("arch=x86-64")))
+#else
+#define FIXIT_BASELINE
+#endif
+extern "C" FIXIT_BASELINE int fixit_runnable() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  bool ok = true;
+#if defined(__AVX2__)
+  ok = ok && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+#if defined(__F16C__)
+  ok = ok && __builtin_cpu_supports("f16c");
+#endif
+#if defined(__AVX512F__)
+  ok = ok && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+#if defined(__AVX512BF16__)
+  ok = ok && __builtin_cpu_supports("avx512bf16");
+#endif
+  return ok ? 1 : 0;
+#else
+  return 1;
 #endif
 }

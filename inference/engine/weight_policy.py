@@ -1,0 +1,244 @@
+"""Which weight format a model is served in, and whether the native CPU kernels multiply it: the one
+place that decides (``weights = "auto"`` and explicit formats alike).
+
+``auto`` decides by measuring, not by assuming. On an accelerator, XLA's own bfloat16 dot is the fast
+path and nothing is measured. On a CPU, the first model built on a machine times each candidate on a
+small fixed workload (:func:`measure`): a decode-like step over six 2048 x 2048 matrices (25M weights,
+more than a server's L3 in float32, so bandwidth counts as in a real model) at batch 1 and batch 8, in
+``q4`` and ``q8`` through the native kernels and ``float32`` and ``bfloat16`` through XLA. It keeps the
+fastest (batch 1 plus batch 8) whose products stay within :data:`PRODUCT_TOLERANCE` of float64 on the
+same stored weights. The verdict is cached beside the kernels, keyed by the CPU, the kernel copy and
+jax's version, so later starts read it in a millisecond; ``python -m inference kernels --json`` prints it
+with the timings.
+
+What the workload cannot judge is how well a format stores a given file's weights: that is the converter's
+rule (``q4`` only for matrices it reproduces, ``q8`` for the rest; :mod:`inference.engine.weights`) and
+``python -m inference bench --fidelity`` (next-token agreement with float32 on the real model). ``int8``
+(keras' per-channel scheme) agreed only 0.89 with float32 there, so ``auto`` never picks it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from inference.engine.weights import BLOCK_FORMATS, WEIGHT_FORMATS, WeightFormat
+
+log = logging.getLogger(__name__)
+
+CANDIDATES: tuple[WeightFormat, ...] = ("q4", "q8", "float32", "bfloat16")
+PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
+BATCHES = (1, 8)
+MEASURE_VERSION = 1  # bump when the workload changes: old verdicts are then measured again
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One format's figures on the workload: milliseconds per step at each batch, and product error."""
+
+    format: WeightFormat
+    native: bool
+    ms: dict[int, float]
+    product_error: float
+
+    @property
+    def passes(self) -> bool:
+        return self.product_error <= PRODUCT_TOLERANCE
+
+    @property
+    def score(self) -> float:
+        return sum(self.ms.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What ``auto`` serves on this machine, why, and the measurements it came from."""
+
+    format: WeightFormat
+    native: bool
+    why: str
+    candidates: tuple[Candidate, ...] = ()
+    isa: str | None = None
+    cpu: str = ""
+    cached: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format, "native": self.native, "why": self.why, "isa": self.isa, "cpu": self.cpu,
+            "cached": self.cached,
+            "candidates": [{"format": c.format, "native": c.native, "passes": c.passes,
+                            "ms": {str(b): round(t, 3) for b, t in c.ms.items()},
+                            "product_error": c.product_error} for c in self.candidates],
+        }
+
+
+def decide(candidates: tuple[Candidate, ...]) -> tuple[Candidate, str]:
+    """The fastest candidate whose products pass, and a sentence saying why (ValueError if none passes)."""
+    passing = sorted((c for c in candidates if c.passes), key=lambda c: c.score)
+    if not passing:
+        raise ValueError("no weight format passed the product-error check")
+    best = passing[0]
+    figures = ", ".join(f"{c.format} {c.ms[1]:.2f}/{c.ms[8]:.2f} ms" for c in sorted(candidates,
+                                                                                       key=lambda c: c.score))
+    failed = [c.format for c in candidates if not c.passes]
+    why = f"measured fastest at batch 1/8 ({figures})"
+    if failed:
+        why += f"; {', '.join(failed)} failed the product check"
+    return best, why
+
+
+def choose_weights(requested: WeightFormat | Literal["auto"]) -> tuple[WeightFormat, bool, str]:
+    """(format, native kernels?, why) for a requested format on the devices this model is built for.
+
+    An explicit block format runs natively where it can and as plain XLA otherwise; the other explicit
+    formats never need the kernels (nor build them); ``auto`` is :func:`auto_verdict`'s."""
+    if requested != "auto" and requested not in WEIGHT_FORMATS:
+        raise ValueError(f"weight format {requested!r}: choose auto or one of {', '.join(WEIGHT_FORMATS)}")
+    if requested != "auto" and requested not in BLOCK_FORMATS:
+        return requested, False, f"{requested} weights, XLA"
+    if requested == "auto":
+        verdict = auto_verdict()
+        return verdict.format, verdict.native, verdict.why
+    blocked = native_blocker()
+    return (requested, True, "native CPU kernels") if blocked is None else (requested, False, blocked)
+
+
+def min_batch_for(weights: WeightFormat) -> int:
+    """XLA-CPU multiplies a single bfloat16/int8 row on a slow path; two rows cost less than one."""
+    return 2 if weights in ("bfloat16", "int8") else 1
+
+
+def native_blocker() -> str | None:
+    """Why the native CPU kernels cannot serve a model built here (None: they can)."""
+    import jax
+    import keras
+
+    from inference.engine import kernels
+
+    if jax.default_backend() != "cpu":
+        return f"XLA on {jax.default_backend()} (the native kernels are CPU-only)"
+    distribution = keras.distribution.distribution()
+    if distribution is not None and distribution.device_mesh.devices.size > 1:
+        return "XLA on a sharded mesh (the native kernels run on one device)"
+    status = kernels.kernel_status()
+    return None if status is None else f"XLA: native kernels unavailable ({status.splitlines()[0]})"
+
+
+def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = None) -> Verdict:
+    """What ``auto`` serves here: bfloat16 on an accelerator (not measured); on a CPU the cached
+    measurement, measuring first if there is none (block formats only where the native kernels can
+    serve the model: one CPU device and a built copy of the kernels)."""
+    import jax
+
+    from inference.engine import kernels
+
+    if jax.default_backend() != "cpu":
+        return Verdict("bfloat16", False, f"XLA bfloat16 on {jax.default_backend()} (not measured)")
+    blocked = native_blocker()
+    native = blocked is None
+    isa = kernels.selected_isa() if native else None
+    path = _verdict_path(isa)
+    verdict = _read_verdict(path)
+    if verdict is None:
+        candidates = (measure_fn or measure)(native=native)
+        best, why = decide(candidates)
+        verdict = Verdict(best.format, best.native, why, candidates, isa, kernels.cpu_model())
+        _write_verdict(path, verdict)
+        log.info("weights = auto: %s (%s)", best.format, why)
+    if blocked is not None:
+        verdict = dataclasses.replace(verdict, why=f"{blocked}; {verdict.why}")
+    return verdict
+
+
+def measure(*, native: bool, size: int = 2048, matrices: int = 6, repeats: int = 7) -> tuple[Candidate, ...]:
+    """Time each candidate format on the fixed workload (see the module's docstring); block formats only
+    where ``native``."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from inference.engine import kernels
+
+    rng = np.random.default_rng(0)
+    dense = [jnp.asarray(rng.normal(0, 0.05, size=(size, size)).astype("float32")) for _ in range(matrices)]
+    stored: dict[WeightFormat, list[Any]] = {
+        "float32": dense,
+        "bfloat16": [w.astype(jnp.bfloat16) for w in dense],
+    }
+    products: dict[WeightFormat, Callable[[Any, Any], Any]] = {
+        "float32": lambda x, w: jnp.dot(x, w.T),
+        "bfloat16": lambda x, w: jnp.dot(x.astype(jnp.bfloat16), w.T).astype(jnp.float32),
+    }
+    dequantized: dict[WeightFormat, Callable[[Any], Any]] = {
+        "float32": lambda w: w, "bfloat16": lambda w: w.astype(jnp.float32),
+    }
+    if native:
+        stored["q4"] = [jax.jit(kernels.q4_quantize)(w) for w in dense]
+        stored["q8"] = [jax.jit(kernels.q8_quantize)(w) for w in dense]
+        products["q4"] = lambda x, w: kernels.q4_matmul(x, *w)
+        products["q8"] = lambda x, w: kernels.q8_matmul(x, *w)
+        dequantized["q4"] = lambda w: kernels.q4_dequantize(*w)
+        dequantized["q8"] = lambda w: kernels.q8_dequantize(*w)
+    del dense
+    results = []
+    for fmt in CANDIDATES:
+        if fmt not in stored:
+            continue
+        weights, product = stored[fmt], products[fmt]
+        step = jax.jit(lambda x, ws, product=product: [product(x, w) for w in ws])
+        ms: dict[int, float] = {}
+        for batch in BATCHES:
+            x = jnp.asarray(rng.normal(size=(batch, size)).astype("float32"))
+            jax.block_until_ready(step(x, weights))  # compile
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                jax.block_until_ready(step(x, weights))
+                times.append(time.perf_counter() - start)
+            ms[batch] = float(np.median(times)) * 1e3
+        probe = rng.normal(size=(BATCHES[-1], size))
+        got = np.asarray(step(jnp.asarray(probe.astype("float32")), weights[:1])[0], dtype=np.float64)
+        exact = probe @ np.asarray(dequantized[fmt](weights[0]), dtype=np.float64).T
+        error = float(np.sqrt(np.mean((got - exact) ** 2)) / np.sqrt(np.mean(exact**2)))
+        results.append(Candidate(fmt, fmt in BLOCK_FORMATS, ms, error))
+    return tuple(results)
+
+
+def _verdict_path(isa: str | None) -> Path:
+    import jax
+
+    from inference.engine import kernels
+
+    key = hashlib.sha256()
+    for part in (str(MEASURE_VERSION), kernels.SOURCE.read_bytes().hex()[:64], str(isa), jax.__version__,
+                 kernels.cpu_model(), " ".join(sorted(kernels.cpu_flags()))):
+        key.update(part.encode())
+    return kernels.cache_dir() / f"weights-auto-{key.hexdigest()[:16]}.json"
+
+
+def _read_verdict(path: Path) -> Verdict | None:
+    try:
+        data = json.loads(path.read_text())
+        candidates = tuple(Candidate(c["format"], c["native"], {int(b): t for b, t in c["ms"].items()},
+                                     c["product_error"]) for c in data["candidates"])
+        return Verdict(data["format"], data["native"], data["why"], candidates, data["isa"], data["cpu"],
+                       cached=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_verdict(path: Path, verdict: Verdict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(json.dumps(verdict.as_json(), indent=1))
+        os.replace(scratch, path)  # atomic: a concurrent process reads the whole verdict or none
+    except OSError as exc:  # a read-only cache: measure again next time
+        log.warning("could not cache the weights = auto verdict in %s: %s", path, exc)
