@@ -77,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="top-1 agreement and KL of every other format against float32 (teacher-forced)")
     p.add_argument("--weights", choices=WEIGHTS, default=None,
                    help="override the catalogue's weight format: " + ", ".join(WEIGHTS))
+    p.add_argument("--anchor", choices=["llama.cpp"], default=None,
+                   help="with --concurrency: also run llama.cpp on the same GGUF file and prompt ids, after "
+                        "ours, and print both and the ratios")
+    p.add_argument("--anchor-python", default=None,
+                   help="interpreter with llama-cpp-python (default: $ARENA_ANCHOR_PYTHON, else this one)")
     p.set_defaults(handler=_cmd_bench)
 
     p = sub.add_parser("kernels", help="build the native CPU kernels for this machine if need be; report")
@@ -341,16 +346,28 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     _build_cache_setup()
     from inference.bench import run_concurrency_bench
 
+    if args.anchor:
+        from inference.anchor import anchor_python
+
+        anchor_python(args.anchor_python)  # refuse before minutes of our own bench
     out = run_concurrency_bench(entry, cache_dir=_cache_dir(), concurrency=levels, runs=args.runs,
-                                batching=not args.serial)
+                                batching=not args.serial,
+                                anchor_python=(args.anchor_python or "") if args.anchor else None)
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{out['model']}: cold start {out['cold_start_s']} s, RSS {out['rss_mb']} MB")
+    print(f"{out['model']}: cold start {out['cold_start_s']} s, RSS {out['rss_mb']} MB, "
+          f"weights {out['weights']}")
     print(f"{'concurrency':>11} {'ttft ms':>9} {'decode tok/s':>13} {'aggregate tok/s':>16}")
     for row in out["results"]:
         cells = (row["concurrency"], row["ttft_ms"], row["decode_tok_s"], row["aggregate_tok_s"])
         print("{:>11} {:>9} {:>13} {:>16}".format(*cells))
+    if "anchor" in out:
+        a = out["anchor"]
+        print(f"llama.cpp {a['version']} ({a['threads']} threads), same file and prompt: "
+              f"ttft {a['ttft_ms']} ms, decode {a['decode_tok_s']} tok/s, "
+              f"one stream end to end {a['end_to_end_tok_s']} tok/s")
+        print("ours / llama.cpp: " + ", ".join(f"{k} {v}" for k, v in out["ratios"].items()))
     return 0
 
 

@@ -228,6 +228,7 @@ def run_concurrency_bench(
     prompt_tokens: int = CONTRACT_PROMPT_TOKENS,
     new_tokens: int = CONTRACT_NEW_TOKENS,
     batching: bool = True,
+    anchor_python: str | None = None,
 ) -> dict[str, Any]:
     """``{model, cold_start_s, rss_mb, results: [{concurrency, ttft_ms, decode_tok_s, aggregate_tok_s}]}``.
 
@@ -237,6 +238,8 @@ def run_concurrency_bench(
     rounds; ``ttft_ms`` and ``decode_tok_s`` are medians over the round's requests too.
     ``batching``: requests share the dynamic batcher's decode steps (as the pool with
     ``batching=True`` serves them); off, they take turns on the batch-1 engine.
+    ``anchor_python`` (not None; ``""`` for the default interpreter): afterwards, with our model freed,
+    llama.cpp on the same GGUF file and prompt ids (:mod:`inference.anchor`): ``anchor`` and ``ratios``.
     """
     from inference.builder import build_chat_model
 
@@ -258,7 +261,7 @@ def run_concurrency_bench(
             "concurrency": clients,
             **{key: round(statistics.median(r[key] for r in rounds), 1) for key in rounds[0]},
         })
-    return {
+    out: dict[str, Any] = {
         "model": entry.slug,
         "cold_start_s": round(cold_start_s, 2),
         "rss_mb": rss_mb(),
@@ -271,6 +274,16 @@ def run_concurrency_bench(
         "weights": model.weight_format if getattr(model, "engine", None) is not None else "keras-hub",
         "compiled_shapes": len(model.compiled_shapes),
     }
+    if anchor_python is not None:
+        from inference import anchor
+        from inference.sources import resolve_source
+
+        del model  # its threads and memory are not the anchor's
+        path = resolve_source(entry.source, cache_dir=cache_dir)
+        out["anchor"] = anchor.run_anchor(path, ids, new_tokens=new_tokens, runs=runs,
+                                          python=anchor_python or None)
+        out["ratios"] = anchor.ratios(out, out["anchor"])
+    return out
 
 
 def run_resident_bench(

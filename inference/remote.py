@@ -64,6 +64,8 @@ _MAX_BACKOFF_S = 30.0
 _CANCEL_POLL_S = 0.05
 _MAX_ERROR_BODY = 500
 _MAX_LINE_BYTES = 1 << 20  # one SSE line; a chunk is a few hundred bytes, so this only stops a runaway
+_MAX_IDLE_CONNECTIONS = 8  # kept alive per remote model (one per stream that ran at once, up to this)
+_DRAIN_TIMEOUT_S = 0.5  # after [DONE], the end of the HTTP body; a server that sends none is not reused
 
 
 class RemoteError(Exception):
@@ -141,6 +143,8 @@ class RemoteChatModel:
         self._read_timeout = read_timeout
         self._max_retries = max_retries
         self._backoff = backoff
+        self._idle: list[http.client.HTTPConnection] = []  # keep-alive connections between requests
+        self._idle_lock = threading.Lock()
 
     @property
     def slug(self) -> str:
@@ -206,27 +210,68 @@ class RemoteChatModel:
                 attempt += 1
 
     def _one_attempt(self, body: bytes, reply: _Reply, cancel: CancelToken) -> Iterator[TextDelta]:
-        conn = self._connection()
+        conn, response = self._send(body)
         watcher = _CancelWatcher(conn, cancel)
+        reusable = False
         try:
-            try:
-                conn.connect()
-            except (TimeoutError, OSError) as exc:
-                message = f"cannot connect to {self.endpoint}: {_describe(exc)}"
-                raise RemoteError(message, retryable=True) from exc
-            if conn.sock is not None:
-                conn.sock.settimeout(self._read_timeout)
             watcher.start()
-            try:
-                conn.request("POST", self._path, body=body, headers=self._headers())
-                response = conn.getresponse()
-            except (TimeoutError, OSError, http.client.HTTPException) as exc:
-                message = f"no response from {self.endpoint}: {_describe(exc)}"
-                raise RemoteError(message, retryable=True) from exc
             _check_status(response)
             yield from _read_events(response, reply, cancel)
+            reusable = reply.done and not cancel.cancelled and _drained(response, conn.sock)
         finally:
             watcher.stop()
+            if reusable:
+                self._give_back(conn)
+            else:
+                conn.close()
+
+    def _send(self, body: bytes) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """POST the request on an idle keep-alive connection, else a new one; a kept connection the server
+        has closed meanwhile is dropped and the request sent once more on a fresh one (not a retry: the
+        server never saw it)."""
+        conn = self._take_idle()
+        if conn is not None:
+            try:
+                return conn, self._post(conn, body)
+            except RemoteError:
+                conn.close()
+        conn = self._connection()
+        try:
+            conn.connect()
+        except (TimeoutError, OSError) as exc:
+            conn.close()
+            raise RemoteError(f"cannot connect to {self.endpoint}: {_describe(exc)}", retryable=True) from exc
+        try:
+            return conn, self._post(conn, body)
+        except RemoteError:
+            conn.close()
+            raise
+
+    def _post(self, conn: http.client.HTTPConnection, body: bytes) -> http.client.HTTPResponse:
+        if conn.sock is not None:
+            conn.sock.settimeout(self._read_timeout)
+        try:
+            conn.request("POST", self._path, body=body, headers=self._headers())
+            return conn.getresponse()
+        except (TimeoutError, OSError, http.client.HTTPException) as exc:
+            raise RemoteError(f"no response from {self.endpoint}: {_describe(exc)}", retryable=True) from exc
+
+    def _take_idle(self) -> http.client.HTTPConnection | None:
+        with self._idle_lock:
+            return self._idle.pop() if self._idle else None
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._idle_lock:
+            if len(self._idle) < _MAX_IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the idle keep-alive connections (a stream in progress keeps its own)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
             conn.close()
 
     def _connection(self) -> http.client.HTTPConnection:
@@ -262,7 +307,10 @@ class RemoteChatModel:
 
 
 def request_body(*, model: str, messages: Sequence[ChatMessage], params: GenerationParams) -> dict[str, Any]:
-    """The JSON request: standard OpenAI fields, plus ``top_k``/``seed`` only when set."""
+    """The JSON request. Every sampling setting is sent explicitly, so the server's own defaults never
+    apply (llama.cpp's server samples with top_k 40, min_p 0.05 and a repeat penalty of 1.1 unless told
+    otherwise): ``top_k`` 0 and ``min_p`` 0 are off, penalties are neutral. ``seed`` only when set (none:
+    the server draws one). Usage is asked for in the stream (``stream_options.include_usage``)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": m.role, "content": m.content} for m in messages],
@@ -271,9 +319,13 @@ def request_body(*, model: str, messages: Sequence[ChatMessage], params: Generat
         "max_tokens": params.max_new_tokens,
         "temperature": params.temperature,
         "top_p": params.top_p,
+        "top_k": params.top_k,  # vLLM, TGI and llama.cpp read it
+        "min_p": 0.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "repeat_penalty": 1.0,  # llama.cpp's name
+        "repetition_penalty": 1.0,  # vLLM's and TGI's
     }
-    if params.top_k > 0:
-        body["top_k"] = params.top_k  # vLLM, TGI and llama.cpp accept it; OpenAI ignores it
     if params.seed is not None:
         body["seed"] = params.seed
     return body
@@ -365,6 +417,19 @@ def _apply_event(data: str, reply: _Reply) -> Iterator[TextDelta]:
         yield TextDelta(str(content))
     if choice.get("finish_reason"):
         reply.finish_reason = str(choice["finish_reason"])
+
+
+def _drained(response: http.client.HTTPResponse, sock: socket.socket | None) -> bool:
+    """Read what is left of the body after ``[DONE]`` (a chunked stream's last chunk) within a short
+    timeout: True when the connection may carry the next request."""
+    if response.will_close or sock is None:
+        return False
+    try:
+        sock.settimeout(_DRAIN_TIMEOUT_S)
+        rest = response.read(_MAX_LINE_BYTES)
+    except (TimeoutError, OSError, http.client.HTTPException):
+        return False
+    return not rest.strip() and response.isclosed()
 
 
 def _map_finish_reason(reason: str | None) -> tuple[FinishReason, str | None]:

@@ -39,6 +39,7 @@ class Recorded:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    clients: list[tuple[str, int]] = field(default_factory=list)  # the TCP peer of each request
     client_closed: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -59,11 +60,12 @@ class Handler(BaseHTTPRequestHandler):
             rec.requests.append(body)
             rec.headers.append({k.lower(): v for k, v in self.headers.items()})
             rec.paths.append(self.path)
+            rec.clients.append(self.client_address[:2])
         try:
             self.server.script(self, attempt)
         except (BrokenPipeError, ConnectionResetError):
             rec.client_closed.set()
-        self.close_connection = True
+        self.close_connection = not self.server.keep_alive
 
     # --- pieces a script writes -------------------------------------------------------------------
     def start_sse(self, *, content_type: str = "text/event-stream") -> None:
@@ -136,9 +138,10 @@ def chunk(text: str, *, finish_reason: str | None = None) -> dict[str, Any]:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, *, keep_alive: bool = False) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.script = script
+        self.keep_alive = keep_alive
         self.recorded = Recorded()
 
     @property
@@ -148,8 +151,8 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def serve(script: Script) -> Iterator[_Server]:
-    server = _Server(script)
+def serve(script: Script, *, keep_alive: bool = False) -> Iterator[_Server]:
+    server = _Server(script, keep_alive=keep_alive)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
@@ -259,11 +262,36 @@ def test_server_abort_reason_is_an_error() -> None:
     assert result.text == "partial"
 
 
-def test_request_body_sends_top_k_and_seed_only_when_set() -> None:
-    plain = request_body(model="m", messages=HELLO, params=GenerationParams())
-    assert "top_k" not in plain and "seed" not in plain
+def test_request_body_sends_every_sampling_setting_and_the_seed_only_when_set() -> None:
+    plain = request_body(model="m", messages=HELLO, params=GenerationParams(temperature=0.0))
+    assert "seed" not in plain  # the server draws one
+    # Nothing is left to the server's defaults (llama.cpp's: top_k 40, min_p 0.05, repeat penalty 1.1).
+    assert (plain["temperature"], plain["top_p"], plain["top_k"], plain["min_p"]) == (0.0, 1.0, 0, 0.0)
+    assert plain["repeat_penalty"] == plain["repetition_penalty"] == 1.0
+    assert plain["presence_penalty"] == plain["frequency_penalty"] == 0.0
+    assert plain["stream_options"] == {"include_usage": True}
     tuned = request_body(model="m", messages=HELLO, params=GenerationParams(top_k=40, seed=7))
     assert (tuned["top_k"], tuned["seed"]) == (40, 7)
+
+
+def test_one_keep_alive_connection_serves_consecutive_requests() -> None:
+    with serve(say("Hi", "!", usage=(9, 2)), keep_alive=True) as server:
+        model = model_for(server)
+        for _ in range(3):
+            deltas, result = run(model)
+            assert "".join(deltas) == "Hi!" and result.error is None
+        assert len(server.recorded.requests) == 3
+        assert len(set(server.recorded.clients)) == 1  # one TCP connection, not one per request
+        model.close()
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_without_a_retry() -> None:
+    with serve(say("Hi"), keep_alive=False) as server:  # closes after every answer, without saying so
+        model = model_for(server, max_retries=0)
+        for _ in range(3):
+            deltas, result = run(model)
+            assert deltas == ["Hi"] and result.error is None
+        assert len(server.recorded.requests) == 3 and len(set(server.recorded.clients)) == 3
 
 
 @pytest.mark.parametrize("kwargs", [{"base_url": "ftp://h/"}, {"base_url": "localhost:8000"},
