@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     show_grader_live: bool = False
 
     memory_budget_mb: int = Field(default=8_000, ge=1)
+    # Where local models are served: auto (all devices on the model axis when there are several), off,
+    # or a shape BxM (inference.sharding.mesh_from_setting).
+    mesh: str = "auto"
     remote_api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # contestant slug -> key (JSON)
     compilation_cache: bool = True
 

@@ -209,8 +209,22 @@ def _build(entry: Any) -> Any:
 
     key = settings.remote_api_keys.get(entry.slug)
     return build_chat_model(
-        entry, cache_dir=_cache_dir(), api_key=key.get_secret_value() if key else None, warm_up=False
+        entry, cache_dir=_cache_dir(), api_key=key.get_secret_value() if key else None, warm_up=False,
+        distribution=_distribution(entry, settings.mesh),
     )
+
+
+def _distribution(entry: Any, mesh_setting: str) -> Any | None:
+    """The keras distribution ``ARENA_MESH`` asks for (None: one device), as the pool would use."""
+    from inference.sharding import ShardingError, family_distribution, mesh_from_setting
+
+    if entry.source_kind == "remote":
+        return None
+    try:
+        mesh = mesh_from_setting(mesh_setting)
+    except ShardingError as exc:
+        raise UsageError(f"ARENA_MESH: {exc}") from exc
+    return None if mesh is None else family_distribution(entry.family, mesh)
 
 
 def _load_for_shardings(slug: str) -> Any:

@@ -337,7 +337,7 @@ def run_fidelity_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: in
     sequence = (ids + trace.ids)[: model.context_length]
     reference = _all_logits(model.loaded.backbone, "float32", sequence)
     formats = {}
-    for weights in ("bfloat16", "int8", "q8", "q4"):
+    for weights in ("bfloat16", "int8", "q8", "q4", "q8a8", "q4a8"):
         logits = _all_logits(model.loaded.backbone, weights, sequence)
         formats[weights] = {
             "top1_agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),

@@ -19,7 +19,7 @@ from inference.protocol import GenerationParams
 SOURCE_KINDS = ("gguf", "pkg", "preset", "remote", "tiny")
 FAMILIES = ("llama", "gemma", "gemma3", "mistral", "remote")
 DTYPES = ("float32", "bfloat16", "float16")
-WEIGHTS = ("auto", "float32", "bfloat16", "int8", "q8", "q4")
+WEIGHTS = ("auto", "float32", "bfloat16", "int8", "q8", "q4", "q8a8", "q4a8")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _FIELDS = {
     "slug", "name", "family", "source", "dtype", "template", "context_length", "enabled", "sampling",

@@ -352,6 +352,11 @@ class ModelPool:
         """Models that can answer now, in catalogue order."""
         return [s for s, w in self._workers.items() if w.status.state == "ready"]
 
+    @property
+    def mesh(self) -> Any | None:
+        """The device mesh local models are sharded on (None: each on one device)."""
+        return self._mesh
+
     def status(self) -> dict[str, ModelStatus]:
         """A snapshot of every model's state (with its current queue length)."""
         return {

@@ -170,6 +170,38 @@ def make_mesh(devices: Sequence[Any] | None = None, *, model_axis: int | None = 
     )
 
 
+def mesh_from_setting(value: str, devices: Sequence[Any] | None = None) -> Any | None:
+    """The device mesh an entry point serves on, from ``ARENA_MESH``: ``auto`` (every device on the model
+    axis when there is more than one, else none), ``off`` (none: every model on one device), or a shape
+    ``BxM`` (``B`` on the batch axis times ``M`` on the model axis, ``B*M`` = the device count)."""
+    import keras
+
+    text = value.strip().lower()
+    devs = list(devices) if devices is not None else list(keras.distribution.list_devices())
+    if text in ("off", "none", "1"):
+        return None
+    if text == "auto":
+        return make_mesh(devs) if len(devs) > 1 else None
+    batch, sep, model = text.partition("x")
+    if not sep or not batch.isdigit() or not model.isdigit() or int(batch) < 1 or int(model) < 1:
+        raise ShardingError(f"mesh {value!r}: use auto, off or a shape BxM such as 1x8")
+    if int(batch) * int(model) != len(devs):
+        need = int(batch) * int(model)
+        raise ShardingError(f"mesh {value!r} needs {need} devices; this host has {len(devs)}")
+    return make_mesh(devs, model_axis=int(model))
+
+
+def describe_mesh(mesh: Any | None) -> str:
+    """One line for the start-up screen and the About page: where the models are served."""
+    if mesh is None:
+        import jax
+
+        return f"one device ({jax.devices()[0].platform})"
+    axes = " x ".join(f"{size} {name}" for name, size in zip(mesh.axis_names, mesh.shape, strict=True))
+    platform = str(mesh.devices.flat[0]).split(":")[0].upper()  # keras names devices "cpu:0", "gpu:1"...
+    return f"{mesh.devices.size} {platform} devices as a mesh of {axes}"
+
+
 def model_axis_size(mesh: Any) -> int:
     if MODEL_AXIS not in mesh.axis_names:
         raise ShardingError(f"mesh has no {MODEL_AXIS!r} axis: {mesh.axis_names}")

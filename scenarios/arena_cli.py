@@ -71,6 +71,7 @@ def run_and_store(
     """Run the arena for catalogue models; store every run as an ``auto`` battle unless ``store`` is off."""
     from inference.catalogue import CatalogueError, load_catalogue
     from inference.pool import ModelNotReadyError, ModelPool
+    from inference.sharding import mesh_from_setting
 
     try:
         entries = select_entries(load_catalogue(settings.catalogue_path), slugs)
@@ -91,7 +92,8 @@ def run_and_store(
     bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
     keys = {slug: key.get_secret_value() for slug, key in settings.remote_api_keys.items()}
     pool = ModelPool(entries, memory_budget_mb=settings.memory_budget_mb,
-                     cache_dir=Path(settings.data_dir) / "models", api_keys=keys)
+                     cache_dir=Path(settings.data_dir) / "models", api_keys=keys,
+                     mesh=mesh_from_setting(settings.mesh))
     try:
         for entry in entries:
             bar.set_description(f"loading {entry.slug}")

@@ -42,7 +42,7 @@ class Context:
     def pool(self) -> Any:
         """The shared model pool (created, and loading started, on first use in the process)."""
         s = self.settings
-        return resources.pool(str(s.catalogue_path), s.memory_budget_mb, str(s.data_dir))
+        return resources.pool(str(s.catalogue_path), s.memory_budget_mb, str(s.data_dir), s.mesh)
 
 
 @dataclass(frozen=True)
@@ -338,6 +338,11 @@ def model_for(ctx: Context, slug: str) -> ChatModel:
     return resources.model(ctx, slug)
 
 
+def serving_devices() -> str:
+    """Where the models are served (``ARENA_MESH``), in words."""
+    return resources.serving_devices(resources.settings().mesh)
+
+
 def ready_contestants(ctx: Context) -> list[Any]:
     return resources.ready_contestants(ctx)
 
@@ -361,6 +366,7 @@ def _pool_progress(ctx: Context, *, needed: int) -> None:
     if len(snapshot.usable) >= needed:
         st.rerun(scope="app")  # the page now opens (also when a model finished since the check above)
     st.info(f"Models are loading and compiling; the page opens as soon as {needed} are ready.")
+    st.caption(f"Serving on {resources.serving_devices(ctx.settings.mesh)}.")
     total = len(snapshot.rows)
     st.progress(snapshot.ready / max(1, total), text=f"{snapshot.ready} of {total} models ready")
     for name, state, message in snapshot.rows:

@@ -69,16 +69,29 @@ def _synced(url: str, path: str) -> bool:
 
 
 @st.cache_resource(show_spinner=False)
-def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str) -> Any:
-    """The model pool; it starts loading every enabled catalogue model in the background at once."""
+def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str, mesh: str = "auto") -> Any:
+    """The model pool; it starts loading every enabled catalogue model in the background at once, each
+    sharded on the ``mesh`` setting's device mesh (``ARENA_MESH``)."""
     from inference.pool import ModelPool
+    from inference.sharding import mesh_from_setting
 
     return ModelPool(
         catalogue(catalogue_path),
         memory_budget_mb=memory_budget_mb,
         cache_dir=Path(data_dir) / "models",
         api_keys={k: v.get_secret_value() for k, v in settings().remote_api_keys.items()},
+        mesh=mesh_from_setting(mesh),
     )
+
+
+def serving_devices(mesh: str) -> str:
+    """Where models are served, in words (start-up screen, About page)."""
+    from inference.sharding import ShardingError, describe_mesh, mesh_from_setting
+
+    try:
+        return describe_mesh(mesh_from_setting(mesh))
+    except ShardingError as exc:
+        return f"ARENA_MESH is wrong: {exc}"
 
 
 def ensure_contestants(ctx: Context) -> None:

@@ -30,19 +30,21 @@ def empty_cache(spec: DecoderSpec, *, batch: int, slots: int) -> Cache:
     return tuple((jnp.zeros(shape, "float32"), jnp.zeros(shape, "float32")) for _ in spec.layers)
 
 
-def matmul(x: Any, w: Any, native: bool = False, rows: Any = None) -> Any:
+def matmul(x: Any, w: Any, native: bool = False, rows: Any = None, a8: bool = False) -> Any:
     """``x @ w`` for x ``(..., in)`` float32 and a float32 / bfloat16 / int8 ``(in, out)`` matrix or q8/q4
     ``(out, in)`` blocks (``native``: through the CPU kernels, which skip the flattened rows from
-    ``rows`` on: padding whose results nobody reads)."""
+    ``rows`` on: padding whose results nobody reads; ``a8``: blocks times activations rounded to int8)."""
     import jax
     import jax.numpy as jnp
 
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
     if isinstance(w, Q8Blocks):
-        y = kernels.q8_matmul(x2, *w, rows=rows) if native else kernels.q8_matmul_reference(x2, *w)
+        y = (kernels.q8_matmul(x2, *w, rows=rows, int8_activations=a8) if native
+             else kernels.q8_matmul_reference(x2, *w, int8_activations=a8))
     elif isinstance(w, Q4Blocks):
-        y = kernels.q4_matmul(x2, *w, rows=rows) if native else kernels.q4_matmul_reference(x2, *w)
+        y = (kernels.q4_matmul(x2, *w, rows=rows, int8_activations=a8) if native
+             else kernels.q4_matmul_reference(x2, *w, int8_activations=a8))
     elif isinstance(w, QuantizedMatrix):
         # Dynamic per-row activation scale (keras' int8 scheme): int8 x int8 -> int32, rescaled.
         x_scale = jnp.max(jnp.abs(x2), axis=-1, keepdims=True) / 127.0
@@ -77,10 +79,10 @@ def output_logits(spec: DecoderSpec, params: dict[str, Any], x: Any) -> Any:
     import jax.numpy as jnp
 
     if "head" in params:
-        return _soft_cap(spec, matmul(x, params["head"], spec.native_kernels))
+        return _soft_cap(spec, matmul(x, params["head"], spec.native_kernels, a8=spec.int8_activations))
     table = params["embedding"]
     if isinstance(table, (Q8Blocks, Q4Blocks)):  # already (vocab, d): the product the kernels compute
-        return _soft_cap(spec, matmul(x, table, spec.native_kernels))
+        return _soft_cap(spec, matmul(x, table, spec.native_kernels, a8=spec.int8_activations))
 
     contract = (((1,), (1,)), ((), ()))
     if isinstance(table, QuantizedMatrix):
@@ -187,7 +189,7 @@ def forward(
         if layer_spec.sliding_window not in masks and not spec.native_kernels:
             masks[layer_spec.sliding_window] = attention_mask(positions, slots, layer_spec.sliding_window)
         h = rms_norm(spec, x, weights["attn_norm"])
-        qkv = matmul(h, weights["qkv"], spec.native_kernels, valid)
+        qkv = matmul(h, weights["qkv"], spec.native_kernels, valid, spec.int8_activations)
         q_end = spec.num_query_heads * spec.head_dim
         k_end = q_end + spec.num_kv_heads * spec.head_dim
         q = qkv[..., :q_end].reshape(batch, length, spec.num_query_heads, spec.head_dim)
@@ -207,14 +209,15 @@ def forward(
             values = write_rows(values, jnp.swapaxes(v, 1, 2), index)
             heads = attend(spec, q, keys, values, masks[layer_spec.sliding_window])
         new_cache.append((keys, values))
-        attended = matmul(heads, weights["o"], spec.native_kernels, valid)
+        attended = matmul(heads, weights["o"], spec.native_kernels, valid, spec.int8_activations)
         if spec.post_norms:
             attended = rms_norm(spec, attended, weights["post_attn_norm"])
         x = x + attended
         h = rms_norm(spec, x, weights["ffn_norm"])
-        gate, up = jnp.split(matmul(h, weights["gate_up"], spec.native_kernels, valid), 2, axis=-1)
+        gate_up = matmul(h, weights["gate_up"], spec.native_kernels, valid, spec.int8_activations)
+        gate, up = jnp.split(gate_up, 2, axis=-1)
         gate = jax.nn.silu(gate) if spec.activation == "silu" else jax.nn.gelu(gate, approximate=True)
-        ffn = matmul(gate * up, weights["down"], spec.native_kernels, valid)
+        ffn = matmul(gate * up, weights["down"], spec.native_kernels, valid, spec.int8_activations)
         if spec.post_norms:
             ffn = rms_norm(spec, ffn, weights["post_ffn_norm"])
         x = x + ffn

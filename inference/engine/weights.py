@@ -12,7 +12,9 @@ scales, keras' own ``quantize("int8")`` scheme), and llama.cpp's block layouts f
 kernels (:mod:`inference.engine.kernels`): ``q8`` (int8 with a float16 scale per 32 weights, Q8_0)
 and ``q4`` (4-bit with a float16 scale and offset per 32 weights, Q4_1) -- ``q4`` keeps a matrix in
 4 bits only where that reproduces it (a matrix the GGUF file stored as Q4_1 comes back exactly) and
-uses ``q8`` for the others. Block matrices are kept ``(out, in)``, each output's weights contiguous;
+uses ``q8`` for the others; ``q8a8`` and ``q4a8`` store the same blocks and round the activations to
+int8 blocks inside each product, as llama.cpp does (integer dot products). Block matrices are kept
+``(out, in)``, each output's weights contiguous;
 the others ``(in, out)``. Norm scales, the KV cache, activations and every accumulation stay float32
 (inside a product, the kernels may round to bfloat16: :func:`inference.engine.kernels.product_type`).
 """
@@ -24,9 +26,11 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-WeightFormat = Literal["float32", "bfloat16", "int8", "q8", "q4"]
-WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("float32", "bfloat16", "int8", "q8", "q4")
-BLOCK_FORMATS: tuple[WeightFormat, ...] = ("q8", "q4")
+WeightFormat = Literal["float32", "bfloat16", "int8", "q8", "q4", "q8a8", "q4a8"]
+WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("float32", "bfloat16", "int8", "q8", "q4", "q8a8", "q4a8")
+BLOCK_FORMATS: tuple[WeightFormat, ...] = ("q8", "q4", "q8a8", "q4a8")
+# The same blocks as q8/q4, multiplied with activations rounded to int8 per block of 32 (W4A8, W8A8).
+INT8_ACTIVATION_FORMATS: tuple[WeightFormat, ...] = ("q8a8", "q4a8")
 # q4 is used for a matrix only if it reproduces it to this fraction of the matrix's largest weight.
 Q4_TOLERANCE = 1e-4
 
@@ -89,6 +93,7 @@ class DecoderSpec:
     final_soft_cap: float | None
     weight_format: WeightFormat
     native_kernels: bool = False  # block formats: multiply through the native CPU kernels, not XLA
+    int8_activations: bool = False  # q8a8/q4a8: activations rounded to int8 blocks in every product
 
     @property
     def num_layers(self) -> int:
@@ -113,7 +118,8 @@ def decoder_spec(backbone: Any, weight_format: WeightFormat, *, native_kernels: 
         widths = {spec.hidden_dim, spec.num_query_heads * spec.head_dim, _ffn_dim(backbone)}
         if any(width % 32 for width in widths):
             raise UnsupportedModel(f"{weight_format} needs inputs in multiples of 32, not {sorted(widths)}")
-    return dataclasses.replace(spec, native_kernels=native_kernels and weight_format in BLOCK_FORMATS)
+    return dataclasses.replace(spec, native_kernels=native_kernels and weight_format in BLOCK_FORMATS,
+                               int8_activations=weight_format in INT8_ACTIVATION_FORMATS)
 
 
 def _ffn_dim(backbone: Any) -> int:
@@ -258,7 +264,7 @@ def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> A
 
 def _blocks(matrix: Any, weight_format: WeightFormat) -> Q8Blocks | Q4Blocks:
     """An ``(out, in)`` matrix in q4 where that reproduces it, else q8."""
-    if weight_format == "q4":
+    if weight_format in ("q4", "q4a8"):
         q4 = Q4Blocks(*_program("q4", None)(matrix))
         if float(_program("q4_error", None)(matrix, *q4)) <= Q4_TOLERANCE:
             return q4

@@ -86,7 +86,7 @@ def test_fidelity_bench_compares_every_low_precision_format(
     assert main(["bench", "--model", "tiny-gemma3", "--fidelity", "--new-tokens", "12"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["model"] == "tiny-gemma3" and out["positions"] > 12
-    assert set(out["formats"]) == {"bfloat16", "int8", "q8", "q4"}
+    assert set(out["formats"]) == {"bfloat16", "int8", "q8", "q4", "q8a8", "q4a8"}
     for figures in out["formats"].values():
         assert 0.0 <= figures["top1_agreement"] <= 1.0 and figures["mean_kl"] >= 0.0
     # Coarser weights move the model further: int8 never agrees more than bfloat16 on the same text.
@@ -94,4 +94,7 @@ def test_fidelity_bench_compares_every_low_precision_format(
     # The random tiny model has no 4-bit structure: q4 falls back to q8 blocks matrix by matrix, and
     # 32-weight blocks follow the weights closer than one int8 scale per output channel.
     assert out["formats"]["q4"] == out["formats"]["q8"]
+    assert out["formats"]["q4a8"] == out["formats"]["q8a8"]
     assert out["formats"]["q8"]["mean_kl"] <= out["formats"]["int8"]["mean_kl"]
+    # Rounding the activations too moves the model further than the same blocks with float activations.
+    assert out["formats"]["q8a8"]["mean_kl"] > out["formats"]["q8"]["mean_kl"]

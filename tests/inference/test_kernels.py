@@ -54,21 +54,30 @@ def isa(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+BLOCK_FORMATS = ["q8", "q4", "q8a8", "q4a8"]  # a8: activations rounded to int8 blocks (integer products)
+
+
 def _weights(fmt: str, n: int, k: int, seed: int = 0) -> tuple[Any, ...]:
     matrix = jnp.asarray(np.random.default_rng(seed).normal(size=(n, k)).astype("float32") * 0.1)
-    return tuple(jax.jit(kernels.q8_quantize if fmt == "q8" else kernels.q4_quantize)(matrix))
+    return tuple(jax.jit(kernels.q8_quantize if fmt.startswith("q8") else kernels.q4_quantize)(matrix))
 
 
 def _native(fmt: str, isa: str | None = None) -> Any:
-    kernel = kernels.q8_matmul if fmt == "q8" else kernels.q4_matmul
-    return jax.jit(lambda x, *w: kernel(x, *w, isa=isa))
+    kernel = kernels.q8_matmul if fmt.startswith("q8") else kernels.q4_matmul
+    return jax.jit(lambda x, *w: kernel(x, *w, isa=isa, int8_activations=fmt.endswith("a8")))
 
 
 def _reference(fmt: str) -> Any:
-    return jax.jit(kernels.q8_matmul_reference if fmt == "q8" else kernels.q4_matmul_reference)
+    kernel = kernels.q8_matmul_reference if fmt.startswith("q8") else kernels.q4_matmul_reference
+    return jax.jit(lambda x, *w: kernel(x, *w, int8_activations=fmt.endswith("a8")))
 
 
-@pytest.mark.parametrize("fmt", ["q8", "q4"])
+def _dense(fmt: str, weights: tuple[Any, ...]) -> np.ndarray:
+    dequantize = kernels.q8_dequantize if fmt.startswith("q8") else kernels.q4_dequantize
+    return np.asarray(dequantize(*weights))
+
+
+@pytest.mark.parametrize("fmt", BLOCK_FORMATS)
 @pytest.mark.parametrize("rows", [1, 3, 8, 9, 16, 40])
 def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, isa: str) -> None:
     weights = _weights(fmt, n=37, k=96)  # 37 outputs: the kernels' 4- and 2-wide tiles leave a remainder
@@ -78,32 +87,37 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, isa: str) ->
     exact = np.asarray(_reference(fmt)(x, *weights))
     scale = float(np.max(np.abs(exact)))
     assert scale > 0.1
-    if kernels.product_type(isa) == "bfloat16":  # same products as rounding both sides to bfloat16 first
+    if kernels.product_type(isa) == "bfloat16" and not fmt.endswith("a8"):  # as if both were rounded first
         dequantize = kernels.q8_dequantize if fmt == "q8" else kernels.q4_dequantize
         w = dequantize(*weights).astype(jnp.bfloat16).astype(jnp.float32)
         want = np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32) @ w.T)
         assert float(np.max(np.abs(got - exact))) <= 2e-2 * scale
     else:
         want = exact
-    # The same 96 float32 products as XLA's, summed in another order (each copy its own vector width).
-    dense = np.asarray(kernels.q8_dequantize(*weights) if fmt == "q8" else kernels.q4_dequantize(*weights))
-    bound = reordered_sum_bound(np.abs(np.asarray(x)) @ np.abs(dense).T, terms=96)
+    # The same 96 float32 products as XLA's, summed in another order (each copy its own vector width);
+    # a8: the reference rounds the activations to the same int8 blocks, the kernel multiplies them exactly.
+    xs = np.asarray(kernels.quantize_activations(x) if fmt.endswith("a8") else x)
+    bound = reordered_sum_bound(np.abs(xs) @ np.abs(_dense(fmt, weights)).T, terms=96)
     assert np.all(np.abs(got - want) <= bound)
+    if fmt.endswith("a8"):  # the price of 8-bit activations: a small error against float32 activations
+        plain = np.asarray(x) @ _dense(fmt, weights).T
+        error = float(np.sqrt(np.mean((got - plain) ** 2)) / np.sqrt(np.mean(plain**2)))
+        assert 1e-4 < error < 1e-2
 
 
-@pytest.mark.parametrize("fmt", ["q8", "q4"])
+@pytest.mark.parametrize("fmt", BLOCK_FORMATS)
 def test_rows_past_the_valid_count_are_skipped_and_zero(fmt: str, isa: str) -> None:
     weights = _weights(fmt, n=20, k=64, seed=2)
     x = jnp.asarray(np.random.default_rng(5).normal(size=(40, 64)).astype("float32"))
-    kernel = kernels.q8_matmul if fmt == "q8" else kernels.q4_matmul
-    call = jax.jit(lambda x, rows, *w: kernel(x, *w, rows=rows, isa=isa))
+    kernel = kernels.q8_matmul if fmt.startswith("q8") else kernels.q4_matmul
+    call = jax.jit(lambda x, rows, *w: kernel(x, *w, rows=rows, isa=isa, int8_activations=fmt.endswith("a8")))
     full = np.asarray(call(x, jnp.int32(40), *weights))
     part = np.asarray(call(x, jnp.int32(7), *weights))  # the same compiled program: rows is traced
     np.testing.assert_array_equal(part[:7], full[:7])
     assert not part[7:].any() and full[7:].any()
 
 
-@pytest.mark.parametrize("fmt", ["q8", "q4"])
+@pytest.mark.parametrize("fmt", BLOCK_FORMATS)
 def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str, isa: str) -> None:
     weights = _weights(fmt, n=50, k=64, seed=3)
     x = jnp.asarray(np.random.default_rng(4).normal(size=(40, 64)).astype("float32"))

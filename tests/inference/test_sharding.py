@@ -295,3 +295,25 @@ def test_cli_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.Cap
     assert cli_shardings(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+# --- ARENA_MESH ----------------------------------------------------------------------------------------
+
+
+def test_the_mesh_setting_shards_on_every_device_or_none() -> None:
+    from inference.sharding import describe_mesh, mesh_from_setting
+
+    devices = jax.devices()
+    if len(devices) < 8:
+        pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=8 (tests/conftest.py sets it)")
+    auto = mesh_from_setting("auto")
+    assert auto is not None
+    assert dict(zip(auto.axis_names, auto.shape, strict=True)) == {"batch": 1, "model": 8}
+    assert "8 CPU devices" in describe_mesh(auto)
+    assert mesh_from_setting("off") is None and "one device" in describe_mesh(None)
+    assert mesh_from_setting(" AUTO ", devices[:1]) is None  # one device: nothing to shard
+    shaped = mesh_from_setting("2x4")
+    assert dict(zip(shaped.axis_names, shaped.shape, strict=True)) == {"batch": 2, "model": 4}
+    for bad, reason in (("4x4", "needs 16 devices"), ("x8", "BxM"), ("many", "BxM"), ("0x8", "BxM")):
+        with pytest.raises(ShardingError, match=reason):
+            mesh_from_setting(bad)

@@ -25,11 +25,11 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("arena-data")
 
 
-def warm_pool(catalogue: Path, data_dir: Path, *, count: int = 2) -> None:
+def warm_pool(catalogue: Path, data_dir: Path, *, count: int = 2, mesh: str = "off") -> None:
     """Build (or reuse) the app's cached pool for ``catalogue`` and wait until ``count`` models are ready."""
     from webapp import resources
 
-    pool = resources.pool(str(catalogue), BUDGET_MB, str(data_dir))
+    pool = resources.pool(str(catalogue), BUDGET_MB, str(data_dir), mesh)
     ready = pool.wait_ready(count=count, timeout=TIMEOUT_S)
     assert len(ready) >= count, pool.status()
 
@@ -44,9 +44,11 @@ def arena_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_dir: Path) -
         monkeypatch.setenv("ARENA_DATA_DIR", str(data_dir))
         monkeypatch.setenv("ARENA_CATALOGUE_PATH", str(catalogue))
         monkeypatch.setenv("ARENA_MEMORY_BUDGET_MB", str(BUDGET_MB))
+        # The tests' 8 virtual CPU devices would shard every model: one device unless a test asks.
+        settings.setdefault("mesh", "off")
         for name, value in settings.items():
             monkeypatch.setenv(f"ARENA_{name.upper()}", value)
-        warm_pool(catalogue, data_dir)
+        warm_pool(catalogue, data_dir, mesh=settings["mesh"])
         return url
 
     return configure

@@ -28,9 +28,10 @@ def test_start_up_shows_each_models_state(
     monkeypatch.setenv("ARENA_DATABASE_URL", f"sqlite:///{(tmp_path / 'a.db').as_posix()}")
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("ARENA_CATALOGUE_PATH", str(catalogue))
+    monkeypatch.setenv("ARENA_MESH", "off")
     from webapp import resources
 
-    resources.pool(str(catalogue), BUDGET_MB, str(tmp_path)).wait_ready(timeout=30)
+    resources.pool(str(catalogue), BUDGET_MB, str(tmp_path), "off").wait_ready(timeout=30)
     at = open_app("pages/arena.py")
     assert any("page opens as soon as 2 are ready" in i for i in _texts(at.info))
     assert "Lonely Served: ready" in _texts(at.text)
@@ -115,7 +116,7 @@ def test_both_sides_stream_through_the_real_pool(arena_env: Callable[..., str], 
     arena_env()
     from webapp import resources
 
-    pool = resources.pool(str(TINY_CATALOGUE), BUDGET_MB, str(data_dir))
+    pool = resources.pool(str(TINY_CATALOGUE), BUDGET_MB, str(data_dir), "off")
     models = [pool.get(slug) for slug in pool.ready_slugs()[:2]]
     messages = [ChatMessage("user", "Add a meeting with Fred on Nov 11 at 5PM")]
     params = GenerationParams(max_new_tokens=16)

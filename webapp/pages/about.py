@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from webapp import gateway
+
 st.title("About Fixit Arena")
 st.markdown(
     """
@@ -31,3 +33,4 @@ out of the default leaderboard.
 address is never stored, only a salted hash used for rate limits. Do not type personal information.
 """
 )
+st.caption(f"Models are served on {gateway.serving_devices()} (ARENA_MESH).")

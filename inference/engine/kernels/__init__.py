@@ -237,33 +237,39 @@ def _require(isa: str | None) -> str:
     return _library(isa)[0]
 
 
-def q8_matmul(x: Any, values: Any, scales: Any, *, rows: Any = None, isa: str | None = None) -> Any:
+def q8_matmul(x: Any, values: Any, scales: Any, *, rows: Any = None, isa: str | None = None,
+              int8_activations: bool = False) -> Any:
     """``x (M, K) · W(N, K)ᵀ`` -> ``(M, N)`` float32 for q8 weights (``values`` int8 ``(N, K)``, ``scales``
     float16 ``(N, K/32)``), through the native kernel (KernelUnavailable where it cannot be built).
 
     ``rows`` (an int32 scalar, may be traced): only the first ``rows`` rows are real (a prompt padded
     to its bucket); the rest are skipped and come back zero. ``isa``: which compiled copy (default
-    :func:`selected_isa`)."""
+    :func:`selected_isa`). ``int8_activations``: each row's blocks of 32 are rounded to int8 with one
+    float scale (:func:`quantize_activations`) and multiplied as integers, as llama.cpp does."""
     import jax
     import jax.numpy as jnp
+    import numpy as np
 
     chosen = _require(isa)
     result = jax.ShapeDtypeStruct((x.shape[0], values.shape[0]), jnp.float32)
     call = jax.ffi.ffi_call(_target("fixit_q8_matmul", chosen), result)
-    return call(x.astype(jnp.float32), _rows(x, rows), values, scales)
+    return call(x.astype(jnp.float32), _rows(x, rows), values, scales,
+                int8_activations=np.int64(int8_activations))
 
 
 def q4_matmul(x: Any, packed: Any, scales: Any, offsets: Any, *, rows: Any = None,
-              isa: str | None = None) -> Any:
+              isa: str | None = None, int8_activations: bool = False) -> Any:
     """The same for q4 weights: ``packed`` uint8 ``(N, K/2)``, ``scales`` and ``offsets`` float16
     ``(N, K/32)``."""
     import jax
     import jax.numpy as jnp
+    import numpy as np
 
     chosen = _require(isa)
     result = jax.ShapeDtypeStruct((x.shape[0], packed.shape[0]), jnp.float32)
     call = jax.ffi.ffi_call(_target("fixit_q4_matmul", chosen), result)
-    return call(x.astype(jnp.float32), _rows(x, rows), packed, scales, offsets)
+    return call(x.astype(jnp.float32), _rows(x, rows), packed, scales, offsets,
+                int8_activations=np.int64(int8_activations))
 
 
 def _rows(x: Any, rows: Any) -> Any:
@@ -292,18 +298,34 @@ def q4_dequantize(packed: Any, scales: Any, offsets: Any) -> Any:
     return weights.reshape(n, half * 2)
 
 
-def q8_matmul_reference(x: Any, values: Any, scales: Any) -> Any:
+def quantize_activations(x: Any) -> Any:
+    """``x (M, K)`` float32 as the int8 kernels see it: per block of 32 along K, ``round(x · 127/amax)``
+    times ``amax/127`` (the same float operations as the C++, so the same integers)."""
+    import jax.numpy as jnp
+
+    m, k = x.shape
+    blocks = x.astype(jnp.float32).reshape(m, k // BLOCK, BLOCK)
+    amax = jnp.max(jnp.abs(blocks), axis=-1, keepdims=True)
+    inverse = jnp.where(amax > 0, jnp.float32(127.0) / jnp.where(amax > 0, amax, 1.0), 0.0)
+    q = jnp.clip(jnp.round(blocks * inverse), -127, 127)
+    return (q * (amax / jnp.float32(127.0))).reshape(m, k)
+
+
+def q8_matmul_reference(x: Any, values: Any, scales: Any, *, int8_activations: bool = False) -> Any:
     """:func:`q8_matmul` in plain XLA: dequantize, then one dot."""
     import jax.numpy as jnp
 
-    return jnp.dot(x.astype(jnp.float32), q8_dequantize(values, scales).T)
+    x = quantize_activations(x) if int8_activations else x.astype(jnp.float32)
+    return jnp.dot(x, q8_dequantize(values, scales).T)
 
 
-def q4_matmul_reference(x: Any, packed: Any, scales: Any, offsets: Any) -> Any:
+def q4_matmul_reference(x: Any, packed: Any, scales: Any, offsets: Any, *,
+                        int8_activations: bool = False) -> Any:
     """:func:`q4_matmul` in plain XLA."""
     import jax.numpy as jnp
 
-    return jnp.dot(x.astype(jnp.float32), q4_dequantize(packed, scales, offsets).T)
+    x = quantize_activations(x) if int8_activations else x.astype(jnp.float32)
+    return jnp.dot(x, q4_dequantize(packed, scales, offsets).T)
 
 
 def q8_quantize(matrix: Any) -> tuple[Any, Any]:
