@@ -361,9 +361,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from inference.bench import run_concurrency_bench
 
     if args.anchor:
-        from inference.anchor import anchor_python
+        from inference.anchor import AnchorUnavailable, anchor_python
 
-        anchor_python(args.anchor_python)  # refuse before minutes of our own bench
+        try:
+            anchor_python(args.anchor_python)  # refuse before minutes of our own bench
+        except AnchorUnavailable as exc:
+            raise UsageError(str(exc)) from exc
     out = run_concurrency_bench(entry, cache_dir=_cache_dir(), concurrency=levels, runs=args.runs,
                                 batching=not args.serial,
                                 anchor_python=(args.anchor_python or "") if args.anchor else None)

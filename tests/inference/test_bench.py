@@ -98,3 +98,27 @@ def test_fidelity_bench_compares_every_low_precision_format(
     assert out["formats"]["q8"]["mean_kl"] <= out["formats"]["int8"]["mean_kl"]
     # Rounding the activations too moves the model further than the same blocks with float activations.
     assert out["formats"]["q8a8"]["mean_kl"] > out["formats"]["q8"]["mean_kl"]
+
+
+def test_an_absent_anchor_is_refused_before_our_bench(
+    env: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARENA_ANCHOR_PYTHON", raising=False)
+    missing = tmp_path / "no-python"
+    assert main(["bench", "--model", "tiny-llama", "--concurrency", "1", "--anchor", "llama.cpp",
+                 "--anchor-python", str(missing)]) == 2
+    assert "not found" in capsys.readouterr().err
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:  # the project's own environment never has it
+        assert main(["bench", "--model", "tiny-llama", "--concurrency", "1", "--anchor", "llama.cpp"]) == 2
+        assert "--anchor-python" in capsys.readouterr().err
+
+
+def test_anchor_ratios_compare_like_with_like() -> None:
+    from inference.anchor import ratios
+
+    ours = {"results": [{"concurrency": 1, "ttft_ms": 200.0, "decode_tok_s": 90.0, "aggregate_tok_s": 60.0},
+                        {"concurrency": 8, "ttft_ms": 900.0, "decode_tok_s": 40.0, "aggregate_tok_s": 240.0}]}
+    anchor = {"ttft_ms": 400.0, "decode_tok_s": 100.0, "end_to_end_tok_s": 80.0}
+    assert ratios(ours, anchor) == {"decode_c1": 0.9, "ttft_c1": 0.5, "aggregate_c8_vs_single_stream": 3.0}
