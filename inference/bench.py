@@ -15,6 +15,7 @@ from typing import Any
 from inference.catalogue import CatalogueEntry
 from inference.engine import TokenTrace, generate_stream
 from inference.protocol import ChatMessage, GenerationParams, GenerationResult
+from inference.split_weights import Progress
 
 BENCH_MESSAGES = [
     ChatMessage(
@@ -74,11 +75,13 @@ def _keras_generate_rate(model: Any, ids: list[int], new_tokens: int) -> float:
     return (length - len(ids)) / (time.perf_counter() - start)
 
 
-def run_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int, runs: int) -> dict[str, Any]:
+def run_bench(
+    entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int, runs: int, progress: Progress | None = None
+) -> dict[str, Any]:
     from inference.builder import build_chat_model
 
     t0 = time.perf_counter()
-    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False)
+    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, progress=progress)
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     model.warm_up()
@@ -228,6 +231,7 @@ def run_concurrency_bench(
     prompt_tokens: int = CONTRACT_PROMPT_TOKENS,
     new_tokens: int = CONTRACT_NEW_TOKENS,
     batching: bool = True,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """``{model, cold_start_s, rss_mb, results: [{concurrency, ttft_ms, decode_tok_s, aggregate_tok_s}]}``.
 
@@ -243,7 +247,8 @@ def run_concurrency_bench(
     if not concurrency or min(concurrency) < 1 or runs < 1:
         raise ValueError("concurrency levels and runs must be >= 1")
     t0 = time.perf_counter()
-    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, keep_keras_weights=False)
+    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, keep_keras_weights=False,
+                                  progress=progress)
     load_s = time.perf_counter() - t0
     params = GenerationParams(max_new_tokens=new_tokens)
     ids = fixed_prompt(model.prompt_ids(BENCH_MESSAGES, params), prompt_tokens)
@@ -274,7 +279,7 @@ def run_concurrency_bench(
 
 
 def run_resident_bench(
-    entries: list[CatalogueEntry], *, cache_dir: Path, new_tokens: int = 16
+    entries: list[CatalogueEntry], *, cache_dir: Path, new_tokens: int = 16, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Every entry built and warmed as the pool serves it (keras-hub's copy freed), all resident at once:
     ``{models, rss_mb, weights_mb: {slug: MB}, reply_tokens: {slug: n}}`` after one short reply each."""
@@ -283,7 +288,8 @@ def run_resident_bench(
 
     models: list[Any] = []
     for entry in entries:
-        model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=True, keep_keras_weights=False)
+        model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=True, keep_keras_weights=False,
+                                      progress=progress)
         models.append(model)
     params = GenerationParams(max_new_tokens=new_tokens, temperature=0.0)
     replies = {}
@@ -300,7 +306,9 @@ def run_resident_bench(
     }
 
 
-def run_fidelity_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int = 256) -> dict[str, Any]:
+def run_fidelity_bench(
+    entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int = 256, progress: Progress | None = None
+) -> dict[str, Any]:
     """How far each low-precision weight format moves the model from float32, teacher-forced.
 
     The float32 fast engine writes a greedy, stop-free reply to the bench prompt; prompt + reply is then
@@ -314,7 +322,7 @@ def run_fidelity_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: in
     from inference.builder import build_chat_model
 
     model: Any = build_chat_model(dataclasses.replace(entry, weights="float32"), cache_dir=cache_dir,
-                                  warm_up=False)
+                                  warm_up=False, progress=progress)
     if model.engine is None:
         raise ValueError(f"{entry.slug}: the fast engine does not run this model ({model.engine_note})")
     params = GenerationParams(max_new_tokens=new_tokens, temperature=0.0)

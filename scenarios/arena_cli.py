@@ -91,7 +91,8 @@ def run_and_store(
     bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
     keys = {slug: key.get_secret_value() for slug, key in settings.remote_api_keys.items()}
     pool = ModelPool(entries, memory_budget_mb=settings.memory_budget_mb,
-                     cache_dir=Path(settings.data_dir) / "models", api_keys=keys)
+                     cache_dir=Path(settings.data_dir) / "models", api_keys=keys,
+                     on_progress=lambda s: bar.set_description(f"{s.slug}: {s.state} {s.message}".strip()))
     try:
         for entry in entries:
             bar.set_description(f"loading {entry.slug}")
