@@ -313,7 +313,7 @@ def run_fidelity_bench(
 
     The float32 fast engine writes a greedy, stop-free reply to the bench prompt; prompt + reply is then
     run through the decoder in every format: ``{model, positions, formats: {fmt: {top1_agreement,
-    mean_kl}}}``, KL(float32 ‖ format) in nats, averaged over positions.
+    mean_kl, matrices}}}``, KL(float32 ‖ format) in nats, averaged over positions.
     """
     import dataclasses
 
@@ -330,25 +330,27 @@ def run_fidelity_bench(
     trace = TokenTrace(ids=[])
     list(_serve(model, ids, params, trace=trace))
     sequence = (ids + trace.ids)[: model.context_length]
-    reference = _all_logits(model.loaded.backbone, "float32", sequence)
+    reference, _ = _all_logits(model.loaded.backbone, "float32", sequence)
     formats = {}
     for weights in ("bfloat16", "int8", "q8", "q4"):
-        logits = _all_logits(model.loaded.backbone, weights, sequence)
+        logits, matrices = _all_logits(model.loaded.backbone, weights, sequence)
         formats[weights] = {
             "top1_agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
             "mean_kl": round(_mean_kl(reference, logits), 5),
+            "matrices": matrices,
         }
     return {"model": entry.slug, "positions": len(sequence), "formats": formats}
 
 
-def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> Any:
-    """Next-token logits at every position of ``sequence`` (one prefill through the fast decoder)."""
+def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> tuple[Any, dict[str, int]]:
+    """Next-token logits at every position of ``sequence`` (one prefill through the fast decoder), and
+    how many matrices each format served (:func:`inference.engine.weights.matrix_formats`)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     from inference.engine.decoder import empty_cache, forward, output_logits
-    from inference.engine.weights import decoder_spec, extract_params
+    from inference.engine.weights import decoder_spec, extract_params, matrix_formats
     from inference.local import choose_weights
 
     _, native, _ = choose_weights(weights)  # type: ignore[arg-type]
@@ -360,7 +362,8 @@ def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> Any:
         hidden, _ = forward(spec, p, cache, tokens, jnp.zeros((1,), "int32"))
         return output_logits(spec, p, hidden[0])
 
-    return np.asarray(jax.jit(run)(params, jnp.asarray([sequence], "int32")), dtype=np.float64)
+    logits = np.asarray(jax.jit(run)(params, jnp.asarray([sequence], "int32")), dtype=np.float64)
+    return logits, matrix_formats(params)
 
 
 def _mean_kl(reference: Any, other: Any) -> float:

@@ -13,8 +13,9 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from inference.catalogue import CatalogueEntry
-from inference.chat_template import get_template
+from inference.catalogue import FILE_TEMPLATE, CatalogueEntry
+from inference.chat_template import ChatTemplate, jinja_template
+from inference.families import get_template
 from inference.families.base import LoadedModel
 from inference.protocol import ChatModel
 from inference.split_weights import Progress
@@ -84,6 +85,22 @@ def load_weights(
     raise ModelBuildError(f"model {entry.slug!r}: source kind {kind!r} has no local weights")
 
 
+def template_for(entry: CatalogueEntry, loaded: LoadedModel) -> ChatTemplate:
+    """The entry's chat template: a hand-written one by name, or (``file``) the model file's own Jinja."""
+    if entry.template != FILE_TEMPLATE:
+        return get_template(entry.template)
+    source = loaded.metadata.get("chat_template")
+    if not isinstance(source, str) or not source.strip():
+        raise ModelBuildError(
+            f"model {entry.slug!r}: its file has no chat template; set template to a hand-written one "
+            "in the catalogue (chatml, gemma, llama3, mistral, vicuna)"
+        )
+    tokenizer = loaded.tokenizer
+    bos = tokenizer.decode([tokenizer.bos_id]) if tokenizer.bos_id is not None else None
+    eos = tokenizer.decode([tokenizer.eos_id]) if tokenizer.eos_id is not None else None
+    return jinja_template(source, bos_token=bos, eos_token=eos)
+
+
 def build_chat_model(
     entry: CatalogueEntry,
     *,
@@ -118,7 +135,7 @@ def build_chat_model(
         model = LocalChatModel(
             entry.slug,
             loaded,
-            get_template(entry.template),
+            template_for(entry, loaded),
             context_length=entry.context_length,
             default_system=entry.default_system,
             weights=entry.weights,  # type: ignore[arg-type]  # validated by the catalogue

