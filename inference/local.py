@@ -27,6 +27,7 @@ from inference.engine.weights import (
     WeightFormat,
     decoder_spec,
     extract_params,
+    matrix_formats,
 )
 from inference.families.base import LoadedModel
 from inference.protocol import (
@@ -78,6 +79,7 @@ class LocalChatModel:
         self._runner: KVRunner | None = None
         self.engine: SlotEngine | None = None
         self.engine_note = ""
+        self.matrix_formats: dict[str, int] = {}  # the fast engine's matrices per format (q4 / q8 ...)
         self._scheduler: SlotScheduler | None = None
         self.weight_format, native, why = choose_weights(weights)
         try:
@@ -89,7 +91,9 @@ class LocalChatModel:
             params = extract_params(loaded.backbone, spec)
             self.engine = SlotEngine(spec, params, max_length=self.context_length)
             self.engine_note = why
-            log.info("%s: fast engine, %s weights (%s)", slug, self.weight_format, why)
+            self.matrix_formats = matrix_formats(params)
+            log.info("%s: fast engine, %s weights (%s); matrices per format: %s", slug, self.weight_format,
+                     why, self.matrix_formats)
             self._scheduler = SlotScheduler(self.engine, loaded.tokenizer,
                                             min_batch=min_batch_for(self.weight_format))
             if not keep_keras_weights:  # the fast engine has its own copy: free keras-hub's float32 one

@@ -48,6 +48,11 @@ class ModelStatus:
 
 
 ProgressCallback = Callable[[ModelStatus], None]
+
+
+def stage_text(stage: str, fraction: float) -> str:
+    """One loading stage as people read it: ``assemble 40%``, ``read``, ``convert``, ``compile``."""
+    return f"{stage} {fraction:.0%}" if 0.0 < fraction < 1.0 else stage
 Builder = Callable[[CatalogueEntry], ChatModel]
 Estimator = Callable[[CatalogueEntry], int]
 
@@ -82,6 +87,10 @@ class _Worker:
         self.status = replace(self.status, **changes)
         self.pool._report(self.status)
 
+    def _stage(self, stage: str, fraction: float) -> None:
+        """A loading stage as the status message ("assemble 40%", "read", "convert")."""
+        self._set(message=stage_text(stage, fraction))
+
     def _run(self) -> None:
         self.turn.wait()
         try:
@@ -100,10 +109,10 @@ class _Worker:
                 self._set(state="refused", message=refusal, memory_mb=needed)
                 return False
             self._set(state="loading", memory_mb=needed)
-            model = self.pool._build(self.entry)
+            model = self.pool._build(self.entry, self._stage)
             warm_up = getattr(model, "warm_up", None)
             if callable(warm_up):
-                self._set(state="compiling")
+                self._set(state="compiling", message="")
                 new = self.entry.sampling.max_new_tokens
                 warm_up(requests=[(1, 1), *((n, new) for n in self.pool._warm_up_prompts)])
                 warm_batches = getattr(model, "warm_up_batches", None)
@@ -117,7 +126,7 @@ class _Worker:
             self._set(state="failed", message=f"{type(exc).__name__}: {exc}")
             return False
         self.model = model
-        self._set(state="ready", load_seconds=round(time.perf_counter() - started, 2))
+        self._set(state="ready", message="", load_seconds=round(time.perf_counter() - started, 2))
         return True
 
     def _serve(self) -> None:
@@ -423,13 +432,14 @@ class ModelPool:
         with self._lock:
             self._reserved.pop(slug, None)
 
-    def _build(self, entry: CatalogueEntry) -> ChatModel:
+    def _build(self, entry: CatalogueEntry, progress: Callable[[str, float], None]) -> ChatModel:
         if self._builder is not None:
             return self._builder(entry)
         from inference.builder import build_chat_model
 
         return build_chat_model(
             entry,
+            progress=progress,
             cache_dir=self._cache_dir,
             api_key=self._api_keys.get(entry.slug),
             distribution=self._distribution_for(entry),

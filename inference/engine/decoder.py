@@ -190,6 +190,8 @@ def forward(
             masks[layer_spec.sliding_window] = attention_mask(positions, slots, layer_spec.sliding_window)
         h = rms_norm(spec, x, weights["attn_norm"])
         qkv = matmul(h, weights["qkv"], spec.native_kernels, valid, spec.int8_activations)
+        if spec.qkv_bias:
+            qkv = qkv + weights["qkv_bias"]
         q_end = spec.num_query_heads * spec.head_dim
         k_end = q_end + spec.num_kv_heads * spec.head_dim
         q = qkv[..., :q_end].reshape(batch, length, spec.num_query_heads, spec.head_dim)

@@ -37,17 +37,12 @@ def causal_lm_for(backbone: Any) -> Any:
     """The keras-hub CausalLM task wrapping ``backbone`` (no preprocessor: we tokenize ourselves)."""
     import keras_hub
 
-    pairs = [
-        ("Gemma3Backbone", "Gemma3CausalLM"),
-        ("Llama3Backbone", "Llama3CausalLM"),
-        ("LlamaBackbone", "LlamaCausalLM"),
-        ("MistralBackbone", "MistralCausalLM"),
-        ("GemmaBackbone", "GemmaCausalLM"),
-    ]
-    for backbone_name, task_name in pairs:  # most specific first: Llama3Backbone subclasses LlamaBackbone
-        if isinstance(backbone, getattr(keras_hub.models, backbone_name)):
-            return getattr(keras_hub.models, task_name)(backbone=backbone, preprocessor=None)
-    raise TypeError(f"no streaming support for backbone {type(backbone).__name__}")
+    from inference.families import causal_lm_class
+
+    task_name = causal_lm_class(backbone)
+    if task_name is None:
+        raise TypeError(f"no streaming support for backbone {type(backbone).__name__}")
+    return getattr(keras_hub.models, task_name)(backbone=backbone, preprocessor=None)
 
 
 class KVRunner:
@@ -60,7 +55,10 @@ class KVRunner:
         self.lm = causal_lm
         self.max_length = max_length
         self.vocabulary_size = int(causal_lm.backbone.vocabulary_size)
-        self._is_gemma3 = type(causal_lm).__name__ == "Gemma3CausalLM"
+        from inference.families import family_of_backbone
+
+        record = family_of_backbone(causal_lm.backbone)
+        self._per_layer_cache = record is not None and record.kv_cache == "per_layer"
         self._threads: set[str] = set()
         lm = causal_lm
 
@@ -102,7 +100,7 @@ class KVRunner:
         kv_heads = backbone.num_key_value_heads
         head_dim = getattr(backbone, "head_dim", None) or backbone.hidden_dim // backbone.num_query_heads
         dtype = self.lm.compute_dtype
-        if self._is_gemma3:
+        if self._per_layer_cache:
             shape = [1, length, kv_heads, head_dim]
             return tuple((ops.zeros(shape, dtype=dtype), ops.zeros(shape, dtype=dtype))
                          for _ in range(backbone.num_layers))

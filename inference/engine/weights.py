@@ -75,7 +75,7 @@ class LayerSpec:
 class DecoderSpec:
     """Everything static about a decoder-only transformer, enough to run it from its weights."""
 
-    family: Literal["llama", "gemma3"]
+    family: str  # the record in inference.families whose decoder recipe reads the weights
     vocabulary_size: int
     hidden_dim: int
     num_query_heads: int
@@ -94,6 +94,7 @@ class DecoderSpec:
     weight_format: WeightFormat
     native_kernels: bool = False  # block formats: multiply through the native CPU kernels, not XLA
     int8_activations: bool = False  # q8a8/q4a8: activations rounded to int8 blocks in every product
+    qkv_bias: bool = False  # Qwen2: the q/k/v projections add a bias (params' per-layer "qkv_bias")
 
     @property
     def num_layers(self) -> int:
@@ -101,19 +102,19 @@ class DecoderSpec:
 
 
 def decoder_spec(backbone: Any, weight_format: WeightFormat, *, native_kernels: bool = False) -> DecoderSpec:
-    """The spec of a keras-hub Llama/Llama 3/Mistral/Gemma 3 backbone; UnsupportedModel otherwise.
+    """The spec of a backbone whose family (:mod:`inference.families`) has a decoder recipe;
+    UnsupportedModel otherwise.
 
     ``native_kernels``: run block formats through :mod:`inference.engine.kernels` (CPU, one device);
     without it they run as plain XLA (any backend, any sharding; slower)."""
+    from inference.families import family_of_backbone
+
     if weight_format not in WEIGHT_FORMATS:
         raise ValueError(f"weight format {weight_format!r}: choose one of {', '.join(WEIGHT_FORMATS)}")
-    name = type(backbone).__name__
-    if name == "Gemma3Backbone":
-        spec = _gemma3_spec(backbone, backbone.get_config(), weight_format)
-    elif name in ("LlamaBackbone", "Llama3Backbone", "MistralBackbone"):
-        spec = _llama_spec(backbone.get_config(), weight_format)
-    else:
-        raise UnsupportedModel(f"the fast decoder has no {name}")
+    record = family_of_backbone(backbone)
+    if record is None or record.decoder is None:
+        raise UnsupportedModel(f"the fast decoder has no {type(backbone).__name__}")
+    spec: DecoderSpec = record.decoder.spec(backbone, backbone.get_config(), weight_format)
     if weight_format in BLOCK_FORMATS:
         widths = {spec.hidden_dim, spec.num_query_heads * spec.head_dim, _ffn_dim(backbone)}
         if any(width % 32 for width in widths):
@@ -127,100 +128,32 @@ def _ffn_dim(backbone: Any) -> int:
     return int(config.get("intermediate_dim") or config.get("ffw_hidden_dim") or config["hidden_dim"])
 
 
-def _llama_spec(config: dict[str, Any], weight_format: WeightFormat) -> DecoderSpec:
-    if config.get("rope_frequency_adjustment_factor") is not None:
-        raise UnsupportedModel("Llama 3.1 RoPE frequency adjustment is not implemented in the fast decoder")
-    heads, hidden = int(config["num_query_heads"]), int(config["hidden_dim"])
-    head_dim = hidden // heads
-    scaling = config.get("rope_position_scaling_factor") or config.get("rope_scaling_factor") or 1.0
-    window = config.get("sliding_window")  # Mistral
-    layer = LayerSpec(int(window) if window else None, float(config["rope_max_wavelength"]), float(scaling))
-    return DecoderSpec(
-        family="llama", vocabulary_size=int(config["vocabulary_size"]), hidden_dim=hidden,
-        num_query_heads=heads, num_kv_heads=int(config["num_key_value_heads"]), head_dim=head_dim,
-        norm_eps=float(config["layer_norm_epsilon"]), layers=(layer,) * int(config["num_layers"]),
-        query_scale=head_dim**-0.5, embedding_scale=1.0, norm_offset=0.0, qk_norm=False, post_norms=False,
-        activation="silu", attention_soft_cap=None, final_soft_cap=None, weight_format=weight_format,
-    )
-
-
-def _gemma3_spec(backbone: Any, config: dict[str, Any], weight_format: WeightFormat) -> DecoderSpec:
-    if config.get("vision_encoder") is not None or config.get("use_bidirectional_attention"):
-        raise UnsupportedModel("the fast decoder runs text-only, causal Gemma 3")
-    layers = []
-    for block in backbone.transformer_layers:
-        attention = block.attention
-        window = int(attention.sliding_window_size) if attention.use_sliding_window_attention else None
-        rope = float(attention.rope_wavelength), float(attention.rope_scaling_factor)
-        layers.append(LayerSpec(window, *rope))
-    hidden, heads = int(config["hidden_dim"]), int(config["num_query_heads"])
-    head_dim = int(config["head_dim"])
-    query_scale = head_dim**-0.5 if config["query_head_dim_normalize"] else (hidden // heads) ** -0.5
-    soft_cap = config.get("attention_logit_soft_cap")
-    final_cap = config.get("final_logit_soft_cap")
-    return DecoderSpec(
-        family="gemma3", vocabulary_size=int(config["vocabulary_size"]), hidden_dim=hidden,
-        num_query_heads=heads, num_kv_heads=int(config["num_key_value_heads"]), head_dim=head_dim,
-        norm_eps=float(config["layer_norm_epsilon"]), layers=tuple(layers), query_scale=float(query_scale),
-        embedding_scale=float(hidden) ** 0.5, norm_offset=1.0, qk_norm=bool(config["use_query_key_norm"]),
-        post_norms=bool(config["use_post_attention_norm"]),
-        activation="gelu_tanh", attention_soft_cap=float(soft_cap) if soft_cap else None,
-        final_soft_cap=float(final_cap) if final_cap else None, weight_format=weight_format,
-    )
-
-
 # ---- weights ------------------------------------------------------------------------------------------
-
-# Weights are found through the layers' attributes, not variable paths: the paths depend on where and
-# how keras built the model (under the Streamlit server the tiny models' paths did not match the ones a
-# test process sees, and the browser test caught it); the attributes are keras-hub's code.
-_LLAMA_LAYER = {  # our name -> (attribute path from the decoder block, einsum layout)
-    "attn_norm": ("_self_attention_layernorm.scale", "vector"),
-    "q": ("_self_attention_layer._query_dense.kernel", "d_n_h"),
-    "k": ("_self_attention_layer._key_dense.kernel", "d_n_h"),
-    "v": ("_self_attention_layer._value_dense.kernel", "d_n_h"),
-    "o": ("_self_attention_layer._output_dense.kernel", "n_h_d"),
-    "ffn_norm": ("_feedforward_layernorm.scale", "vector"),
-    "gate": ("_feedforward_gate_dense.kernel", "in_out"),
-    "up": ("_feedforward_intermediate_dense.kernel", "in_out"),
-    "down": ("_feedforward_output_dense.kernel", "in_out"),
-}
-_GEMMA3_LAYER = {
-    "attn_norm": ("pre_attention_norm.scale", "vector"),
-    "post_attn_norm": ("post_attention_norm.scale", "vector"),
-    "q": ("attention.query_dense.kernel", "n_d_h"),
-    "k": ("attention.key_dense.kernel", "n_d_h"),
-    "v": ("attention.value_dense.kernel", "n_d_h"),
-    "q_norm": ("attention.query_norm.scale", "vector"),
-    "k_norm": ("attention.key_norm.scale", "vector"),
-    "o": ("attention.output_dense.kernel", "n_h_d"),
-    "ffn_norm": ("pre_ffw_norm.scale", "vector"),
-    "post_ffn_norm": ("post_ffw_norm.scale", "vector"),
-    "gate": ("gating_ffw.kernel", "in_out"),
-    "up": ("gating_ffw_2.kernel", "in_out"),
-    "down": ("ffw_linear.kernel", "in_out"),
-}
-_OPTIONAL = ("q_norm", "k_norm", "post_attn_norm", "post_ffn_norm")  # per Gemma 3's config
 
 
 def extract_params(backbone: Any, spec: DecoderSpec) -> dict[str, Any]:
     """``{"embedding", "final_norm", "layers": [{name: matrix | vector}], "head"?}`` in the spec's format.
 
     ``embedding`` is the ``(vocab, d)`` table, also the output head unless the model has its own
-    ``head`` ``(d, vocab)`` (untied; int8 scales are per vocabulary entry either way).
+    ``head`` ``(d, vocab)`` (untied; int8 scales are per vocabulary entry either way). Where the family
+    has q/k/v biases (Qwen2) they are one float32 ``qkv_bias`` vector per layer.
     """
-    table = _LLAMA_LAYER if spec.family == "llama" else _GEMMA3_LAYER
+    from inference.families import family
+
+    recipe = family(spec.family).decoder
+    if recipe is None:
+        raise UnsupportedModel(f"family {spec.family!r} has no decoder recipe")
     layers = []
     for i, block in enumerate(backbone.transformer_layers):
         layer: dict[str, Any] = {}
-        for name, (attribute, layout) in table.items():
+        for name, (attribute, layout) in recipe.layer_weights.items():
             variable = _attribute(block, attribute)
             if variable is None:
-                if name in _OPTIONAL:
+                if name in recipe.optional:
                     continue
                 raise UnsupportedModel(f"layer {i} has no {attribute}")
             value = variable.value
-            layer[name] = _float32(value) if layout == "vector" else _as_matrix(value, layout)
+            layer[name] = _float32(value) if layout in ("vector", "n_h") else _as_matrix(value, layout)
         layers.append(_fuse_and_convert(layer, spec.weight_format))
     embedding_layer = backbone.token_embedding
     params = {
@@ -245,8 +178,12 @@ def _attribute(block: Any, dotted: str) -> Any:
 def _fuse_and_convert(layer: dict[str, Any], weight_format: WeightFormat) -> dict[str, Any]:
     """One ``qkv`` and one ``gate_up`` matrix per layer (fewer, larger GEMMs), then the weight format."""
     concat = _program("concat", 1)
-    fused = {name: value for name, value in layer.items() if name not in ("q", "k", "v", "gate", "up")}
+    fused_away = ("q", "k", "v", "gate", "up", "q_bias", "k_bias", "v_bias")
+    fused = {name: value for name, value in layer.items() if name not in fused_away}
     fused["qkv"] = concat(layer.pop("q"), layer.pop("k"), layer.pop("v"))
+    if "q_bias" in layer:  # (heads, head_dim) each -> one (q + k + v widths,) vector, like qkv's columns
+        flat = _program("flatten", None)
+        fused["qkv_bias"] = _program("concat", 0)(*(flat(layer.pop(f"{n}_bias")) for n in "qkv"))
     fused["gate_up"] = concat(layer.pop("gate"), layer.pop("up"))
     for name in ("qkv", "o", "gate_up", "down"):
         fused[name] = _convert_matrix(fused[name], weight_format, axis=0)
@@ -314,6 +251,7 @@ def _program(kind: str, arg: Any) -> Any:
 
     programs = {
         "concat": lambda *ms: jnp.concatenate(ms, axis=arg),
+        "flatten": lambda w: w.astype("float32").reshape(-1),
         "transpose": lambda w: w.T,
         "q8": kernels.q8_quantize,
         "q4": kernels.q4_quantize,
@@ -323,6 +261,34 @@ def _program(kind: str, arg: Any) -> Any:
         "quantize": quantize,
     }
     return jax.jit(programs[kind])
+
+
+def matrix_formats(params: dict[str, Any]) -> dict[str, int]:
+    """How many matrices ended up in each format (``{"q4": 0, "q8": 97}``): ``q4`` serves a matrix only
+    where it reproduces it, so a file of Q4_K/Q6_K/Q5_0 blocks comes out mostly ``q8`` (a
+    re-quantization, never silent: the engine logs these counts and the fidelity bench reports them)."""
+    counts: dict[str, int] = {}
+
+    def visit(value: Any) -> None:
+        if isinstance(value, Q4Blocks):
+            kind = "q4"
+        elif isinstance(value, Q8Blocks):
+            kind = "q8"
+        elif isinstance(value, QuantizedMatrix):
+            kind = "int8"
+        elif getattr(value, "ndim", 0) == 2:
+            kind = str(value.dtype)
+        else:
+            return
+        counts[kind] = counts.get(kind, 0) + 1
+
+    for layer in params["layers"]:
+        for value in layer.values():
+            visit(value)
+    for name in ("embedding", "head"):
+        if name in params:
+            visit(params[name])
+    return counts
 
 
 def weight_bytes(params: dict[str, Any]) -> int:

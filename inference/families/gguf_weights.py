@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from inference.gguf_reader import GGUFError
+from inference.gguf_reader import GGUFError, GGUFFile
 
 ALLOWED_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -42,3 +42,22 @@ def heads_first(weight: np.ndarray, *, heads: int) -> np.ndarray:
     if rows % heads:
         raise WeightLayoutError(f"{rows} rows do not split into {heads} heads")
     return weight.reshape(heads, rows // heads, cols)
+
+
+def file_metadata(
+    gguf: GGUFFile, *, config: dict[str, Any], backbone: Any, tokenizer: Any, dtype: str
+) -> dict[str, Any]:
+    """What a loader reports about the file (``LoadedModel.metadata``; ``inference list``, the file's
+    chat template for ``template = "file"``), with the config's scalar values."""
+    return {
+        "architecture": gguf.architecture,
+        "name": gguf.get("general.name", gguf.path.stem),
+        "path": str(gguf.path),
+        "dtype": dtype,
+        "parameters": int(backbone.count_params()),
+        "file_type": gguf.get("general.file_type", None),
+        "add_bos": tokenizer.add_bos,
+        "chat_template": gguf.get("tokenizer.chat_template", None),
+        "pre_tokenizer": getattr(tokenizer, "pre_tokenizer_name", None),
+        **{key: value for key, value in config.items() if isinstance(value, int | float | bool)},
+    }

@@ -240,3 +240,52 @@ def write_sentencepiece_tokenizer(w: Any) -> None:
     w.add_unk_token_id(3)
     w.add_pad_token_id(0)
     w.add_add_bos_token(True)
+
+
+def tiny_qwen2_backbone(*, seed: int = 0) -> Any:
+    from keras_hub.models import QwenBackbone
+
+    tokens, _, _ = bpe_vocabulary()
+    backbone = QwenBackbone(vocabulary_size=len(tokens), num_layers=2, num_query_heads=4,
+                            num_key_value_heads=2, hidden_dim=32, intermediate_dim=48,
+                            rope_max_wavelength=1_000_000.0, layer_norm_epsilon=1e-6,
+                            tie_word_embeddings=False)
+    randomize(backbone, seed=seed)  # biases too
+    return backbone
+
+
+def export_qwen2(backbone: Any, path: Path) -> Path:
+    """What llama.cpp's converter writes for Qwen2: Llama's tensors without the Q/K permutation, plus
+    ``attn_{q,k,v}.bias``."""
+    heads, kv_heads, hidden = backbone.num_query_heads, backbone.num_key_value_heads, backbone.hidden_dim
+    embedding = backbone.get_layer("token_embedding")
+    tensors = {"token_embd.weight": np.asarray(embedding.embeddings),
+               "output.weight": np.asarray(embedding.reverse_embeddings).T}
+    for i in range(backbone.num_layers):
+        layer = backbone.get_layer(f"transformer_layer_{i}")
+        att = layer._self_attention_layer
+        tensors[f"blk.{i}.attn_norm.weight"] = np.asarray(layer._self_attention_layernorm.scale)
+        tensors[f"blk.{i}.ffn_norm.weight"] = np.asarray(layer._feedforward_layernorm.scale)
+        projections = (("attn_q", att._query_dense), ("attn_k", att._key_dense), ("attn_v", att._value_dense))
+        for name, dense in projections:
+            tensors[f"blk.{i}.{name}.weight"] = np.asarray(dense.kernel).reshape(hidden, -1).T
+            tensors[f"blk.{i}.{name}.bias"] = np.asarray(dense.bias).reshape(-1)
+        tensors[f"blk.{i}.attn_output.weight"] = np.asarray(att._output_dense.kernel).reshape(-1, hidden).T
+        tensors[f"blk.{i}.ffn_gate.weight"] = np.asarray(layer._feedforward_gate_dense.kernel).T
+        tensors[f"blk.{i}.ffn_up.weight"] = np.asarray(layer._feedforward_intermediate_dense.kernel).T
+        tensors[f"blk.{i}.ffn_down.weight"] = np.asarray(layer._feedforward_output_dense.kernel).T
+    tensors["output_norm.weight"] = np.asarray(backbone.get_layer("sequence_output_layernorm").scale)
+    tokens, types, merges = bpe_vocabulary()
+
+    def metadata(w: Any) -> None:
+        w.add_block_count(backbone.num_layers)
+        w.add_context_length(256)
+        w.add_embedding_length(hidden)
+        w.add_feed_forward_length(backbone.intermediate_dim)
+        w.add_head_count(heads)
+        w.add_head_count_kv(kv_heads)
+        w.add_rope_freq_base(1_000_000.0)
+        w.add_layer_norm_rms_eps(1e-6)
+        write_bpe_tokenizer(w, tokens=tokens, types=types, merges=merges, pre="qwen2")
+
+    return write_gguf(path, arch="qwen2", metadata=metadata, tensors=tensors)

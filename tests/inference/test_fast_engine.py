@@ -19,6 +19,7 @@ from inference.engine.weights import (
     UnsupportedModel,
     decoder_spec,
     extract_params,
+    matrix_formats,
     weight_bytes,
 )
 from inference.local import LocalChatModel
@@ -93,6 +94,16 @@ def test_weight_formats_shrink_the_weights_and_keep_the_model(model: LocalChatMo
         assert np.corrcoef(logits, reference)[0, 1] > 0.9
     assert sizes["bfloat16"] < 0.6 * sizes["float32"]
     assert sizes["int8"] < 0.35 * sizes["float32"]
+
+
+def test_matrix_formats_count_what_each_matrix_became(model: LocalChatModel) -> None:
+    """q4 gives way to q8 for matrices 4 bits cannot reproduce (random ones): counted, never silent."""
+    backbone = model.loaded.backbone
+    tied = getattr(backbone.token_embedding, "tie_weights", True)
+    matrices = 4 * len(backbone.transformer_layers) + (1 if tied else 2)  # qkv, o, gate_up, down; table(s)
+    for weights, expected in (("float32", "float32"), ("q4", "q8")):
+        params = extract_params(backbone, decoder_spec(backbone, weights))  # type: ignore[arg-type]
+        assert matrix_formats(params) == {expected: matrices}
 
 
 def test_rows_at_different_positions_compute_what_each_computes_alone(model: LocalChatModel) -> None:

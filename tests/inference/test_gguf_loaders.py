@@ -72,6 +72,16 @@ def test_gemma3_round_trip_gives_the_same_logits(gemma_file: tuple[object, Path]
     assert_same_logits(loaded.backbone, original)
 
 
+def test_qwen2_round_trip_with_biases_gives_the_same_logits(tmp_path: Path) -> None:
+    original = gguf_tiny.tiny_qwen2_backbone(seed=3)
+    loaded = load_gguf(gguf_tiny.export_qwen2(original, tmp_path / "qwen2.gguf"))
+    assert loaded.family == "qwen2" and type(loaded.backbone).__name__ == "QwenBackbone"
+    assert not loaded.backbone.tie_word_embeddings and loaded.backbone.rope_max_wavelength == 1_000_000.0
+    assert loaded.metadata["pre_tokenizer"] == "qwen2" and loaded.tokenizer.encode("2024") == [
+        loaded.tokenizer.token_to_id(d) for d in "2024"]  # qwen2 splits digits one by one
+    assert_same_logits(loaded.backbone, original)
+
+
 def test_untied_output_head_in_bfloat16(tmp_path: Path) -> None:
     """A file with ``output.weight`` (Llama 3 8B style) gets its own LM head; dtype reaches every variable."""
     original = gguf_tiny.tiny_llama_backbone(seed=3, tied=False)

@@ -44,8 +44,10 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModelPool, 
 def test_loads_in_catalogue_order_with_progress(pool: tuple[ModelPool, list[ModelStatus]]) -> None:
     p, events = pool
     for slug in ("tiny-llama", "tiny-gemma3"):
-        states = [e.state for e in events if e.slug == slug]
-        assert states == ["loading", "compiling", "ready"]
+        states = [(e.state, e.message) for e in events if e.slug == slug]
+        # the loading stages reach the start-up screen as the status message
+        assert states == [("loading", ""), ("loading", "read"), ("loading", "convert"), ("compiling", ""),
+                          ("ready", "")]
     order = [(e.slug, e.state) for e in events]
     assert order.index(("tiny-llama", "ready")) < order.index(("tiny-gemma3", "loading"))
     status = p.status()

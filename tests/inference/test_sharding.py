@@ -118,7 +118,7 @@ def test_one_device_replicates_everything() -> None:
 
 
 @pytest.mark.parametrize(("family", "config", "message"), [
-    ("qwen", SMOLLM2, "no layout map for family"),
+    ("falcon", SMOLLM2, "no layout map for family"),
     ("llama", {"hidden_dim": 8}, "lacks 'vocabulary_size'"),
 ])
 def test_bad_family_or_config_is_a_typed_error(family: str, config: dict[str, Any], message: str) -> None:
@@ -317,3 +317,35 @@ def test_the_mesh_setting_shards_on_every_device_or_none() -> None:
     for bad, reason in (("4x4", "needs 16 devices"), ("x8", "BxM"), ("many", "BxM"), ("0x8", "BxM")):
         with pytest.raises(ShardingError, match=reason):
             mesh_from_setting(bad)
+
+
+# --- Qwen2 ------------------------------------------------------------------------------------------------
+
+QWEN25_CODER_05B = {"vocabulary_size": 151936, "num_layers": 24, "num_query_heads": 14,
+                    "num_key_value_heads": 2, "hidden_dim": 896, "intermediate_dim": 4864,
+                    "tie_word_embeddings": False}
+# 7 query / 1 key-value heads as the 0.5B's ratio, hidden 56 (7 heads of 8: the hidden dim splits), FFN 24.
+TINY_QWEN2 = {"vocabulary_size": 64, "num_layers": 2, "num_query_heads": 7, "num_key_value_heads": 1,
+              "hidden_dim": 56, "intermediate_dim": 24, "tie_word_embeddings": False}
+
+
+def test_qwen25_coder_splits_on_8_devices_where_it_can() -> None:
+    dims = split_dims("qwen2", QWEN25_CODER_05B, DEVICES)
+    assert dims["query kernel"] == 0  # 14 heads do not divide 8: the hidden size (896) does
+    assert dims["token embedding"] == 0 and dims["output embedding"] == 1  # 151936 = 8 x 18992
+    assert dims["MLP gate/up kernels"] == 1 and dims["MLP down kernel"] == 0  # 4864 = 8 x 608
+
+
+def test_qwen2_sharded_logits_with_biases_equal_unsharded(mesh: Any) -> None:
+    plain = random_backbone("qwen2", TINY_QWEN2, 3)  # biases random too (every weight is)
+    assert any(v.path.endswith("query/bias") for v in plain.weights)
+    reference = logits_fn(plain, [])(TOKENS)
+    sharded, distribution = shard_backbone(plain, family="qwen2", mesh=mesh)
+    rows = {r.path: r.spec for r in describe_shardings(sharded)}
+    assert rows["transformer_layer_0/self_attention/query/kernel"][0] == MODEL_AXIS
+    with distribution.scope():
+        got = logits_fn(sharded, [])(TOKENS)
+    assert float(np.std(reference)) > 0.1
+    # split hidden dims sum in another order: float32 reordering error, no more
+    assert_logits_close(got, reference, terms=max(TINY_QWEN2["hidden_dim"], TINY_QWEN2["intermediate_dim"]),
+                        layers=TINY_QWEN2["num_layers"])

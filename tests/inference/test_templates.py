@@ -6,13 +6,8 @@ from typing import Final
 
 import pytest
 
-from inference.chat_template import (
-    PromptTooLongError,
-    TemplateError,
-    all_templates,
-    fit_to_context,
-    get_template,
-)
+from inference.chat_template import PromptTooLongError, TemplateError, fit_to_context
+from inference.families import all_templates, get_template
 from inference.protocol import ChatMessage
 from inference.tiny import SPECIAL_TOKENS, tiny_tokenizer
 

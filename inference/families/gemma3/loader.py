@@ -20,7 +20,7 @@ import numpy as np
 
 from inference.families.base import LoadedModel
 from inference.families.gemma3.tokenizer import SentencePieceTokenizer
-from inference.families.gguf_weights import assign, check_dtype, heads_first
+from inference.families.gguf_weights import assign, check_dtype, file_metadata, heads_first
 from inference.gguf_reader import GGUFError, GGUFFile
 
 _KERAS_GLOBAL_ROPE_BASE = 1_000_000.0
@@ -89,17 +89,7 @@ def load_gemma3(gguf: GGUFFile, *, dtype: str = "float32") -> LoadedModel:
         backbone=backbone,
         tokenizer=tokenizer,
         context_length=int(gguf.get("gemma3.context_length", 8192)),
-        metadata={
-            "architecture": "gemma3",
-            "name": gguf.get("general.name", gguf.path.stem),
-            "path": str(gguf.path),
-            "dtype": dtype,
-            "parameters": int(backbone.count_params()),
-            "file_type": gguf.get("general.file_type", None),
-            "add_bos": tokenizer.add_bos,
-            "chat_template": gguf.get("tokenizer.chat_template", None),
-            **{k: v for k, v in config.items() if isinstance(v, int | float | bool)},
-        },
+        metadata=file_metadata(gguf, config=config, backbone=backbone, tokenizer=tokenizer, dtype=dtype),
     )
 
 

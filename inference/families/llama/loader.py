@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from inference.families.base import LoadedModel
-from inference.families.gguf_weights import assign, check_dtype
+from inference.families.gguf_weights import assign, check_dtype, file_metadata
 from inference.families.llama.tokenizer import ByteLevelBPETokenizer
 from inference.gguf_reader import GGUFError, GGUFFile
 
@@ -64,18 +64,24 @@ def load_llama(gguf: GGUFFile, *, dtype: str = "float32") -> LoadedModel:
     config = llama_config(gguf)
     tokenizer = ByteLevelBPETokenizer.from_gguf(gguf)
     backbone = Llama3Backbone(**config, dtype=check_dtype(dtype))
-    _copy_weights(backbone, gguf, config)
+    copy_weights(backbone, gguf, config)
     arch = gguf.architecture
     return LoadedModel(
         family="llama",
         backbone=backbone,
         tokenizer=tokenizer,
         context_length=int(gguf.get(f"{arch}.context_length", 2048)),
-        metadata=_metadata(gguf, config, backbone, tokenizer, dtype),
+        metadata=file_metadata(gguf, config=config, backbone=backbone, tokenizer=tokenizer, dtype=dtype),
     )
 
 
-def _copy_weights(backbone: Any, gguf: GGUFFile, config: dict[str, Any]) -> None:
+def copy_weights(backbone: Any, gguf: GGUFFile, config: dict[str, Any], *, reorder_rotary: bool = True,
+                 qkv_bias: bool = False) -> None:
+    """Every tensor of a Llama-shaped file into a Llama-shaped keras-hub backbone (``QwenBackbone`` too).
+
+    ``reorder_rotary``: undo llama.cpp's Q/K row permutation (Llama; not Qwen2). ``qkv_bias``: copy the
+    q/k/v biases (``blk.N.attn_q.bias`` ... into keras-hub's ``(heads, head_dim)``; Qwen2).
+    """
     heads, kv_heads = config["num_query_heads"], config["num_key_value_heads"]
     hidden = config["hidden_dim"]
     head_dim = hidden // heads
@@ -87,24 +93,23 @@ def _copy_weights(backbone: Any, gguf: GGUFFile, config: dict[str, Any]) -> None
         layer = backbone.get_layer(f"transformer_layer_{i}")
         attention = layer._self_attention_layer
 
-        def put(variable: Any, name: str, convert: Any, *, i: int = i) -> None:
-            key = f"blk.{i}.{name}.weight"
+        def put(variable: Any, name: str, convert: Any, *, i: int = i, kind: str = "weight") -> None:
+            key = f"blk.{i}.{name}.{kind}"
             assign(variable, convert(gguf.tensor(key)), tensor=key)
 
         put(layer._self_attention_layernorm.scale, "attn_norm", lambda w: w)
         put(layer._feedforward_layernorm.scale, "ffn_norm", lambda w: w)
-        # (heads*head_dim, hidden) -> (hidden, heads, head_dim)
-        put(
-            attention._query_dense.kernel,
-            "attn_q",
-            lambda w: unpermute_rotary(w, heads=heads).T.reshape(hidden, heads, head_dim),
-        )
-        put(
-            attention._key_dense.kernel,
-            "attn_k",
-            lambda w: unpermute_rotary(w, heads=kv_heads).T.reshape(hidden, kv_heads, head_dim),
-        )
-        put(attention._value_dense.kernel, "attn_v", lambda w: w.T.reshape(hidden, kv_heads, head_dim))
+        projections = ((attention._query_dense, "attn_q", heads, reorder_rotary),
+                       (attention._key_dense, "attn_k", kv_heads, reorder_rotary),
+                       (attention._value_dense, "attn_v", kv_heads, False))
+        for dense, name, n, reorder in projections:
+            # (n*head_dim, hidden) -> (hidden, n, head_dim); a bias (n*head_dim,) -> (n, head_dim)
+            def kernel(w: Any, n: int = n, reorder: bool = reorder) -> Any:
+                return (unpermute_rotary(w, heads=n) if reorder else w).T.reshape(hidden, n, head_dim)
+
+            put(dense.kernel, name, kernel)
+            if qkv_bias:
+                put(dense.bias, name, lambda b, n=n: b.reshape(n, head_dim), kind="bias")
         # (hidden, heads*head_dim) -> (heads, head_dim, hidden)
         put(attention._output_dense.kernel, "attn_output", lambda w: w.T.reshape(heads, head_dim, hidden))
         put(layer._feedforward_gate_dense.kernel, "ffn_gate", lambda w: w.T)
@@ -112,20 +117,3 @@ def _copy_weights(backbone: Any, gguf: GGUFFile, config: dict[str, Any]) -> None
         put(layer._feedforward_output_dense.kernel, "ffn_down", lambda w: w.T)
     norm = backbone.get_layer("sequence_output_layernorm")
     assign(norm.scale, gguf.tensor("output_norm.weight"), tensor="output_norm.weight")
-
-
-def _metadata(
-    gguf: GGUFFile, config: dict[str, Any], backbone: Any, tokenizer: ByteLevelBPETokenizer, dtype: str
-) -> dict[str, Any]:
-    return {
-        "architecture": gguf.architecture,
-        "name": gguf.get("general.name", gguf.path.stem),
-        "path": str(gguf.path),
-        "dtype": dtype,
-        "parameters": int(backbone.count_params()),
-        "file_type": gguf.get("general.file_type", None),
-        "add_bos": tokenizer.add_bos,
-        "chat_template": gguf.get("tokenizer.chat_template", None),
-        "pre_tokenizer": tokenizer.pre_tokenizer_name,
-        **{key: value for key, value in config.items() if isinstance(value, int | float | bool)},
-    }

@@ -13,7 +13,7 @@ so a rendered chat template written as text encodes each of them to a single id.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inference.gguf_reader import TOKEN_CONTROL, TOKEN_USER_DEFINED, GGUFError, GGUFFile
@@ -25,8 +25,10 @@ _LLAMA3_SPLIT = (
 )
 
 # tokenizer.ggml.pre -> (split digits one by one first?, extra split regex before byte-level or None).
-# None for the regex means the byte-level pre-tokenizer's own GPT-2 regex.
-PRE_TOKENIZER_SPLITS: dict[str, tuple[bool, str | None]] = {
+# None for the regex means the byte-level pre-tokenizer's own GPT-2 regex. Other families pass their
+# own names to ``from_gguf(splits=...)`` (Qwen2: inference.families.qwen2.tokenizer).
+PreTokenizerSplit = tuple[bool, str | None]
+PRE_TOKENIZER_SPLITS: dict[str, PreTokenizerSplit] = {
     "smollm": (True, None),
     "starcoder": (True, None),
     "gpt2": (False, None),
@@ -54,13 +56,14 @@ class ByteLevelBPETokenizer:
         bos_id: int | None,
         eos_id: int | None,
         add_bos: bool = False,
+        splits: Mapping[str, PreTokenizerSplit] = PRE_TOKENIZER_SPLITS,
+        nfc: bool = False,
     ) -> None:
-        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+        """``nfc``: normalize text to Unicode NFC before splitting (Qwen2's tokenizer does)."""
+        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-        if pre_tokenizer not in PRE_TOKENIZER_SPLITS:
-            raise TokenizerBuildError(
-                f"unknown BPE pre-tokenizer {pre_tokenizer!r}; known: {sorted(PRE_TOKENIZER_SPLITS)}"
-            )
+        if pre_tokenizer not in splits:
+            raise TokenizerBuildError(f"unknown BPE pre-tokenizer {pre_tokenizer!r}; known: {sorted(splits)}")
         if len(token_types) != len(tokens):
             raise TokenizerBuildError(f"{len(tokens)} tokens but {len(token_types)} token types")
         if not merges:
@@ -70,7 +73,9 @@ class ByteLevelBPETokenizer:
         model = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False)
         tokenizer = Tokenizer(model)
 
-        split_digits, regex = PRE_TOKENIZER_SPLITS[pre_tokenizer]
+        if nfc:
+            tokenizer.normalizer = normalizers.NFC()
+        split_digits, regex = splits[pre_tokenizer]
         steps: list[Any] = []
         if split_digits:
             steps.append(pre_tokenizers.Digits(individual_digits=True))
@@ -97,7 +102,13 @@ class ByteLevelBPETokenizer:
         self.pre_tokenizer_name = pre_tokenizer
 
     @classmethod
-    def from_gguf(cls, gguf: GGUFFile) -> ByteLevelBPETokenizer:
+    def from_gguf(
+        cls,
+        gguf: GGUFFile,
+        *,
+        splits: Mapping[str, PreTokenizerSplit] = PRE_TOKENIZER_SPLITS,
+        nfc: bool = False,
+    ) -> ByteLevelBPETokenizer:
         """Read vocabulary, merges, token types and special ids from ``tokenizer.ggml.*``."""
         model = gguf.get("tokenizer.ggml.model")
         if model != "gpt2":
@@ -114,6 +125,8 @@ class ByteLevelBPETokenizer:
             bos_id=_optional_int(gguf.get("tokenizer.ggml.bos_token_id", None)),
             eos_id=_optional_int(gguf.get("tokenizer.ggml.eos_token_id", None)),
             add_bos=bool(gguf.get("tokenizer.ggml.add_bos_token", False)),
+            splits=splits,
+            nfc=nfc,
         )
 
     @property

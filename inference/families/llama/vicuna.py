@@ -1,4 +1,5 @@
-"""Vicuna 1.5: a system preamble, then ``USER: ... ASSISTANT: ...</s>`` turns."""
+"""Vicuna 1.5 (a Llama fine-tune, loaded as a Llama preset): a system preamble, then ``USER: ...
+ASSISTANT: ...</s>`` turns."""
 
 from __future__ import annotations
 
