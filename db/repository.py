@@ -48,6 +48,8 @@ def upsert_contestant(
     """Create a contestant or update its descriptive fields (``enabled`` kept unless given)."""
     require_text(slug, what="slug", max_chars=100)
     require_text(display_name, what="display name", max_chars=200)
+    require_text(family, what="family", max_chars=100, allow_empty=True)
+    require_text(source, what="source", max_chars=500, allow_empty=True)
     with write_session(engine) as session:
         row = session.scalar(select(Contestant).where(Contestant.slug == slug))
         if row is None:
@@ -96,6 +98,7 @@ def hash_address(address: str, *, salt: str) -> str:
     """A stable salted hash of a network address (HMAC-SHA256, hex). The policy of *when* lives outside."""
     if not salt:
         raise InvalidInput("salt is empty")
+    require_text(address, what="address", max_chars=200)
     return hmac.new(salt.encode(), address.encode(), hashlib.sha256).hexdigest()
 
 
@@ -147,6 +150,7 @@ from db.aggregates import (  # noqa: E402
 from db.battles import (  # noqa: E402
     abandon_stale_battles,
     append_message,
+    append_turn,
     flag_battle,
     mark_revealed,
     open_battle,
@@ -163,6 +167,7 @@ __all__ += [
     "admin_battles_per_hour",
     "admin_latency",
     "append_message",
+    "append_turn",
     "count_battles_since",
     "count_messages_since",
     "first_try_counts",

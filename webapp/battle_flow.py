@@ -85,7 +85,9 @@ def generate(
         render.reply(placeholders[side], text, cursor=True)
 
     def on_result(side: str, result: GenerationResult) -> None:
-        gateway.add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+        unstored = gateway.add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+        if unstored is not None:
+            feedback.append(Feedback("error", f"Model {side.upper()}: {unstored}"))
         if result.finish_reason == "error":
             render.show_error(placeholders[side], result.error or "unknown error")
         else:

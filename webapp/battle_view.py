@@ -251,8 +251,9 @@ def _composer(
     kind = "correction" if correction else "request"
     try:
         if battle is None:
-            battle = gateway.start_battle(ctx, mode=mode, setup=setup)
-        gateway.add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
+            battle = gateway.start_battle(ctx, mode=mode, setup=setup, first_request=text, targets=targets)
+        else:
+            gateway.add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
     except gateway.Refused as refused:
         st.error(str(refused))
         return

@@ -8,10 +8,12 @@ committed by ``db`` before the function returns, so the UI only confirms what is
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+from sqlalchemy.exc import SQLAlchemyError
 
 import scenarios
 from db import errors as db_errors
@@ -20,8 +22,10 @@ from inference.protocol import ChatModel, GenerationParams, GenerationResult
 from settings import Settings
 from webapp import resources
 from webapp.battle_state import BattleView, CorrectionView, MessageView, SideView
+from webapp.sanitize import storable
 from webapp.visitor import current_address, current_visitor_id
 
+_LOG = logging.getLogger(__name__)
 DEFAULT_SCENARIO = "calendar"
 FREE_CHAT = "free-chat"
 _BATTLE_KEY = "battle_id:{mode}"
@@ -179,18 +183,31 @@ class Refused(Exception):
     """An action the database (or the pool) refused; the message is for the visitor."""
 
 
-def start_battle(ctx: Context, *, mode: str, setup: BattleSetup) -> BattleView:
-    """Open a battle (committed) with the chosen contestants, or a pair from the sampler."""
+def start_battle(
+    ctx: Context, *, mode: str, setup: BattleSetup, first_request: str, targets: tuple[str, ...]
+) -> BattleView:
+    """Open a battle with the chosen contestants (or a pair from the sampler) and its first request,
+    in one transaction: a refused message leaves no empty battle."""
     try:
         picks = list(setup.contestants) if setup.contestants else resources.sample_pair(ctx)
-        battle = _open(ctx, mode=mode, setup=setup, picks=picks)
+        battle = _open(ctx, mode=mode, setup=setup, picks=picks, first_request=first_request, targets=targets)
+    except db_errors.InvalidInput as exc:
+        raise Refused(f"Your message was not recorded: {exc}") from exc
     except (db_errors.DBError, resources.NotEnoughModels) as exc:
         raise Refused(f"Could not start the battle: {exc}") from exc
     st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
     return _to_view(battle)
 
 
-def _open(ctx: Context, *, mode: str, setup: BattleSetup, picks: list[str]) -> Any:
+def _open(
+    ctx: Context,
+    *,
+    mode: str,
+    setup: BattleSetup,
+    picks: list[str],
+    first_request: str,
+    targets: tuple[str, ...],
+) -> Any:
     params = {slug: resources.sampling(ctx, slug) for slug in picks}
     return db_repo.open_battle(
         ctx.engine,
@@ -202,6 +219,9 @@ def _open(ctx: Context, *, mode: str, setup: BattleSetup, picks: list[str]) -> A
         system_prompt=setup.system_prompt,
         params_a=params[picks[0]],
         params_b=params[picks[1]] if len(picks) > 1 else None,
+        first_request=first_request,
+        first_request_sides=targets,
+        max_chars=ctx.settings.max_message_chars,
     )
 
 
@@ -212,24 +232,20 @@ def params_for(ctx: Context, slug: str) -> GenerationParams:
 def add_visitor_message(
     ctx: Context, *, battle: BattleView, targets: tuple[str, ...], text: str, kind: str
 ) -> None:
+    """The visitor's turn to every target side, in one transaction."""
     try:
-        for side in targets:
-            _append_visitor(ctx, battle=battle, side=side, text=text, kind=kind)
+        db_repo.append_turn(
+            ctx.engine,
+            battle_id=battle.id,
+            sides=targets,
+            kind=kind,
+            content=text,
+            max_chars=ctx.settings.max_message_chars,
+        )
     except db_errors.BattleClosed as exc:
         raise Refused("This battle is closed (voted in another tab?). Start a new battle.") from exc
     except db_errors.DBError as exc:
         raise Refused(f"Your message was not recorded: {exc}") from exc
-
-
-def _append_visitor(ctx: Context, *, battle: BattleView, side: str, text: str, kind: str) -> None:
-    db_repo.append_message(
-        ctx.engine,
-        battle_id=battle.id,
-        side=side,
-        kind=kind,
-        content=text,
-        max_chars=ctx.settings.max_message_chars,
-    )
 
 
 def _grade(battle: BattleView, side: str, text: str) -> tuple[str | None, list[str] | None]:
@@ -259,10 +275,28 @@ def _target_turn(side: SideView, script: list[str]) -> int | None:
     return None
 
 
-def add_reply(ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool) -> None:
-    """Write one finished (or failed) reply, graded when the scenario allows, committed at once."""
+def add_reply(
+    ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool
+) -> str | None:
+    """Write one finished (or failed) reply, graded when the scenario allows, committed at once.
+
+    Returns None when stored, else why not (in words). A storage failure belongs to its side only: it
+    is logged with its traceback for the operator, and the other side's reply is still written.
+    """
+    try:
+        _store_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+    except (db_errors.DBError, SQLAlchemyError) as exc:
+        _LOG.exception("reply of side %s in battle %s was not stored", side, battle.id)
+        return f"This reply could not be stored ({type(exc).__name__}); please retry this side."
+    return None
+
+
+def _store_reply(
+    ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool
+) -> None:
     failed = result.finish_reason == "error"
-    label, mistakes = (None, None) if failed else _grade(battle, side, result.text)
+    text = storable(result.text)
+    label, mistakes = (None, None) if failed else _grade(battle, side, text)
     replaces = None
     if retry:
         last = battle.sides[side].messages[-1] if battle.sides[side].messages else None
@@ -272,14 +306,14 @@ def add_reply(ctx: Context, *, battle: BattleView, side: str, result: Generation
         battle_id=battle.id,
         side=side,
         kind="reply",
-        content=result.text,
-        max_chars=max(ctx.settings.max_message_chars, len(result.text), 1),
+        content=text,
+        max_chars=max(ctx.settings.max_message_chars, len(text), 1),
         ttft_ms=result.ttft_ms,
         total_ms=result.total_ms,
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.new_tokens,
         finish_reason=result.finish_reason,
-        error=(result.error or "generation failed") if failed else None,
+        error=storable(result.error or "generation failed", max_chars=10_000) if failed else None,
         grader_label=label,
         grader_mistakes=mistakes,
         replaces_message_id=replaces,

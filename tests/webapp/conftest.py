@@ -67,6 +67,9 @@ def open_app(page: str | None = None, *, visitor: str | None = None) -> AppTest:
 # --- a scripted OpenAI-compatible engine ---------------------------------------------------------------
 
 
+ERROR_PREFIX = "!error "  # a scripted reply starting with this: HTTP 400 with the rest as its message
+
+
 class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 -- quiet
         pass
@@ -75,11 +78,12 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         model = json.loads(self.rfile.read(length) or b"{}").get("model", "")
         reply: str | None = self.server.replies.get(model, "Hello there.")  # type: ignore[attr-defined]
-        if reply is None:
-            self.send_response(500)
+        if reply is None or reply.startswith(ERROR_PREFIX):
+            message = "engine on fire" if reply is None else reply[len(ERROR_PREFIX) :]
+            self.send_response(500 if reply is None else 400)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
-            self.wfile.write(b'{"error": {"message": "engine on fire"}}')
+            self.wfile.write(json.dumps({"error": {"message": message}}).encode())
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -101,7 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 class ScriptedEngine(ThreadingHTTPServer):
     """Answers a chat request for engine model ``m`` with ``replies[m]`` streamed word by word ("Hello
-    there." when unset), or HTTP 500 when it is None."""
+    there." when unset), HTTP 500 when it is None, or HTTP 400 with the error message that follows
+    ``ERROR_PREFIX``."""
 
     daemon_threads = True
 
@@ -139,3 +144,14 @@ def mixed_catalogue(tmp_path_factory: pytest.TempPathFactory, engine_server: Scr
         )
     )
     return path
+
+
+@pytest.fixture
+def engine_reply(engine_server: ScriptedEngine) -> Iterator[Callable[[str | None], None]]:
+    """Sets what the 'Gemma Served' model answers (None: HTTP 500); 'Plain Served' says hello."""
+
+    def set_reply(reply: str | None) -> None:
+        engine_server.replies["gemma"] = reply
+
+    yield set_reply
+    engine_server.replies.clear()
