@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     battles_per_visitor_per_hour: int = Field(default=30, ge=1)
     messages_per_minute: int = Field(default=20, ge=1)
     show_grader_live: bool = False
+    public_export_delay_hours: float = Field(default=24.0, ge=0)  # Dataset page: battles closed before
 
     memory_budget_mb: int = Field(default=8_000, ge=1)
     remote_api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # contestant slug -> key (JSON)

@@ -45,6 +45,7 @@ from db.reading import battle_view, correction_view, get_battle, message_view, r
 from db.views import BattleView, CorrectionView, MessageView
 
 __all__ = [  # get_battle / resume_open_battle live in db.reading; kept importable from here too
+    "abandon_battle",
     "abandon_stale_battles",
     "append_message",
     "append_turn",
@@ -422,6 +423,24 @@ def unflag_battle(engine: Engine, *, battle_id: str) -> BattleView:
         battle.flag_reason = None
         battle.updated_at = utcnow()
         session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=False))
+        session.flush()
+        return battle_view(session, battle)
+
+
+def abandon_battle(engine: Engine, *, battle_id: str, visitor_id: int | None = None) -> BattleView:
+    """Close an open battle without a vote ("Skip this battle"); its rows stay, it is never a vote.
+
+    With ``visitor_id`` only that visitor's battle may be skipped (:class:`InvalidInput` otherwise).
+    """
+    require_int(visitor_id, what="visitor id")
+    with write_session(engine) as session:
+        battle = _lock_battle(session, battle_id)
+        if visitor_id is not None and battle.visitor_id != visitor_id:
+            raise InvalidInput("this battle belongs to another visitor")
+        if battle.status != "open":
+            raise BattleClosed(battle.id, battle.status)
+        now = utcnow()
+        battle.status, battle.closed_at, battle.updated_at = "abandoned", now, now
         session.flush()
         return battle_view(session, battle)
 

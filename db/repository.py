@@ -148,6 +148,7 @@ from db.aggregates import (  # noqa: E402
     table_counts,
 )
 from db.battles import (  # noqa: E402
+    abandon_battle,
     abandon_stale_battles,
     append_message,
     append_turn,
@@ -163,6 +164,7 @@ from db.reading import get_battle, resume_open_battle  # noqa: E402
 from db.votes import record_vote  # noqa: E402
 
 __all__ += [
+    "abandon_battle",
     "abandon_stale_battles",
     "admin_battles_per_hour",
     "admin_latency",

@@ -91,8 +91,16 @@ def test_leaderboard_filters(arena_env: Callable[..., str]) -> None:
     assert any("Computed over 1 vote at" in c for c in _texts(at.caption))
 
 
+def _public(ctx, scenario: str | None = None):  # noqa: ANN001, ANN202
+    from webapp import gateway_data
+
+    return gateway_data.public_filters(
+        ctx.settings, scenario=scenario, since=None, until=None, corrections_only=False
+    )
+
+
 def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
-    arena_env()
+    arena_env(public_export_delay_hours="0")
     _anonymous_battle("a")
     at = open_app("pages/dataset.py")
     assert any("1 battles match" in c for c in _texts(at.caption))
@@ -115,13 +123,13 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
         anon_id="",
     )
     lines = gateway_data.dataset_bytes(
-        ctx, gateway_data.dataset_filters(), fmt="jsonl", view="battles"
+        ctx, _public(ctx), fmt="jsonl", view="battles"
     ).splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["scenario"] == "calendar"
-    parquet = gateway_data.dataset_bytes(ctx, gateway_data.dataset_filters(), fmt="parquet", view="battles")
+    parquet = gateway_data.dataset_bytes(ctx, _public(ctx), fmt="parquet", view="battles")
     assert pq.read_table(io.BytesIO(parquet)).num_rows == 1
     none = gateway_data.dataset_bytes(
-        ctx, gateway_data.dataset_filters(scenario="free-chat"), fmt="jsonl", view="battles"
+        ctx, _public(ctx, scenario="free-chat"), fmt="jsonl", view="battles"
     )
     assert none == b""
 
