@@ -1,4 +1,6 @@
-"""Battle actions: open, append messages, corrections and outcomes, grader labels, reveal, flag, abandon.
+"""Battle actions: open, append messages, corrections and outcomes, grader labels, reveal, abandon.
+
+Moderation (flag, unflag, its log, the admin's list of recent battles) lives in :mod:`db.moderation`.
 
 Each function is one transaction. Writers lock the battle row first (``SELECT ... FOR UPDATE`` on
 PostgreSQL; on SQLite the whole write transaction is ``BEGIN IMMEDIATE``), so two tabs or two replicas
@@ -49,7 +51,6 @@ __all__ = [  # get_battle / resume_open_battle live in db.reading; kept importab
     "abandon_stale_battles",
     "append_message",
     "append_turn",
-    "flag_battle",
     "get_battle",
     "mark_revealed",
     "open_battle",
@@ -57,7 +58,6 @@ __all__ = [  # get_battle / resume_open_battle live in db.reading; kept importab
     "resume_open_battle",
     "set_correction_outcome",
     "set_grader_label",
-    "unflag_battle",
 ]
 
 DEFAULT_MAX_CHARS = 12_000
@@ -68,7 +68,7 @@ SINGLE_SIDED_MODES = ("direct", "auto")
 # --- writing -----------------------------------------------------------------------------------------
 
 
-def _lock_battle(session: Session, battle_id: str) -> Battle:
+def lock_battle(session: Session, battle_id: str) -> Battle:
     require_battle_id(battle_id)
     battle = session.scalar(select(Battle).where(Battle.id == battle_id).with_for_update())
     if battle is None:
@@ -192,7 +192,7 @@ def _append(
     require_int(replaces_message_id, what="replaced message id")
     if reply_fields.get("grader_label") is not None:
         require_choice(reply_fields["grader_label"], GRADER_LABELS, what="grader label")
-    battle = _lock_battle(session, battle_id)
+    battle = lock_battle(session, battle_id)
     if battle.status != "open":
         raise BattleClosed(battle.id, battle.status)
     conv = _conversation(session, battle_id, side)
@@ -387,7 +387,7 @@ def set_grader_label(
 def mark_revealed(engine: Engine, *, battle_id: str) -> BattleView:
     """Record that the contestants' names were shown; before a vote this makes the vote not count."""
     with write_session(engine) as session:
-        battle = _lock_battle(session, battle_id)
+        battle = lock_battle(session, battle_id)
         now = utcnow()
         has_vote = session.scalar(select(exists().where(Vote.battle_id == battle_id)))
         if not has_vote:
@@ -399,34 +399,6 @@ def mark_revealed(engine: Engine, *, battle_id: str) -> BattleView:
         return battle_view(session, battle)
 
 
-def flag_battle(engine: Engine, *, battle_id: str, reason: str) -> BattleView:
-    """Moderation: take a battle (and its vote) out of the leaderboard. Nothing is deleted."""
-    require_text(reason, what="reason", max_chars=2_000)
-    with write_session(engine) as session:
-        battle = _lock_battle(session, battle_id)
-        battle.status = "flagged"
-        battle.flag_reason = reason
-        battle.updated_at = utcnow()
-        session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=True))
-        session.flush()
-        return battle_view(session, battle)
-
-
-def unflag_battle(engine: Engine, *, battle_id: str) -> BattleView:
-    """Undo a flag: the battle returns as voted (if it has a vote) or abandoned (it cannot reopen)."""
-    with write_session(engine) as session:
-        battle = _lock_battle(session, battle_id)
-        if battle.status != "flagged":
-            raise InvalidInput(f"battle {battle_id} is not flagged")
-        has_vote = session.scalar(select(exists().where(Vote.battle_id == battle_id)))
-        battle.status = "voted" if has_vote else "abandoned"
-        battle.flag_reason = None
-        battle.updated_at = utcnow()
-        session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=False))
-        session.flush()
-        return battle_view(session, battle)
-
-
 def abandon_battle(engine: Engine, *, battle_id: str, visitor_id: int | None = None) -> BattleView:
     """Close an open battle without a vote ("Skip this battle"); its rows stay, it is never a vote.
 
@@ -434,7 +406,7 @@ def abandon_battle(engine: Engine, *, battle_id: str, visitor_id: int | None = N
     """
     require_int(visitor_id, what="visitor id")
     with write_session(engine) as session:
-        battle = _lock_battle(session, battle_id)
+        battle = lock_battle(session, battle_id)
         if visitor_id is not None and battle.visitor_id != visitor_id:
             raise InvalidInput("this battle belongs to another visitor")
         if battle.status != "open":

@@ -152,14 +152,13 @@ from db.battles import (  # noqa: E402
     abandon_stale_battles,
     append_message,
     append_turn,
-    flag_battle,
     mark_revealed,
     open_battle,
     record_correction,
     set_correction_outcome,
     set_grader_label,
-    unflag_battle,
 )
+from db.moderation import flag_battle, moderation_log, recent_battles, unflag_battle  # noqa: E402
 from db.reading import get_battle, resume_open_battle  # noqa: E402
 from db.votes import record_vote  # noqa: E402
 
@@ -177,9 +176,11 @@ __all__ += [
     "flag_battle",
     "get_battle",
     "mark_revealed",
+    "moderation_log",
     "open_battle",
     "pairwise_counts",
     "record_correction",
+    "recent_battles",
     "record_vote",
     "resume_open_battle",
     "set_correction_outcome",

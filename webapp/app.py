@@ -15,9 +15,14 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from webapp.admin_gate import startup_problem  # noqa: E402
 from webapp.visitor import current_visitor_id  # noqa: E402
 
 st.set_page_config(page_title="Fixit Arena", page_icon="🛠️", layout="wide")
+_problem = startup_problem()  # secrets fail closed: no page is served with weak secrets on a network
+if _problem:
+    st.error(_problem)
+    st.stop()
 current_visitor_id()  # every page keeps ?v=<visitor> in the URL, so a reload anywhere resumes the battle
 
 _PAGES = Path(__file__).resolve().parent / "pages"

@@ -68,10 +68,15 @@ def context() -> Context:
     settings = resources.settings()
     engine = resources.engine(settings.resolved_database_url)
     anon = current_visitor_id()
-    address = current_address()
-    digest = db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
+    digest = address_digest(settings)
     visitor = _visitor(engine, anon, digest)
     return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon)
+
+
+def address_digest(settings: Settings) -> str | None:
+    """The salted hash of this request's address (None where there is none, e.g. AppTest)."""
+    address = current_address()
+    return db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
 
 
 def _visitor(engine: Any, anon: str, digest: str | None) -> int:

@@ -38,16 +38,28 @@ def set_enabled(ctx: Context, *, slug: str, enabled: bool) -> None:
     db_repo.set_contestant_enabled(ctx.engine, slug=slug, enabled=enabled)
 
 
-def flag(ctx: Context, *, battle_id: str, reason: str, undo: bool) -> str:
-    """Flag (or unflag) a battle; returns a sentence for the admin."""
+def flag(ctx: Context, *, battle_id: str, reason: str, undo: bool, admin_session: str) -> str:
+    """Flag (or unflag) a battle, logged with the admin's session; returns a sentence for the admin."""
     try:
         if undo:
-            view = db_repo.unflag_battle(ctx.engine, battle_id=battle_id)
+            view = db_repo.unflag_battle(
+                ctx.engine, battle_id=battle_id, reason=reason, admin_session=admin_session
+            )
             return f"Battle {view.id} unflagged (now {view.status})."
-        view = db_repo.flag_battle(ctx.engine, battle_id=battle_id, reason=reason)
+        view = db_repo.flag_battle(
+            ctx.engine, battle_id=battle_id, reason=reason, admin_session=admin_session
+        )
     except db_errors.DBError as exc:
         return f"Refused: {exc}"
     return f"Battle {view.id} flagged: its vote no longer counts."
+
+
+def recent_battles(ctx: Context, *, limit: int = 20) -> list[Any]:
+    return list(db_repo.recent_battles(ctx.engine, limit=limit))
+
+
+def moderation_log(ctx: Context, *, limit: int = 50) -> list[Any]:
+    return list(db_repo.moderation_log(ctx.engine, limit=limit))
 
 
 def admin_figures(ctx: Context, *, since: dt.datetime) -> tuple[list[Any], list[Any]]:

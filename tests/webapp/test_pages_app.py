@@ -150,7 +150,7 @@ def test_admin_gate_and_actions(arena_env: Callable[..., str]) -> None:
     at.toggle(key="admin_enable_tiny-llama").set_value(False).run()
     assert not db_repo.get_contestant(engine, slug="tiny-llama").enabled
 
-    at.text_input(key="admin_flag_id").input(battle_id)
+    at.selectbox(key="admin_flag_id").set_value(battle_id)
     _submit(at, "Flag")
     assert any("flagged" in s for s in _texts(at.success))
     assert db_repo.get_battle(engine, battle_id=battle_id).status == "flagged"
@@ -168,12 +168,12 @@ def _submit(at, label: str) -> None:  # noqa: ANN001
 
 
 def test_admin_in_production_refuses_the_development_password(arena_env: Callable[..., str]) -> None:
-    arena_env(environment="production", admin_password="prod-Secret-1", hash_salt="prod-salt-1")
+    arena_env(environment="production", admin_password="prod-Secret-1-long!", hash_salt="prod-salt-1-longer")
     at = open_app("pages/admin.py")
     at.text_input(key="admin_password").input(DEV_ADMIN_PASSWORD)
     _submit(at, "Log in")
     assert "Wrong password." in _texts(at.error) and not at.toggle
-    at.text_input(key="admin_password").input("prod-Secret-1")
+    at.text_input(key="admin_password").input("prod-Secret-1-long!")
     _submit(at, "Log in")
     assert at.toggle, "the real password opens it"
 
