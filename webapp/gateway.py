@@ -67,7 +67,7 @@ def context() -> Context:
     """The context of a visitor's page: the visitor's row is created on their first action page view."""
     settings = resources.settings()
     engine = resources.engine(settings.resolved_database_url)
-    anon = current_visitor_id()
+    anon = current_visitor_id(salt=settings.hash_salt.get_secret_value())
     digest = address_digest(settings)
     visitor = _visitor(engine, anon, digest)
     return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon)

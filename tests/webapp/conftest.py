@@ -53,10 +53,12 @@ def arena_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_dir: Path) -
 
 
 def open_app(page: str | None = None, *, visitor: str | None = None) -> AppTest:
-    """A fresh browser tab on the app (optionally as a returning visitor via the ``?v=`` URL parameter)."""
+    """A fresh browser tab on the app, optionally of a known visitor: AppTest cannot send cookies, so
+    the tab starts with the visitor id the signed cookie would have given it (the cookie itself is
+    tested against a real server in ``test_visitor_cookie.py``)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     if visitor:
-        at.query_params["v"] = visitor
+        at.session_state["visitor_id"] = visitor
     at.run()
     if page:
         at.switch_page(page).run()
