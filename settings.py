@@ -62,7 +62,10 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(default=12_000, ge=1)
     max_turns_per_battle: int = Field(default=20, ge=1)
     battles_per_visitor_per_hour: int = Field(default=30, ge=1)
-    messages_per_minute: int = Field(default=20, ge=1)
+    generations_per_minute: int = Field(default=20, ge=1)  # replies per visitor: each side, each retry
+    address_limit_factor: int = Field(default=4, ge=1)  # one address may do this many visitors' worth
+    # Peers whose X-Forwarded-For is believed (the reverse proxy's own addresses); see README.
+    trusted_proxies: list[str] = Field(default_factory=list)
     show_grader_live: bool = False
     public_export_delay_hours: float = Field(default=24.0, ge=0)  # Dataset page: battles closed before
 

@@ -23,6 +23,7 @@ from webapp.battle_state import (
     vote_problem,
 )
 from webapp.identity import identity_terms, reveals_identity
+from webapp.inflight import Busy
 from webapp.streaming import StreamJob, stream_pair
 
 REVEALED_WARNING = (
@@ -45,16 +46,14 @@ def send_problem(
     """Why this message cannot be sent now (limits, closed battle, nothing to correct), or None."""
     settings = ctx.settings
     problem = limits.message_problem(text, settings=settings)
-    if problem:
-        return problem
-    problem = limits.rate_problem(gateway.messages_last_minute(ctx), settings=settings)
+    problem = problem or _generation_problem(ctx, planned=len(targets))
     if problem:
         return problem
     if battle is None:
-        return limits.battles_problem(gateway.battles_last_hour(ctx), settings=settings)
+        return limits.battles_problem(*gateway.battles_last_hour(ctx), settings=settings)
     if not battle.is_open:
         return "This battle is closed. Start a new battle."
-    problem = limits.turns_problem(turns_taken(battle), settings=settings)
+    problem = limits.turns_problem(turns_taken(battle), settings=settings, mode=battle.mode)
     if problem:
         return problem
     if correction:
@@ -62,6 +61,21 @@ def send_problem(
             if last_reply(battle.sides[side]) is None:
                 return f"Model {side.upper()} has no reply to correct yet."
     return None
+
+
+def _generation_problem(ctx: gateway.Context, *, planned: int) -> str | None:
+    """One generation in flight per visitor, and the per-minute limits with ``planned`` more."""
+    if gateway.in_flight().busy(ctx.visitor_id):
+        return limits.BUSY
+    return limits.rate_problem(*gateway.generations_last_minute(ctx), planned=planned, settings=ctx.settings)
+
+
+def retry_problem(ctx: gateway.Context, *, battle: BattleView, side: str) -> str | None:
+    """Why this side cannot regenerate now: a retry is a generation like any other."""
+    if not battle.is_open:
+        return "This battle is closed. Start a new battle."
+    generated = battle.sides[side].generated
+    return _generation_problem(ctx, planned=1) or limits.retries_problem(generated, settings=ctx.settings)
 
 
 def generate(
@@ -96,7 +110,11 @@ def generate(
         if named and gateway.mark_revealed(ctx, battle_id=battle.id):
             feedback.append(Feedback("warning", REVEALED_WARNING))
 
-    stream_pair(jobs, on_delta=on_delta, on_result=on_result)
+    try:
+        with gateway.in_flight().hold(ctx.visitor_id):
+            stream_pair(jobs, on_delta=on_delta, on_result=on_result)
+    except Busy:
+        feedback.append(Feedback("error", limits.BUSY))
     return feedback
 
 

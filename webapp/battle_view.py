@@ -226,8 +226,11 @@ def _composer(
 ) -> None:
     retry_side = st.session_state.pop(_key(mode, "retry"), None)
     if battle is not None and retry_side in sides:
-        _run(ctx, battle=battle, targets=(retry_side,), placeholders=placeholders, retry=True)
-        return
+        refused = battle_flow.retry_problem(ctx, battle=battle, side=retry_side)
+        if refused is None:
+            _run(ctx, battle=battle, targets=(retry_side,), placeholders=placeholders, retry=True)
+            return
+        st.error(refused)
     targets: tuple[str, ...] = sides
     if len(sides) == 2:
         route = st.radio("Send to", ["Both", "Model A", "Model B"], horizontal=True, key=_key(mode, "route"))

@@ -22,6 +22,7 @@ from inference.protocol import ChatModel, GenerationParams, GenerationResult
 from settings import Settings
 from webapp import resources
 from webapp.battle_state import BattleView, CorrectionView, MessageView, SideView
+from webapp.inflight import InFlight
 from webapp.sanitize import storable
 from webapp.visitor import current_address, current_visitor_id
 
@@ -41,6 +42,7 @@ class Context:
     engine: Any
     visitor_id: int = 0
     anon_id: str = ""
+    address_hash: str | None = None  # salted hash of the visitor's address (None when unknown)
 
     @property
     def pool(self) -> Any:
@@ -70,12 +72,12 @@ def context() -> Context:
     anon = current_visitor_id(salt=settings.hash_salt.get_secret_value())
     digest = address_digest(settings)
     visitor = _visitor(engine, anon, digest)
-    return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon)
+    return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon, address_hash=digest)
 
 
 def address_digest(settings: Settings) -> str | None:
     """The salted hash of this request's address (None where there is none, e.g. AppTest)."""
-    address = current_address()
+    address = current_address(trusted_proxies=settings.trusted_proxies)
     return db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
 
 
@@ -135,6 +137,7 @@ def _to_view(battle: Any) -> BattleView:
             family=conv.contestant.family,
             system_prompt=conv.system_prompt,
             messages=messages,
+            generated=sum(1 for m in conv.messages if m.kind == "reply"),
         )
         corrections += [
             CorrectionView(
@@ -359,15 +362,26 @@ def set_outcome(ctx: Context, *, correction_id: int, outcome: str) -> None:
 # --- limits -------------------------------------------------------------------------------------------
 
 
-def battles_last_hour(ctx: Context) -> int:
+def battles_last_hour(ctx: Context) -> tuple[int, int]:
+    """Battles this visitor, and everyone from this address, started in the last hour."""
     since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
-    return db_repo.count_battles_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    mine = db_repo.count_battles_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    if ctx.address_hash is None:
+        return mine, mine
+    return mine, db_repo.count_battles_since(ctx.engine, address_hash=ctx.address_hash, since=since)
 
 
-def messages_last_minute(ctx: Context) -> int:
-    """Visitor turns in the last minute (db counts one message per side; a turn to both sides is one)."""
+def generations_last_minute(ctx: Context) -> tuple[int, int]:
+    """Replies generated in the last minute for this visitor, and for everyone from this address."""
     since = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
-    return db_repo.count_messages_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    mine = db_repo.count_generations_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    if ctx.address_hash is None:
+        return mine, mine
+    return mine, db_repo.count_generations_since(ctx.engine, address_hash=ctx.address_hash, since=since)
+
+
+def in_flight() -> InFlight:
+    return resources.in_flight()
 
 
 # --- models -------------------------------------------------------------------------------------------

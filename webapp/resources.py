@@ -22,6 +22,7 @@ from inference.catalogue import CatalogueEntry, load_catalogue
 from inference.protocol import ChatModel
 from ranking import sample_pair as ranked_pair
 from settings import Settings
+from webapp.inflight import InFlight
 
 if TYPE_CHECKING:
     from webapp.gateway import Context
@@ -108,6 +109,12 @@ def _battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
     """Symmetric battles-so-far between ``slugs`` (cached for a minute: the sampler needs no more)."""
     counts = db_repo.pairwise_counts(engine(url), models=list(slugs), modes=None)
     return counts.wins + counts.wins.T + counts.ties + counts.both_bad
+
+
+@st.cache_resource(show_spinner=False)
+def in_flight() -> InFlight:
+    """Which visitors have a generation running in this process (one at a time each)."""
+    return InFlight()
 
 
 class NotEnoughModels(RuntimeError):

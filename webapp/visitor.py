@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import re
 import uuid
+from collections.abc import Sequence
 
 import streamlit as st
 
@@ -85,9 +86,15 @@ def _write_cookie(value: str) -> None:
     )
 
 
-def current_address() -> str | None:
+def current_address(*, trusted_proxies: Sequence[str] = ()) -> str | None:
+    """The visitor's network address: the connection's peer, or, when that peer is one of
+    ``trusted_proxies`` (``ARENA_TRUSTED_PROXIES``), the last address of its ``X-Forwarded-For`` (the
+    one that proxy wrote; a client's own entries to the left of it are ignored)."""
     try:
         address = st.context.ip_address
+        forwarded = st.context.headers.get("X-Forwarded-For") if address in trusted_proxies else None
     except Exception:  # outside a browser session (AppTest, bare mode) there is no address
         return None
+    if isinstance(forwarded, str) and forwarded.strip():
+        return forwarded.split(",")[-1].strip() or None
     return address if isinstance(address, str) and address else None

@@ -54,6 +54,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         "ARENA_DATA_DIR": str(tmp),
         "ARENA_CATALOGUE_PATH": str(catalogue),
         "ARENA_HASH_SALT": SALT,
+        "ARENA_TRUSTED_PROXIES": '["127.0.0.1"]',  # the test client plays the reverse proxy too
     }
     env.pop("XLA_FLAGS", None)
     port = _free_port()
@@ -81,9 +82,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         log.close()
 
 
-async def _page(host: str, *, cookie: str | None, query: str = "") -> list[str]:
+async def _page(host: str, *, cookie: str | None, query: str = "", forwarded: str = "") -> list[str]:
     """One browser session: connect, run the script once, return the bodies of its st.html elements."""
     headers = {"Origin": f"http://{host}"}
+    if forwarded:
+        headers["X-Forwarded-For"] = forwarded
     if cookie:
         headers["Cookie"] = cookie
     bodies: list[str] = []
@@ -137,3 +140,15 @@ def test_a_reload_with_the_cookie_is_the_same_visitor_and_a_v_link_is_not(server
 
     forged = asyncio.run(_page(host, cookie=f"fixit_visitor={visitor}.{'0' * 32}"))
     assert len(_visitors(db_url)) == 3 and _stored_cookie(forged) is not None, "a bad signature is a stranger"
+
+
+def test_behind_a_trusted_proxy_the_address_is_the_one_it_forwarded(server: tuple[str, str]) -> None:
+    """The proxy appends the client's address to X-Forwarded-For; whatever the client put left of it is
+    not believed."""
+    from db.repository import hash_address
+
+    host, db_url = server
+    asyncio.run(_page(host, cookie=None, forwarded="203.0.113.9, 10.1.2.3"))
+    with create_engine(db_url).connect() as conn:
+        latest = conn.scalar(select(Visitor.address_hash).order_by(Visitor.id.desc()).limit(1))
+    assert latest == hash_address("10.1.2.3", salt=SALT)
