@@ -67,6 +67,7 @@ class Settings(BaseSettings):
     # Peers whose X-Forwarded-For is believed (the reverse proxy's own addresses); see README.
     trusted_proxies: list[str] = Field(default_factory=list)
     show_grader_live: bool = False
+    stale_battle_minutes: int = Field(default=60, ge=1)  # open battles idle this long are abandoned
     public_export_delay_hours: float = Field(default=24.0, ge=0)  # Dataset page: battles closed before
 
     memory_budget_mb: int = Field(default=8_000, ge=1)

@@ -138,6 +138,16 @@ def vote(ctx: gateway.Context, *, battle_id: str, choice: str) -> Feedback:
     return Feedback("success", "Thanks! Your vote is recorded.")
 
 
+def skip(ctx: gateway.Context, *, mode: str, battle_id: str) -> Feedback:
+    """Leave the open battle (or chat) without a vote: it is recorded as abandoned, never as a vote."""
+    problem = gateway.abandon(ctx, mode=mode, battle_id=battle_id)
+    if problem:
+        return Feedback("error", problem)
+    if mode == "direct":
+        return Feedback("info", "New chat: the previous one is kept in the dataset.")
+    return Feedback("info", "Battle skipped: it is recorded as abandoned, with no vote. Here is a new one.")
+
+
 def judge(ctx: gateway.Context, *, correction_id: int, fixed: bool) -> Feedback:
     gateway.set_outcome(ctx, correction_id=correction_id, outcome="fixed" if fixed else "not_fixed")
     return Feedback("success", "Recorded: fixed ✓" if fixed else "Recorded: not fixed ✗")

@@ -53,8 +53,13 @@ def show(mode: str) -> None:
     if battle is not None and mode != "direct":
         _vote_bar(ctx, battle=battle)
     if battle is not None and not battle.is_open:
-        st.button("New battle", key=_key(mode, "new"), type="primary", on_click=_new_battle, args=(mode,))
+        label = "New chat" if mode == "direct" else "New battle"
+        st.button(label, key=_key(mode, "new"), type="primary", on_click=_new_battle, args=(mode,))
         return
+    if battle is not None:
+        # No dead ends: a chat can always start over, a battle can be left without a vote.
+        label = "New chat" if mode == "direct" else "Skip this battle"
+        st.button(label, key=_key(mode, "skip"), on_click=_skip, args=(mode, battle.id))
     _composer(ctx, mode=mode, battle=battle, sides=sides, setup=setup, placeholders=placeholders)
 
 
@@ -209,6 +214,10 @@ def _vote_bar(ctx: gateway.Context, *, battle: BattleView) -> None:
 
 def _vote(battle_id: str, choice: str) -> None:
     _flash(battle_flow.vote(gateway.context(), battle_id=battle_id, choice=choice))
+
+
+def _skip(mode: str, battle_id: str) -> None:
+    _flash(battle_flow.skip(gateway.context(), mode=mode, battle_id=battle_id))
 
 
 def _new_battle(mode: str) -> None:

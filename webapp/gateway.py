@@ -72,6 +72,7 @@ def context() -> Context:
     anon = current_visitor_id(salt=settings.hash_salt.get_secret_value())
     digest = address_digest(settings)
     visitor = _visitor(engine, anon, digest)
+    resources.stale_sweeper(settings.resolved_database_url, settings.stale_battle_minutes)
     return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon, address_hash=digest)
 
 
@@ -185,6 +186,19 @@ def current_battle(ctx: Context, *, mode: str) -> BattleView | None:
 def forget_battle(*, mode: str) -> None:
     """ "New battle": this tab stops showing the closed battle (nothing is deleted)."""
     st.session_state.pop(_BATTLE_KEY.format(mode=mode), None)
+
+
+def abandon(ctx: Context, *, mode: str, battle_id: str) -> str | None:
+    """Close this visitor's open battle without a vote ("Skip this battle", "New chat") and stop showing
+    it; None on success, else why not."""
+    try:
+        db_repo.abandon_battle(ctx.engine, battle_id=battle_id, visitor_id=ctx.visitor_id)
+    except db_errors.BattleClosed:
+        pass  # closed meanwhile (another tab voted or skipped): nothing left to skip
+    except db_errors.DBError as exc:
+        return f"Could not skip the battle: {exc}"
+    forget_battle(mode=mode)
+    return None
 
 
 class Refused(Exception):

@@ -7,6 +7,10 @@ the schema to head and registers the catalogue's contestants, so a fresh ``make 
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +30,8 @@ from webapp.inflight import InFlight
 
 if TYPE_CHECKING:
     from webapp.gateway import Context
+
+_LOG = logging.getLogger(__name__)
 
 
 def settings() -> Settings:
@@ -115,6 +121,33 @@ def _battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
 def in_flight() -> InFlight:
     """Which visitors have a generation running in this process (one at a time each)."""
     return InFlight()
+
+
+SWEEP_INTERVAL_S = 60.0
+
+
+@st.cache_resource(show_spinner=False)
+def stale_sweeper(url: str, stale_minutes: int) -> threading.Thread:
+    """A daemon thread that abandons open battles idle for ``stale_minutes``: at once, then every minute.
+
+    One per process and database (started by the first visitor page). Several replicas each sweep; the
+    update is idempotent, so that only costs a few cheap queries.
+    """
+
+    def sweep_forever() -> None:
+        while True:
+            older_than = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=stale_minutes)
+            try:
+                closed = db_repo.abandon_stale_battles(engine(url), older_than=older_than)
+                if closed:
+                    _LOG.info("expired %d battles idle for %d minutes", closed, stale_minutes)
+            except Exception:  # a database hiccup must not end the timer
+                _LOG.exception("expiring stale battles failed")
+            time.sleep(SWEEP_INTERVAL_S)
+
+    thread = threading.Thread(target=sweep_forever, name="stale-battles", daemon=True)
+    thread.start()
+    return thread
 
 
 class NotEnoughModels(RuntimeError):
