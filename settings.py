@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     stale_battle_minutes: int = Field(default=60, ge=1)  # open battles idle this long are abandoned
     public_export_delay_hours: float = Field(default=24.0, ge=0)  # Dataset page: battles closed before
 
+    model_queue_limit: int = Field(default=16, ge=1)  # requests in one model's line (generating or waiting)
+    model_queue_deadline_s: float = Field(default=60.0, gt=0)  # a request still waiting then is answered
     memory_budget_mb: int = Field(default=8_000, ge=1)
     remote_api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # contestant slug -> key (JSON)
     compilation_cache: bool = True

@@ -7,7 +7,7 @@ written the moment its side finishes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,9 @@ def send_problem(
     """Why this message cannot be sent now (limits, closed battle, nothing to correct), or None."""
     settings = ctx.settings
     problem = limits.message_problem(text, settings=settings)
-    problem = problem or _generation_problem(ctx, planned=len(targets))
+    # A new battle's models are not drawn yet: any full line may be the one it gets.
+    slugs = [battle.sides[s].contestant for s in targets] if battle else list(gateway.line_lengths(ctx))
+    problem = problem or _generation_problem(ctx, planned=len(targets), slugs=slugs)
     if problem:
         return problem
     if battle is None:
@@ -63,19 +65,22 @@ def send_problem(
     return None
 
 
-def _generation_problem(ctx: gateway.Context, *, planned: int) -> str | None:
-    """One generation in flight per visitor, and the per-minute limits with ``planned`` more."""
+def _generation_problem(ctx: gateway.Context, *, planned: int, slugs: Iterable[str]) -> str | None:
+    """One generation in flight per visitor, the per-minute limits with ``planned`` more, and room in
+    the lines of the models ``slugs``."""
     if gateway.in_flight().busy(ctx.visitor_id):
         return limits.BUSY
-    return limits.rate_problem(*gateway.generations_last_minute(ctx), planned=planned, settings=ctx.settings)
+    rate = limits.rate_problem(*gateway.generations_last_minute(ctx), planned=planned, settings=ctx.settings)
+    return rate or limits.line_problem(gateway.line_lengths(ctx), slugs, settings=ctx.settings)
 
 
 def retry_problem(ctx: gateway.Context, *, battle: BattleView, side: str) -> str | None:
     """Why this side cannot regenerate now: a retry is a generation like any other."""
     if not battle.is_open:
         return "This battle is closed. Start a new battle."
-    generated = battle.sides[side].generated
-    return _generation_problem(ctx, planned=1) or limits.retries_problem(generated, settings=ctx.settings)
+    view = battle.sides[side]
+    problem = _generation_problem(ctx, planned=1, slugs=[view.contestant])
+    return problem or limits.retries_problem(view.generated, settings=ctx.settings)
 
 
 def generate(
@@ -88,7 +93,11 @@ def generate(
 ) -> list[Feedback]:
     """Stream replies for ``targets`` concurrently, writing each to the database as it completes."""
     jobs: dict[str, StreamJob] = {}
+    lengths = gateway.line_lengths(ctx)
     for side in targets:
+        ahead = lengths.get(battle.sides[side].contestant, 0)
+        if ahead:  # the first streamed text replaces this
+            placeholders[side].info(limits.line_notice(ahead))
         view = battle.sides[side]
         history = history_for_retry(view) if retry else model_history(view)
         model = gateway.model_for(ctx, view.contestant)

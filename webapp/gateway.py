@@ -394,6 +394,10 @@ def generations_last_minute(ctx: Context) -> tuple[int, int]:
     return mine, db_repo.count_generations_since(ctx.engine, address_hash=ctx.address_hash, since=since)
 
 
+def line_lengths(ctx: Context) -> dict[str, int]:
+    return resources.line_lengths(ctx)
+
+
 def in_flight() -> InFlight:
     return resources.in_flight()
 

@@ -3,6 +3,8 @@ reloads and tabs); this module only decides and words the answer."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from settings import Settings
 
 
@@ -62,6 +64,21 @@ def retries_problem(generations_on_side: int, *, settings: Settings) -> str | No
     if generations_on_side >= cap:
         return f"This side has generated {generations_on_side} replies, the most a battle allows ({cap})."
     return None
+
+
+ARENA_BUSY = "The arena is busy right now: try again in a minute."
+
+
+def line_problem(lengths: dict[str, int], slugs: Iterable[str], *, settings: Settings) -> str | None:
+    """The arena is busy when a model this turn needs has a full line."""
+    if any(lengths.get(slug, 0) >= settings.model_queue_limit for slug in slugs):
+        return ARENA_BUSY
+    return None
+
+
+def line_notice(ahead: int) -> str:
+    """What a visitor reads while their request waits for a model."""
+    return f"Waiting in line: {ahead} request{'s' if ahead != 1 else ''} ahead of you for this model."
 
 
 BUSY = "A reply is still being generated for you (in this or another tab). Wait for it to finish."

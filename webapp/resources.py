@@ -80,11 +80,14 @@ def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str) -> Any:
     """The model pool; it starts loading every enabled catalogue model in the background at once."""
     from inference.pool import ModelPool
 
+    current = settings()
     return ModelPool(
         catalogue(catalogue_path),
         memory_budget_mb=memory_budget_mb,
         cache_dir=Path(data_dir) / "models",
-        api_keys={k: v.get_secret_value() for k, v in settings().remote_api_keys.items()},
+        api_keys={k: v.get_secret_value() for k, v in current.remote_api_keys.items()},
+        max_outstanding=current.model_queue_limit,  # the hard bound; pages refuse earlier, in words
+        queue_deadline_s=current.model_queue_deadline_s,
     )
 
 
@@ -171,6 +174,11 @@ def entry_for(ctx: Context, slug: str) -> CatalogueEntry:
         if entry.slug == slug:
             return entry
     raise KeyError(f"model {slug!r} is not in the catalogue")
+
+
+def line_lengths(ctx: Context) -> dict[str, int]:
+    """Requests in each model's line now (generating or waiting), by slug."""
+    return {slug: s.outstanding for slug, s in ctx.pool.status().items()}
 
 
 def model(ctx: Context, slug: str) -> ChatModel:
