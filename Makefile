@@ -17,9 +17,11 @@ $(STAMP): requirements.txt requirements-models.txt
 	-$(BIN)/python -m inference kernels  # native CPU kernels; without a compiler the engine uses XLA
 	touch $(STAMP)
 
+# Development on loopback unless told otherwise: placeholder secrets are served only there.
+run: export ARENA_ENVIRONMENT ?= development
 run: setup
 	$(BIN)/python -m db upgrade
-	$(BIN)/streamlit run webapp/app.py
+	$(BIN)/streamlit run webapp/app.py --server.address 127.0.0.1
 
 test: setup
 	$(BIN)/python -m pytest

@@ -20,7 +20,29 @@ DEFAULT_CATALOGUE = REPO_ROOT / "inference" / "catalogue.toml"
 # Development defaults for secrets. Outside development they are refused (see ``_refuse_placeholders``).
 DEV_ADMIN_PASSWORD = "changethis"
 DEV_HASH_SALT = "changethis"
-_PLACEHOLDERS = frozenset({DEV_ADMIN_PASSWORD, "", "changeme", "secret", "password"})
+_PLACEHOLDERS = frozenset({DEV_ADMIN_PASSWORD, "", "changeme", "secret", "password", "admin", "salt"})
+MIN_SECRET_CHARS = 16
+# Modes in which weak secrets are tolerated, and then only while nothing but this machine can reach the
+# app (the web app checks that it is bound to loopback; see webapp/admin_gate.py).
+LOCAL_ENVIRONMENTS = frozenset({"development", "test"})
+
+
+def _folded(secret: str) -> str:
+    """A secret as compared with placeholders: no spaces, lower case ('Change This' is 'changethis')."""
+    return "".join(secret.split()).lower()
+
+
+def secret_problems(admin_password: str, hash_salt: str) -> list[str]:
+    """Why these secrets are not fit for a public server (empty list: they are)."""
+    problems = []
+    for name, value in (("ARENA_ADMIN_PASSWORD", admin_password), ("ARENA_HASH_SALT", hash_salt)):
+        if _folded(value) in _PLACEHOLDERS:
+            problems.append(f"{name} is a placeholder")
+        elif len(value) < MIN_SECRET_CHARS:
+            problems.append(f"{name} is shorter than {MIN_SECRET_CHARS} characters")
+    if _folded(admin_password) == _folded(hash_salt):
+        problems.append("ARENA_ADMIN_PASSWORD equals ARENA_HASH_SALT")
+    return problems
 
 
 class Settings(BaseSettings):
@@ -28,7 +50,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="ARENA_", env_file=".env", extra="ignore")
 
-    environment: Literal["development", "production", "test"] = "development"
+    # Production unless told otherwise: a deployment that forgets the variable fails closed.
+    environment: Literal["development", "production", "test"] = "production"
     data_dir: Path = DEFAULT_DATA_DIR
     database_url: str = ""  # empty: SQLite file ``<data_dir>/arena.db``
     catalogue_path: Path = DEFAULT_CATALOGUE
@@ -39,9 +62,16 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(default=12_000, ge=1)
     max_turns_per_battle: int = Field(default=20, ge=1)
     battles_per_visitor_per_hour: int = Field(default=30, ge=1)
-    messages_per_minute: int = Field(default=20, ge=1)
+    generations_per_minute: int = Field(default=20, ge=1)  # replies per visitor: each side, each retry
+    address_limit_factor: int = Field(default=4, ge=1)  # one address may do this many visitors' worth
+    # Peers whose X-Forwarded-For is believed (the reverse proxy's own addresses); see README.
+    trusted_proxies: list[str] = Field(default_factory=list)
     show_grader_live: bool = False
+    stale_battle_minutes: int = Field(default=60, ge=1)  # open battles idle this long are abandoned
+    public_export_delay_hours: float = Field(default=24.0, ge=0)  # Dataset page: battles closed before
 
+    model_queue_limit: int = Field(default=16, ge=1)  # requests in one model's line (generating or waiting)
+    model_queue_deadline_s: float = Field(default=60.0, gt=0)  # a request still waiting then is answered
     memory_budget_mb: int = Field(default=8_000, ge=1)
     # Where local models are served: auto (all devices on the model axis when there are several), off,
     # or a shape BxM (inference.sharding.mesh_from_setting).
@@ -51,14 +81,16 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_placeholders(self) -> Settings:
-        if self.environment == "production":
-            for name in ("admin_password", "hash_salt"):
-                value: SecretStr = getattr(self, name)
-                if value.get_secret_value() in _PLACEHOLDERS:
-                    raise ValueError(
-                        f"ARENA_{name.upper()} is a placeholder; set a real secret outside development"
-                    )
+        if self.environment not in LOCAL_ENVIRONMENTS:
+            problems = self.secret_problems()
+            if problems:
+                raise ValueError(
+                    "; ".join(problems) + " (set real secrets, or ARENA_ENVIRONMENT=development on loopback)"
+                )
         return self
+
+    def secret_problems(self) -> list[str]:
+        return secret_problems(self.admin_password.get_secret_value(), self.hash_salt.get_secret_value())
 
     @property
     def resolved_database_url(self) -> str:

@@ -21,8 +21,9 @@ import numpy as np
 from sqlalchemy import ColumnElement, Engine, case, func, select
 from sqlalchemy.orm import Session
 
-from db.checks import require_aware, require_choice, retry_read
+from db.checks import require_aware, require_choice, require_int, require_text, retry_read
 from db.engine import read_session
+from db.errors import InvalidInput
 from db.models import (
     MODES,
     Base,
@@ -31,6 +32,7 @@ from db.models import (
     Conversation,
     Correction,
     Message,
+    Visitor,
     Vote,
 )
 from db.views import HourCount, LatencyFigures, ModelCounts, PairCounts
@@ -212,12 +214,41 @@ def first_try_counts(
 # --- rate limits ---------------------------------------------------------------------------------------
 
 
+def _whose(visitor_id: int | None, address_hash: str | None) -> ColumnElement[bool]:
+    """Battles of one visitor, or of every visitor seen from one address hash (exactly one given)."""
+    if (visitor_id is None) == (address_hash is None):
+        raise InvalidInput("give exactly one of visitor_id and address_hash")
+    if visitor_id is not None:
+        require_int(visitor_id, what="visitor id")
+        return Battle.visitor_id == visitor_id
+    require_text(address_hash or "", what="address hash", max_chars=128)
+    same_address = select(Visitor.id).where(Visitor.address_hash == address_hash)
+    return Battle.visitor_id.in_(same_address)
+
+
 @retry_read
-def count_battles_since(engine: Engine, *, visitor_id: int, since: dt.datetime) -> int:
-    """Battles the visitor opened at or after ``since`` (for the battles-per-hour limit)."""
+def count_battles_since(
+    engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
+) -> int:
+    """Battles opened at or after ``since`` by the visitor, or from the address (battles-per-hour limit)."""
     require_aware(since, what="since")
     with read_session(engine) as session:
-        query = select(func.count()).where(Battle.visitor_id == visitor_id, Battle.created_at >= since)
+        query = select(func.count()).where(_whose(visitor_id, address_hash), Battle.created_at >= since)
+        return int(session.scalar(query) or 0)
+
+
+def _count_messages(
+    engine: Engine, *, kinds: Sequence[str], whose: ColumnElement[bool], since: dt.datetime
+) -> int:
+    require_aware(since, what="since")
+    query = (
+        select(func.count())
+        .select_from(Message)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .join(Battle, Battle.id == Conversation.battle_id)
+        .where(whose, Message.kind.in_(list(kinds)), Message.created_at >= since)
+    )
+    with read_session(engine) as session:
         return int(session.scalar(query) or 0)
 
 
@@ -227,20 +258,20 @@ def count_messages_since(engine: Engine, *, visitor_id: int, since: dt.datetime)
 
     A turn sent to both sides is two messages (one per side): callers set limits accordingly.
     """
-    require_aware(since, what="since")
-    query = (
-        select(func.count())
-        .select_from(Message)
-        .join(Conversation, Conversation.id == Message.conversation_id)
-        .join(Battle, Battle.id == Conversation.battle_id)
-        .where(
-            Battle.visitor_id == visitor_id,
-            Message.kind.in_(["request", "correction"]),
-            Message.created_at >= since,
-        )
-    )
-    with read_session(engine) as session:
-        return int(session.scalar(query) or 0)
+    whose = _whose(visitor_id, None)
+    return _count_messages(engine, kinds=("request", "correction"), whose=whose, since=since)
+
+
+@retry_read
+def count_generations_since(
+    engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
+) -> int:
+    """Replies generated at or after ``since`` for the visitor, or for every visitor of the address.
+
+    Every generation counts: each side of a turn, every retry (a superseded reply is still a row) and
+    failed generations (a reply row with an error).
+    """
+    return _count_messages(engine, kinds=("reply",), whose=_whose(visitor_id, address_hash), since=since)
 
 
 # --- admin ---------------------------------------------------------------------------------------------

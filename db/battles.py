@@ -1,4 +1,6 @@
-"""Battle actions: open, append messages, corrections and outcomes, grader labels, reveal, flag, abandon.
+"""Battle actions: open, append messages, corrections and outcomes, grader labels, reveal, abandon.
+
+Moderation (flag, unflag, its log, the admin's list of recent battles) lives in :mod:`db.moderation`.
 
 Each function is one transaction. Writers lock the battle row first (``SELECT ... FOR UPDATE`` on
 PostgreSQL; on SQLite the whole write transaction is ``BEGIN IMMEDIATE``), so two tabs or two replicas
@@ -16,8 +18,12 @@ from sqlalchemy.orm import Session
 
 from db.checks import (
     contestant_by_slug,
+    optional_text,
     require_aware,
+    require_battle_id,
     require_choice,
+    require_duration,
+    require_int,
     require_text,
 )
 from db.engine import write_session
@@ -41,9 +47,10 @@ from db.reading import battle_view, correction_view, get_battle, message_view, r
 from db.views import BattleView, CorrectionView, MessageView
 
 __all__ = [  # get_battle / resume_open_battle live in db.reading; kept importable from here too
+    "abandon_battle",
     "abandon_stale_battles",
     "append_message",
-    "flag_battle",
+    "append_turn",
     "get_battle",
     "mark_revealed",
     "open_battle",
@@ -51,7 +58,6 @@ __all__ = [  # get_battle / resume_open_battle live in db.reading; kept importab
     "resume_open_battle",
     "set_correction_outcome",
     "set_grader_label",
-    "unflag_battle",
 ]
 
 DEFAULT_MAX_CHARS = 12_000
@@ -62,7 +68,8 @@ SINGLE_SIDED_MODES = ("direct", "auto")
 # --- writing -----------------------------------------------------------------------------------------
 
 
-def _lock_battle(session: Session, battle_id: str) -> Battle:
+def lock_battle(session: Session, battle_id: str) -> Battle:
+    require_battle_id(battle_id)
     battle = session.scalar(select(Battle).where(Battle.id == battle_id).with_for_update())
     if battle is None:
         raise NotFound(f"no battle {battle_id!r}")
@@ -94,11 +101,16 @@ def open_battle(
     system_prompt_b: str | None = None,
     params_a: dict[str, Any] | None = None,
     params_b: dict[str, Any] | None = None,
+    first_request: str | None = None,
+    first_request_sides: tuple[str, ...] | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
 ) -> BattleView:
     """Open a battle between two enabled contestants (one for ``direct``/``auto`` modes).
 
     ``system_prompt`` goes to both sides unless ``system_prompt_b`` differs; params are the sampling
-    settings each side uses (stored for the dataset).
+    settings each side uses (stored for the dataset). ``first_request`` (sent to ``first_request_sides``,
+    default every side) is written in the same transaction: a refused first message leaves no empty
+    battle behind.
     """
     require_choice(mode, MODES, what="mode")
     require_text(scenario, what="scenario", max_chars=100)
@@ -107,6 +119,11 @@ def open_battle(
         raise InvalidInput(f"a {mode} battle needs two contestants")
     if contestant_b is not None and contestant_b == contestant_a:
         raise InvalidInput("a contestant cannot battle itself")
+    require_int(visitor_id, what="visitor id")
+    for slug in (contestant_a, contestant_b):
+        if slug is not None:
+            require_text(slug, what="contestant slug", max_chars=100)
+    optional_text(system_prompt_b, what="system prompt", max_chars=50_000)
     with write_session(engine) as session:
         if visitor_id is not None and session.get(Visitor, visitor_id) is None:
             raise NotFound(f"no visitor {visitor_id}")
@@ -131,20 +148,26 @@ def open_battle(
                 )
             )
         session.flush()
+        if first_request is not None:
+            for side in first_request_sides or tuple(side for side, *_ in picks):
+                _append(
+                    session, battle_id=battle.id, side=side, kind="request", content=first_request,
+                    max_chars=max_chars,
+                )
+            session.flush()
         return battle_view(session, battle)
 
 
-def _check_reply_fields(
-    *, ttft_ms: float | None, total_ms: float | None, prompt_tokens: int | None, completion_tokens: int | None
-) -> None:
-    for name, value in (
-        ("ttft_ms", ttft_ms),
-        ("total_ms", total_ms),
-        ("prompt_tokens", prompt_tokens),
-        ("completion_tokens", completion_tokens),
-    ):
-        if value is not None and value < 0:
-            raise InvalidInput(f"{name} must be >= 0")
+def _check_reply_fields(reply_fields: dict[str, Any]) -> None:
+    """Timings finite and >= 0, token counts 32-bit, texts storable (the same refusal on both backends)."""
+    for name in ("ttft_ms", "total_ms"):
+        require_duration(reply_fields.get(name), what=name)
+    for name in ("prompt_tokens", "completion_tokens"):
+        require_int(reply_fields.get(name), what=name)
+    optional_text(reply_fields.get("finish_reason"), what="finish reason", max_chars=32)
+    optional_text(reply_fields.get("error"), what="error text", max_chars=10_000)
+    for mistake in reply_fields.get("grader_mistakes") or ():
+        require_text(mistake, what="grader mistake", max_chars=2_000)
 
 
 def _append(
@@ -165,12 +188,11 @@ def _append(
     reply_only = replaces_message_id is not None or any(v is not None for v in reply_fields.values())
     if kind != "reply" and reply_only:
         raise InvalidInput("timing, tokens, errors, grader labels and retries belong to replies only")
-    _check_reply_fields(
-        **{k: reply_fields.get(k) for k in ("ttft_ms", "total_ms", "prompt_tokens", "completion_tokens")}
-    )
+    _check_reply_fields(reply_fields)
+    require_int(replaces_message_id, what="replaced message id")
     if reply_fields.get("grader_label") is not None:
         require_choice(reply_fields["grader_label"], GRADER_LABELS, what="grader label")
-    battle = _lock_battle(session, battle_id)
+    battle = lock_battle(session, battle_id)
     if battle.status != "open":
         raise BattleClosed(battle.id, battle.status)
     conv = _conversation(session, battle_id, side)
@@ -282,6 +304,30 @@ def append_message(
         return message_view(message, side)
 
 
+def append_turn(
+    engine: Engine,
+    *,
+    battle_id: str,
+    sides: tuple[str, ...],
+    kind: str,
+    content: str,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> list[MessageView]:
+    """One visitor turn (a request or a correction) to several sides at once, in one transaction: both
+    sides get it or neither does."""
+    if not sides or len(set(sides)) != len(sides):
+        raise InvalidInput("a turn goes to one or more distinct sides")
+    if kind not in ("request", "correction"):
+        raise InvalidInput("a visitor turn is a request or a correction")
+    with write_session(engine) as session:
+        written = [
+            _append(session, battle_id=battle_id, side=s, kind=kind, content=content, max_chars=max_chars)[0]
+            for s in sides
+        ]
+        session.flush()
+        return [message_view(message, side) for message, side in zip(written, sides, strict=True)]
+
+
 def record_correction(
     engine: Engine, *, battle_id: str, side: str, content: str, max_chars: int = DEFAULT_MAX_CHARS
 ) -> CorrectionView:
@@ -304,6 +350,7 @@ def set_correction_outcome(
     """
     require_choice(outcome, OUTCOMES, what="outcome")
     require_choice(judged_by, JUDGED_BY, what="judged_by")
+    require_int(correction_id, what="correction id")
     with write_session(engine) as session:
         corr = session.scalar(select(Correction).where(Correction.id == correction_id).with_for_update())
         if corr is None:
@@ -322,6 +369,9 @@ def set_grader_label(
 ) -> MessageView:
     """Attach the grader's label (and the mistakes it found) to a reply, at any time."""
     require_choice(label, GRADER_LABELS, what="grader label")
+    require_int(message_id, what="message id")
+    for mistake in mistakes or ():
+        require_text(mistake, what="grader mistake", max_chars=2_000)
     with write_session(engine) as session:
         msg = session.get(Message, message_id)
         if msg is None:
@@ -337,7 +387,7 @@ def set_grader_label(
 def mark_revealed(engine: Engine, *, battle_id: str) -> BattleView:
     """Record that the contestants' names were shown; before a vote this makes the vote not count."""
     with write_session(engine) as session:
-        battle = _lock_battle(session, battle_id)
+        battle = lock_battle(session, battle_id)
         now = utcnow()
         has_vote = session.scalar(select(exists().where(Vote.battle_id == battle_id)))
         if not has_vote:
@@ -349,30 +399,20 @@ def mark_revealed(engine: Engine, *, battle_id: str) -> BattleView:
         return battle_view(session, battle)
 
 
-def flag_battle(engine: Engine, *, battle_id: str, reason: str) -> BattleView:
-    """Moderation: take a battle (and its vote) out of the leaderboard. Nothing is deleted."""
-    require_text(reason, what="reason", max_chars=2_000)
-    with write_session(engine) as session:
-        battle = _lock_battle(session, battle_id)
-        battle.status = "flagged"
-        battle.flag_reason = reason
-        battle.updated_at = utcnow()
-        session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=True))
-        session.flush()
-        return battle_view(session, battle)
+def abandon_battle(engine: Engine, *, battle_id: str, visitor_id: int | None = None) -> BattleView:
+    """Close an open battle without a vote ("Skip this battle"); its rows stay, it is never a vote.
 
-
-def unflag_battle(engine: Engine, *, battle_id: str) -> BattleView:
-    """Undo a flag: the battle returns as voted (if it has a vote) or abandoned (it cannot reopen)."""
+    With ``visitor_id`` only that visitor's battle may be skipped (:class:`InvalidInput` otherwise).
+    """
+    require_int(visitor_id, what="visitor id")
     with write_session(engine) as session:
-        battle = _lock_battle(session, battle_id)
-        if battle.status != "flagged":
-            raise InvalidInput(f"battle {battle_id} is not flagged")
-        has_vote = session.scalar(select(exists().where(Vote.battle_id == battle_id)))
-        battle.status = "voted" if has_vote else "abandoned"
-        battle.flag_reason = None
-        battle.updated_at = utcnow()
-        session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=False))
+        battle = lock_battle(session, battle_id)
+        if visitor_id is not None and battle.visitor_id != visitor_id:
+            raise InvalidInput("this battle belongs to another visitor")
+        if battle.status != "open":
+            raise BattleClosed(battle.id, battle.status)
+        now = utcnow()
+        battle.status, battle.closed_at, battle.updated_at = "abandoned", now, now
         session.flush()
         return battle_view(session, battle)
 

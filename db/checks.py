@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -39,15 +40,62 @@ def retry_read(fn: Callable[P, T]) -> Callable[P, T]:
     return wrapper
 
 
+# Whatever limit a caller passes, no text column takes more than this (a reply, a system prompt, an error).
+HARD_MAX_CHARS = 200_000
+# Integer columns are 32-bit on PostgreSQL; SQLite would take anything up to 2**63 and store it as is.
+INT_MAX = 2**31 - 1
+
+
 def require_text(value: str, *, what: str, max_chars: int, allow_empty: bool = False) -> str:
-    """Refuse empty (unless allowed) or oversize text with :class:`InvalidInput`."""
+    """Refuse non-strings, NUL characters, invalid Unicode (lone surrogates), empty (unless allowed) and
+    oversize text with :class:`InvalidInput`, the same on SQLite (which would store them) and PostgreSQL
+    (which would fail with an untyped driver error)."""
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string")
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{what} is not valid Unicode (a lone surrogate)") from exc
     if not allow_empty and not value.strip():
         raise InvalidInput(f"{what} is empty")
-    if len(value) > max_chars:
-        raise InvalidInput(f"{what} is {len(value)} characters; the limit is {max_chars}")
+    limit = min(max_chars, HARD_MAX_CHARS)
+    if len(value) > limit:
+        raise InvalidInput(f"{what} is {len(value)} characters; the limit is {limit}")
     return value
+
+
+def optional_text(value: str | None, *, what: str, max_chars: int) -> str | None:
+    """:func:`require_text` for a nullable column (None passes; empty text is allowed)."""
+    return None if value is None else require_text(value, what=what, max_chars=max_chars, allow_empty=True)
+
+
+def require_int(value: int | None, *, what: str, minimum: int = 0) -> int | None:
+    """An integer in ``[minimum, 2**31 - 1]`` (a 32-bit column), or None; booleans are not integers."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{what} must be an integer")
+    if not minimum <= value <= INT_MAX:
+        raise InvalidInput(f"{what} must be between {minimum} and {INT_MAX}; got {value}")
+    return value
+
+
+def require_duration(value: float | None, *, what: str) -> float | None:
+    """A finite, non-negative number of milliseconds (NaN and infinity are refused), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(f"{what} must be a number")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidInput(f"{what} must be a finite number >= 0; got {value!r}")
+    return float(value)
+
+
+def require_battle_id(value: str) -> str:
+    """A battle id as the caller gave it (uuid text): bad text is refused before it reaches a query."""
+    return require_text(value, what="battle id", max_chars=36)
 
 
 def require_choice(value: str, allowed: tuple[str, ...], *, what: str) -> str:

@@ -35,7 +35,10 @@ from typing import Any, Literal
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session, sessionmaker
+
+from db.errors import InvalidInput
 
 Durability = Literal["fsync", "crash_safe", "none"]
 _SQLITE_SYNC = {"fsync": "FULL", "crash_safe": "NORMAL", "none": "OFF"}
@@ -76,7 +79,7 @@ def make_engine(
         if parsed.query.get("options") and connect_args:
             connect_args["options"] = f"{parsed.query['options']} {connect_args['options']}"
             parsed = parsed.difference_update_query(["options"])
-        return create_engine(
+        pg_engine = create_engine(
             parsed,
             connect_args=connect_args,
             echo=echo,
@@ -85,7 +88,18 @@ def make_engine(
             pool_pre_ping=True,
             pool_recycle=1800,
         )
+        event.listen(pg_engine, "handle_error", _typed_data_error)
+        return pg_engine
     raise ValueError(f"unsupported database URL scheme {parsed.drivername!r}: use sqlite or postgresql")
+
+
+def _typed_data_error(context: Any) -> None:
+    """Last line behind the repository's input checks: a value PostgreSQL cannot store (a NUL byte, a
+    number out of range, bad Unicode) is raised as :class:`db.errors.InvalidInput`, never as the driver's
+    untyped ``DataError`` carrying the SQL text."""
+    if isinstance(context.sqlalchemy_exception, DataError):
+        reason = str(context.original_exception).splitlines()[0] if context.original_exception else ""
+        raise InvalidInput(f"the database refused a value: {reason}") from context.original_exception
 
 
 class _WriterGate:

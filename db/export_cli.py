@@ -29,6 +29,8 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--since", default=None, help="battles created on/after DATE (YYYY-MM-DD or ISO datetime)")
     p.add_argument("--until", default=None, help="battles created up to DATE (a bare date includes that day)")
     p.add_argument("--corrections-only", action="store_true", help="only battles with a correction")
+    p.add_argument("--include-open", action="store_true",
+                   help="also battles still open (left out by default: their contestants are not public yet)")
     p.add_argument("--view", default=None, metavar="{preferences,corrections}",
                    help="a training view instead of the battles")
     p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, help="battles per page")
@@ -65,6 +67,7 @@ def _filters(args: argparse.Namespace) -> ExportFilters:
         since=parse_date(args.since) if args.since else None,
         until=parse_date(args.until, end=True) if args.until else None,
         corrections_only=args.corrections_only,
+        include_open=args.include_open,
     )
 
 

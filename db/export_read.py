@@ -61,15 +61,20 @@ class ExportFilters:
     """Which battles to export. ``since`` is inclusive, ``until`` exclusive; both timezone-aware UTC.
 
     ``corrections_only`` keeps battles in which at least one correction was sent (either side).
+    Open battles are left out unless ``include_open``: a live anonymous battle's contestants would be
+    public before its visitor voted. ``closed_before`` (the public page's delay) also leaves out battles
+    closed at or after that time.
     """
 
     scenario: str | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     corrections_only: bool = False
+    include_open: bool = False
+    closed_before: dt.datetime | None = None
 
     def __post_init__(self) -> None:
-        for name in ("since", "until"):
+        for name in ("since", "until", "closed_before"):
             value = getattr(self, name)
             if value is not None and value.tzinfo is None:
                 raise ExportError(f"{name} is a naive datetime: pass a timezone-aware (UTC) one")
@@ -85,6 +90,8 @@ class ExportFilters:
             "since": self.since.isoformat() if self.since else None,
             "until": self.until.isoformat() if self.until else None,
             "corrections_only": self.corrections_only,
+            "include_open": self.include_open,
+            "closed_before": self.closed_before.isoformat() if self.closed_before else None,
         }
 
 
@@ -214,6 +221,12 @@ def _conditions(filters: ExportFilters) -> list[Any]:
         conditions.append(Battle.created_at < filters.until)
     if filters.corrections_only:
         conditions.append(exists().where(Correction.battle_id == Battle.id))
+    if not filters.include_open:
+        conditions.append(Battle.status != "open")
+    if filters.closed_before is not None:
+        # closed_at is set by every close (vote, skip, expiry); updated_at covers rows from before that.
+        closed = func.coalesce(Battle.closed_at, Battle.updated_at)
+        conditions.append(and_(Battle.status != "open", closed < filters.closed_before))
     return conditions
 
 

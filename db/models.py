@@ -44,6 +44,7 @@ GraderLabel = Literal["correct", "partial", "garbage", "many"]
 Outcome = Literal["fixed", "not_fixed", "unknown"]
 JudgedBy = Literal["person", "grader"]
 Choice = Literal["a", "b", "tie", "both_bad"]
+ModerationAction = Literal["flag", "unflag"]
 
 MODES: tuple[str, ...] = get_args(Mode)
 BATTLE_STATUSES: tuple[str, ...] = get_args(BattleStatus)
@@ -54,6 +55,7 @@ GRADER_LABELS: tuple[str, ...] = get_args(GraderLabel)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 JUDGED_BY: tuple[str, ...] = get_args(JudgedBy)
 CHOICES: tuple[str, ...] = get_args(Choice)
+MODERATION_ACTIONS: tuple[str, ...] = get_args(ModerationAction)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -261,3 +263,20 @@ class Vote(Base):
     revealed: Mapped[bool] = mapped_column(Boolean, default=False)
     flagged: Mapped[bool] = mapped_column(Boolean, default=False)
     with_corrections: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class ModerationEvent(Base):
+    """One flag or unflag, appended and never changed: who (the admin's login session), when, why, and
+    the status the battle had before (an unflag restores it). The repository has no update or delete
+    for this table."""
+
+    __tablename__ = "moderation_events"
+    __table_args__ = (one_of("action", MODERATION_ACTIONS), one_of("prior_status", BATTLE_STATUSES))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    battle_id: Mapped[str] = mapped_column(ForeignKey("battles.id"), index=True)
+    action: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    admin_session: Mapped[str] = mapped_column(String(64), default="")
+    prior_status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)

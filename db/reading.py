@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from db.checks import contestant_view, require_choice, retry_read
+from db.checks import contestant_view, require_battle_id, require_choice, require_int, retry_read
 from db.engine import read_session
 from db.errors import NotFound
 from db.models import MODES, Battle, Contestant, Conversation, Correction, Message, Vote
@@ -117,6 +117,7 @@ def battle_view(session: Session, battle: Battle) -> BattleView:
 @retry_read
 def get_battle(engine: Engine, *, battle_id: str) -> BattleView:
     """The whole battle (both conversations, corrections, vote), for rendering and resuming."""
+    require_battle_id(battle_id)
     with read_session(engine) as session:
         battle = session.get(Battle, battle_id)
         if battle is None:
@@ -129,6 +130,7 @@ def resume_open_battle(engine: Engine, *, visitor_id: int, mode: str | None = No
     """The visitor's most recently active open battle (of ``mode`` if given), or None."""
     if mode is not None:
         require_choice(mode, MODES, what="mode")
+    require_int(visitor_id, what="visitor id")
     with read_session(engine) as session:
         query = select(Battle).where(Battle.visitor_id == visitor_id, Battle.status == "open")
         if mode is not None:

@@ -48,6 +48,8 @@ def upsert_contestant(
     """Create a contestant or update its descriptive fields (``enabled`` kept unless given)."""
     require_text(slug, what="slug", max_chars=100)
     require_text(display_name, what="display name", max_chars=200)
+    require_text(family, what="family", max_chars=100, allow_empty=True)
+    require_text(source, what="source", max_chars=500, allow_empty=True)
     with write_session(engine) as session:
         row = session.scalar(select(Contestant).where(Contestant.slug == slug))
         if row is None:
@@ -96,6 +98,7 @@ def hash_address(address: str, *, salt: str) -> str:
     """A stable salted hash of a network address (HMAC-SHA256, hex). The policy of *when* lives outside."""
     if not salt:
         raise InvalidInput("salt is empty")
+    require_text(address, what="address", max_chars=200)
     return hmac.new(salt.encode(), address.encode(), hashlib.sha256).hexdigest()
 
 
@@ -138,6 +141,7 @@ from db.aggregates import (  # noqa: E402
     admin_battles_per_hour,
     admin_latency,
     count_battles_since,
+    count_generations_since,
     count_messages_since,
     first_try_counts,
     fix_counts,
@@ -145,34 +149,40 @@ from db.aggregates import (  # noqa: E402
     table_counts,
 )
 from db.battles import (  # noqa: E402
+    abandon_battle,
     abandon_stale_battles,
     append_message,
-    flag_battle,
+    append_turn,
     mark_revealed,
     open_battle,
     record_correction,
     set_correction_outcome,
     set_grader_label,
-    unflag_battle,
 )
+from db.moderation import flag_battle, moderation_log, recent_battles, unflag_battle  # noqa: E402
 from db.reading import get_battle, resume_open_battle  # noqa: E402
 from db.votes import record_vote  # noqa: E402
 
 __all__ += [
+    "abandon_battle",
     "abandon_stale_battles",
     "admin_battles_per_hour",
     "admin_latency",
     "append_message",
+    "append_turn",
     "count_battles_since",
+    "count_generations_since",
     "count_messages_since",
     "first_try_counts",
     "fix_counts",
     "flag_battle",
     "get_battle",
     "mark_revealed",
+    "moderation_log",
     "open_battle",
     "pairwise_counts",
     "record_correction",
+    "recent_battles",
     "record_vote",
     "resume_open_battle",
     "set_correction_outcome",

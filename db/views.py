@@ -176,3 +176,32 @@ class LatencyFigures:
     mean_total_ms: float | None
     max_total_ms: float | None
     completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModerationEventView:
+    """One row of the append-only moderation log."""
+
+    id: int
+    battle_id: str
+    action: str  # flag | unflag
+    reason: str
+    admin_session: str
+    prior_status: str
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class BattleSummaryView:
+    """A battle in the admin's list: enough to recognise it and flag it without pasting an id."""
+
+    id: str
+    mode: str
+    scenario: str
+    status: str
+    created_at: dt.datetime
+    contestant_a: str
+    contestant_b: str | None
+    first_request: str
+    messages: int
+    flag_reason: str | None

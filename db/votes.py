@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Engine, and_, bindparam, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from db.checks import require_choice
+from db.checks import require_battle_id, require_choice, require_int
 from db.engine import WRITE_OPTION, writer_gate
 from db.errors import DBError, NotFound, VoteRefused
 from db.group_commit import group_committer
@@ -101,6 +101,8 @@ def record_vote(
     refused on its own.
     """
     require_choice(choice, CHOICES, what="choice")
+    require_battle_id(battle_id)
+    require_int(visitor_id, what="visitor id")
     request = VoteRequest(battle_id, choice, visitor_id, accept_revealed)
     try:
         committer = group_committer(engine)

@@ -45,6 +45,7 @@ class ModelStatus:
     memory_mb: int | None = None
     load_seconds: float | None = None
     queued_requests: int = 0
+    outstanding: int = 0  # requests submitted and not finished (generating or waiting): the line's length
 
 
 ProgressCallback = Callable[[ModelStatus], None]
@@ -55,6 +56,10 @@ def stage_text(stage: str, fraction: float) -> str:
     return f"{stage} {fraction:.0%}" if 0.0 < fraction < 1.0 else stage
 Builder = Callable[[CatalogueEntry], ChatModel]
 Estimator = Callable[[CatalogueEntry], int]
+
+
+class ModelBusyError(RuntimeError):
+    """The model's line is full (``max_outstanding``): the request was not queued at all."""
 
 
 class ModelNotReadyError(LookupError):
@@ -80,6 +85,8 @@ class _Worker:
         self.done_loading = threading.Event()
         self.requests: queue.Queue[_Request | None] = queue.Queue()
         self.model: ChatModel | None = None
+        self.outstanding = 0  # guarded by ``line_lock``
+        self.line_lock = threading.Lock()
         self.status = ModelStatus(slug=entry.slug, name=entry.name, state="queued")
         self.thread = threading.Thread(target=self._run, name=f"model-{entry.slug}", daemon=True)
 
@@ -229,24 +236,41 @@ class PooledChatModel:
         cancel: CancelToken | None = None,
     ) -> Iterator[StreamEvent]:
         cancel = cancel or CancelToken()
+        worker, pool = self._worker, self._worker.pool
+        with worker.line_lock:
+            if pool._max_outstanding is not None and worker.outstanding >= pool._max_outstanding:
+                raise ModelBusyError(f"model {self.slug!r} has {worker.outstanding} requests in line")
+            worker.outstanding += 1
         request = _Request(list(messages), params, cancel, queue.Queue(), time.perf_counter())
-        self._worker.requests.put(request)
+        worker.requests.put(request)
         done = False
+        started = False  # a first event arrived: the request left the line
+        deadline = pool._queue_deadline_s
         try:
             while True:
+                poll = 1.0
+                if not started and deadline is not None:
+                    poll = min(poll, max(0.01, deadline - (time.perf_counter() - request.submitted_at)))
                 try:
-                    event = request.events.get(timeout=1.0)
+                    event = request.events.get(timeout=poll)
                 except queue.Empty:
-                    if self._worker.thread.is_alive():
+                    waited = time.perf_counter() - request.submitted_at
+                    if not started and deadline is not None and waited >= deadline:
+                        cancel.cancel()  # the worker drops it when its turn comes
+                        event = _error_result(request, TimeoutError(f"waited {waited:.0f} s in line"))
+                    elif worker.thread.is_alive():
                         continue
-                    # The worker is gone (pool closed): answer instead of waiting forever.
-                    event = _error_result(request, RuntimeError(f"model {self.slug!r} was shut down"))
+                    else:  # the worker is gone (pool closed): answer instead of waiting forever
+                        event = _error_result(request, RuntimeError(f"model {self.slug!r} was shut down"))
+                started = True
                 if isinstance(event, GenerationResult):
                     done = True
                 yield event
                 if done:
                     return
         finally:
+            with worker.line_lock:
+                worker.outstanding -= 1
             if not done:
                 cancel.cancel()
 
@@ -271,6 +295,9 @@ class ModelPool:
     arriving within ``batch_window_s`` of an idle model start together. Off: one request at a time.
     ``keep_keras_weights`` (default off): keep keras-hub's float32 variables beside the fast engine's
     copy (tests compare the two; production frees them).
+    ``max_outstanding`` bounds each model's line (requests submitted and not finished): one more and
+    ``stream`` raises :class:`ModelBusyError` without queueing. ``queue_deadline_s``: a request that
+    has produced no event after that long is cancelled and answered with an ``error`` result.
     """
 
     def __init__(
@@ -289,6 +316,8 @@ class ModelPool:
         batching: bool = True,
         batch_window_s: float = 0.005,
         keep_keras_weights: bool = False,
+        max_outstanding: int | None = None,
+        queue_deadline_s: float | None = None,
         start: bool = True,
     ) -> None:
         if memory_budget_mb < 1:
@@ -305,6 +334,12 @@ class ModelPool:
         self._batching = batching
         self._batch_window_s = batch_window_s
         self._keep_keras_weights = keep_keras_weights
+        if max_outstanding is not None and max_outstanding < 1:
+            raise ValueError("max_outstanding must be >= 1")
+        if queue_deadline_s is not None and queue_deadline_s <= 0:
+            raise ValueError("queue_deadline_s must be > 0")
+        self._max_outstanding = max_outstanding
+        self._queue_deadline_s = queue_deadline_s
         self._lock = threading.Lock()
         self._reserved: dict[str, int] = {}
         self._changed = threading.Condition()
@@ -369,7 +404,8 @@ class ModelPool:
     def status(self) -> dict[str, ModelStatus]:
         """A snapshot of every model's state (with its current queue length)."""
         return {
-            s: replace(w.status, queued_requests=w.requests.qsize()) for s, w in self._workers.items()
+            s: replace(w.status, queued_requests=w.requests.qsize(), outstanding=w.outstanding)
+            for s, w in self._workers.items()
         }
 
     def get(self, slug: str) -> PooledChatModel:

@@ -6,14 +6,32 @@ Moderation never deletes: a flagged battle keeps everything, its vote just leave
 from __future__ import annotations
 
 import datetime as dt
+import secrets
 
 import pandas as pd
 import streamlit as st
 
 from webapp import gateway, gateway_data, resources
-from webapp.admin_gate import admin_available, check_password
+from webapp.admin_gate import LoginThrottle, admin_available, check_password
 
 _OK = "admin_ok"
+_SESSION = "admin_session"  # a random id per login: who did what in the moderation log
+_TAB = "admin_tab_id"  # a random id per browser session: the key of its login back-off
+
+
+@st.cache_resource(show_spinner=False)
+def _throttle() -> LoginThrottle:
+    return LoginThrottle()
+
+
+def _throttle_keys() -> tuple[str, ...]:
+    """This session's key and, when the address is known, its salted hash's key."""
+    tab = st.session_state.setdefault(_TAB, secrets.token_hex(8))
+    keys = [f"session:{tab}"]
+    digest = gateway.address_digest(resources.settings())
+    if digest:
+        keys.append(f"address:{digest[:16]}")
+    return tuple(keys)
 
 
 def _login() -> bool:
@@ -28,9 +46,10 @@ def _login() -> bool:
         attempt = st.text_input("Admin password", type="password", key="admin_password")
         submitted = st.form_submit_button("Log in")
     if submitted:
-        decision = check_password(settings, attempt)
+        decision = check_password(settings, attempt, throttle=_throttle(), keys=_throttle_keys())
         if decision.allowed:
             st.session_state[_OK] = True
+            st.session_state[_SESSION] = secrets.token_hex(8)
             st.rerun()
         st.error(decision.reason)
     return False
@@ -43,6 +62,7 @@ def show() -> None:
     st.button("Log out", key="admin_logout", on_click=lambda: st.session_state.pop(_OK, None))
     _contestants(ctx)
     _flagging(ctx)
+    _moderation_log(ctx)
     _figures(ctx)
 
 
@@ -68,17 +88,68 @@ def _toggle(slug: str) -> None:
 
 
 def _flagging(ctx: gateway.Context) -> None:
-    st.subheader("Flag a battle")
-    st.caption("A flagged battle's vote leaves the leaderboard; nothing is deleted. Unflag to undo.")
+    st.subheader("Recent battles")
+    st.caption(
+        "A flagged battle's vote leaves the leaderboard; nothing is deleted. Unflag restores the status "
+        "it had. Every flag and unflag is logged with its reason and your login session."
+    )
+    battles = gateway_data.recent_battles(ctx)
+    if not battles:
+        st.caption("No battles yet.")
+        return
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "battle": b.id,
+                "created": b.created_at,
+                "mode": b.mode,
+                "status": b.status,
+                "models": " vs ".join(s for s in (b.contestant_a, b.contestant_b) if s),
+                "messages": b.messages,
+                "first request": b.first_request[:200],
+                "flag reason": b.flag_reason or "",
+            }
+            for b in battles
+        ),
+        hide_index=True,
+        key="admin_battles",
+    )
+    labels = {b.id: f"{b.id[:8]} · {b.status} · {b.first_request[:60]}" for b in battles}
     with st.form("admin_flag"):
-        battle_id = st.text_input("Battle id", key="admin_flag_id")
+        battle_id = st.selectbox("Battle", list(labels), format_func=labels.__getitem__, key="admin_flag_id")
         reason = st.text_input("Reason", key="admin_flag_reason", value="abuse")
         flag, unflag = st.columns(2)
         do_flag = flag.form_submit_button("Flag")
         do_unflag = unflag.form_submit_button("Unflag")
     if do_flag or do_unflag:
-        outcome = gateway_data.flag(ctx, battle_id=battle_id.strip(), reason=reason, undo=do_unflag)
+        outcome = gateway_data.flag(
+            ctx, battle_id=str(battle_id), reason=reason, undo=do_unflag,
+            admin_session=str(st.session_state.get(_SESSION, "")),
+        )
         (st.success if outcome.startswith("Battle") else st.error)(outcome)
+
+
+def _moderation_log(ctx: gateway.Context) -> None:
+    events = gateway_data.moderation_log(ctx)
+    with st.expander(f"Moderation log ({len(events)} latest)", expanded=False):
+        if not events:
+            st.caption("Nothing flagged yet.")
+            return
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "time": e.created_at,
+                    "action": e.action,
+                    "battle": e.battle_id,
+                    "reason": e.reason,
+                    "admin session": e.admin_session,
+                    "status before": e.prior_status,
+                }
+                for e in events
+            ),
+            hide_index=True,
+            key="admin_moderation_log",
+        )
 
 
 def _figures(ctx: gateway.Context) -> None:

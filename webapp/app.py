@@ -15,10 +15,17 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from webapp import resources  # noqa: E402
+from webapp.admin_gate import startup_problem  # noqa: E402
 from webapp.visitor import current_visitor_id  # noqa: E402
 
 st.set_page_config(page_title="Fixit Arena", page_icon="🛠️", layout="wide")
-current_visitor_id()  # every page keeps ?v=<visitor> in the URL, so a reload anywhere resumes the battle
+_problem = startup_problem()  # secrets fail closed: no page is served with weak secrets on a network
+if _problem:
+    st.error(_problem)
+    st.stop()
+# The visitor comes from a signed cookie (written on first sight), so a reload resumes the open battle.
+current_visitor_id(salt=resources.settings().hash_salt.get_secret_value())
 
 _PAGES = Path(__file__).resolve().parent / "pages"
 

@@ -7,7 +7,7 @@ written the moment its side finishes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from webapp.battle_state import (
     vote_problem,
 )
 from webapp.identity import identity_terms, reveals_identity
+from webapp.inflight import Busy
 from webapp.streaming import StreamJob, stream_pair
 
 REVEALED_WARNING = (
@@ -45,16 +46,16 @@ def send_problem(
     """Why this message cannot be sent now (limits, closed battle, nothing to correct), or None."""
     settings = ctx.settings
     problem = limits.message_problem(text, settings=settings)
-    if problem:
-        return problem
-    problem = limits.rate_problem(gateway.messages_last_minute(ctx), settings=settings)
+    # A new battle's models are not drawn yet: any full line may be the one it gets.
+    slugs = [battle.sides[s].contestant for s in targets] if battle else list(gateway.line_lengths(ctx))
+    problem = problem or _generation_problem(ctx, planned=len(targets), slugs=slugs)
     if problem:
         return problem
     if battle is None:
-        return limits.battles_problem(gateway.battles_last_hour(ctx), settings=settings)
+        return limits.battles_problem(*gateway.battles_last_hour(ctx), settings=settings)
     if not battle.is_open:
         return "This battle is closed. Start a new battle."
-    problem = limits.turns_problem(turns_taken(battle), settings=settings)
+    problem = limits.turns_problem(turns_taken(battle), settings=settings, mode=battle.mode)
     if problem:
         return problem
     if correction:
@@ -62,6 +63,24 @@ def send_problem(
             if last_reply(battle.sides[side]) is None:
                 return f"Model {side.upper()} has no reply to correct yet."
     return None
+
+
+def _generation_problem(ctx: gateway.Context, *, planned: int, slugs: Iterable[str]) -> str | None:
+    """One generation in flight per visitor, the per-minute limits with ``planned`` more, and room in
+    the lines of the models ``slugs``."""
+    if gateway.in_flight().busy(ctx.visitor_id):
+        return limits.BUSY
+    rate = limits.rate_problem(*gateway.generations_last_minute(ctx), planned=planned, settings=ctx.settings)
+    return rate or limits.line_problem(gateway.line_lengths(ctx), slugs, settings=ctx.settings)
+
+
+def retry_problem(ctx: gateway.Context, *, battle: BattleView, side: str) -> str | None:
+    """Why this side cannot regenerate now: a retry is a generation like any other."""
+    if not battle.is_open:
+        return "This battle is closed. Start a new battle."
+    view = battle.sides[side]
+    problem = _generation_problem(ctx, planned=1, slugs=[view.contestant])
+    return problem or limits.retries_problem(view.generated, settings=ctx.settings)
 
 
 def generate(
@@ -74,7 +93,11 @@ def generate(
 ) -> list[Feedback]:
     """Stream replies for ``targets`` concurrently, writing each to the database as it completes."""
     jobs: dict[str, StreamJob] = {}
+    lengths = gateway.line_lengths(ctx)
     for side in targets:
+        ahead = lengths.get(battle.sides[side].contestant, 0)
+        if ahead:  # the first streamed text replaces this
+            placeholders[side].info(limits.line_notice(ahead))
         view = battle.sides[side]
         history = history_for_retry(view) if retry else model_history(view)
         model = gateway.model_for(ctx, view.contestant)
@@ -85,7 +108,9 @@ def generate(
         render.reply(placeholders[side], text, cursor=True)
 
     def on_result(side: str, result: GenerationResult) -> None:
-        gateway.add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+        unstored = gateway.add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+        if unstored is not None:
+            feedback.append(Feedback("error", f"Model {side.upper()}: {unstored}"))
         if result.finish_reason == "error":
             render.show_error(placeholders[side], result.error or "unknown error")
         else:
@@ -94,7 +119,11 @@ def generate(
         if named and gateway.mark_revealed(ctx, battle_id=battle.id):
             feedback.append(Feedback("warning", REVEALED_WARNING))
 
-    stream_pair(jobs, on_delta=on_delta, on_result=on_result)
+    try:
+        with gateway.in_flight().hold(ctx.visitor_id):
+            stream_pair(jobs, on_delta=on_delta, on_result=on_result)
+    except Busy:
+        feedback.append(Feedback("error", limits.BUSY))
     return feedback
 
 
@@ -116,6 +145,16 @@ def vote(ctx: gateway.Context, *, battle_id: str, choice: str) -> Feedback:
     if battle.identity_revealed:
         return Feedback("warning", "Vote recorded, but not counted: a model revealed its identity.")
     return Feedback("success", "Thanks! Your vote is recorded.")
+
+
+def skip(ctx: gateway.Context, *, mode: str, battle_id: str) -> Feedback:
+    """Leave the open battle (or chat) without a vote: it is recorded as abandoned, never as a vote."""
+    problem = gateway.abandon(ctx, mode=mode, battle_id=battle_id)
+    if problem:
+        return Feedback("error", problem)
+    if mode == "direct":
+        return Feedback("info", "New chat: the previous one is kept in the dataset.")
+    return Feedback("info", "Battle skipped: it is recorded as abandoned, with no vote. Here is a new one.")
 
 
 def judge(ctx: gateway.Context, *, correction_id: int, fixed: bool) -> Feedback:

@@ -42,7 +42,8 @@ class SideView:
     display_name: str
     family: str
     system_prompt: str
-    messages: tuple[MessageView, ...] = ()
+    messages: tuple[MessageView, ...] = ()  # the standing ones (superseded retries left out)
+    generated: int = 0  # every reply this side generated, superseded retries and failures included
 
 
 @dataclass(frozen=True)

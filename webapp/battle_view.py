@@ -53,8 +53,13 @@ def show(mode: str) -> None:
     if battle is not None and mode != "direct":
         _vote_bar(ctx, battle=battle)
     if battle is not None and not battle.is_open:
-        st.button("New battle", key=_key(mode, "new"), type="primary", on_click=_new_battle, args=(mode,))
+        label = "New chat" if mode == "direct" else "New battle"
+        st.button(label, key=_key(mode, "new"), type="primary", on_click=_new_battle, args=(mode,))
         return
+    if battle is not None:
+        # No dead ends: a chat can always start over, a battle can be left without a vote.
+        label = "New chat" if mode == "direct" else "Skip this battle"
+        st.button(label, key=_key(mode, "skip"), on_click=_skip, args=(mode, battle.id))
     _composer(ctx, mode=mode, battle=battle, sides=sides, setup=setup, placeholders=placeholders)
 
 
@@ -211,6 +216,10 @@ def _vote(battle_id: str, choice: str) -> None:
     _flash(battle_flow.vote(gateway.context(), battle_id=battle_id, choice=choice))
 
 
+def _skip(mode: str, battle_id: str) -> None:
+    _flash(battle_flow.skip(gateway.context(), mode=mode, battle_id=battle_id))
+
+
 def _new_battle(mode: str) -> None:
     gateway.forget_battle(mode=mode)
 
@@ -226,8 +235,11 @@ def _composer(
 ) -> None:
     retry_side = st.session_state.pop(_key(mode, "retry"), None)
     if battle is not None and retry_side in sides:
-        _run(ctx, battle=battle, targets=(retry_side,), placeholders=placeholders, retry=True)
-        return
+        refused = battle_flow.retry_problem(ctx, battle=battle, side=retry_side)
+        if refused is None:
+            _run(ctx, battle=battle, targets=(retry_side,), placeholders=placeholders, retry=True)
+            return
+        st.error(refused)
     targets: tuple[str, ...] = sides
     if len(sides) == 2:
         route = st.radio("Send to", ["Both", "Model A", "Model B"], horizontal=True, key=_key(mode, "route"))
@@ -251,8 +263,9 @@ def _composer(
     kind = "correction" if correction else "request"
     try:
         if battle is None:
-            battle = gateway.start_battle(ctx, mode=mode, setup=setup)
-        gateway.add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
+            battle = gateway.start_battle(ctx, mode=mode, setup=setup, first_request=text, targets=targets)
+        else:
+            gateway.add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
     except gateway.Refused as refused:
         st.error(str(refused))
         return

@@ -21,7 +21,7 @@ DOWNLOADS = (
 )
 
 
-def _filters() -> Any:
+def _filters(ctx: gateway.Context) -> Any:
     choices = {"": "All scenarios", **gateway.scenario_choices()}
     c1, c2, c3 = st.columns([2, 1, 2])
     scenario = c1.selectbox("Scenario", list(choices), format_func=choices.__getitem__, key="ds_scenario")
@@ -31,8 +31,8 @@ def _filters() -> Any:
     if isinstance(dates, tuple | list) and len(dates) == 2:
         since = dt.datetime.combine(dates[0], dt.time(), tzinfo=dt.UTC)
         until = dt.datetime.combine(dates[1], dt.time(), tzinfo=dt.UTC) + dt.timedelta(days=1)
-    return gateway_data.dataset_filters(
-        scenario=scenario or None, since=since, until=until, corrections_only=corrections
+    return gateway_data.public_filters(
+        ctx.settings, scenario=scenario or None, since=since, until=until, corrections_only=corrections
     )
 
 
@@ -52,8 +52,12 @@ def show() -> None:
     ):
         col.metric(label, f"{counts.get(table, 0):,}")
     st.subheader("Download")
-    chosen = _filters()
-    st.caption(f"{gateway_data.dataset_count(ctx, chosen):,} battles match these filters.")
+    chosen = _filters(ctx)
+    delay = ctx.settings.public_export_delay_hours
+    st.caption(
+        f"{gateway_data.dataset_count(ctx, chosen):,} battles match these filters. Open battles are never "
+        f"published, and a closed battle appears {delay:g} hours after it ended."
+    )
     for i, (label, fmt, view, name) in enumerate(DOWNLOADS):
         st.download_button(
             label,

@@ -8,10 +8,12 @@ committed by ``db`` before the function returns, so the UI only confirms what is
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+from sqlalchemy.exc import SQLAlchemyError
 
 import scenarios
 from db import errors as db_errors
@@ -20,8 +22,11 @@ from inference.protocol import ChatModel, GenerationParams, GenerationResult
 from settings import Settings
 from webapp import resources
 from webapp.battle_state import BattleView, CorrectionView, MessageView, SideView
+from webapp.inflight import InFlight
+from webapp.sanitize import storable
 from webapp.visitor import current_address, current_visitor_id
 
+_LOG = logging.getLogger(__name__)
 DEFAULT_SCENARIO = "calendar"
 FREE_CHAT = "free-chat"
 _BATTLE_KEY = "battle_id:{mode}"
@@ -37,6 +42,7 @@ class Context:
     engine: Any
     visitor_id: int = 0
     anon_id: str = ""
+    address_hash: str | None = None  # salted hash of the visitor's address (None when unknown)
 
     @property
     def pool(self) -> Any:
@@ -63,11 +69,17 @@ def context() -> Context:
     """The context of a visitor's page: the visitor's row is created on their first action page view."""
     settings = resources.settings()
     engine = resources.engine(settings.resolved_database_url)
-    anon = current_visitor_id()
-    address = current_address()
-    digest = db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
+    anon = current_visitor_id(salt=settings.hash_salt.get_secret_value())
+    digest = address_digest(settings)
     visitor = _visitor(engine, anon, digest)
-    return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon)
+    resources.stale_sweeper(settings.resolved_database_url, settings.stale_battle_minutes)
+    return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon, address_hash=digest)
+
+
+def address_digest(settings: Settings) -> str | None:
+    """The salted hash of this request's address (None where there is none, e.g. AppTest)."""
+    address = current_address(trusted_proxies=settings.trusted_proxies)
+    return db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
 
 
 def _visitor(engine: Any, anon: str, digest: str | None) -> int:
@@ -126,6 +138,7 @@ def _to_view(battle: Any) -> BattleView:
             family=conv.contestant.family,
             system_prompt=conv.system_prompt,
             messages=messages,
+            generated=sum(1 for m in conv.messages if m.kind == "reply"),
         )
         corrections += [
             CorrectionView(
@@ -175,22 +188,48 @@ def forget_battle(*, mode: str) -> None:
     st.session_state.pop(_BATTLE_KEY.format(mode=mode), None)
 
 
+def abandon(ctx: Context, *, mode: str, battle_id: str) -> str | None:
+    """Close this visitor's open battle without a vote ("Skip this battle", "New chat") and stop showing
+    it; None on success, else why not."""
+    try:
+        db_repo.abandon_battle(ctx.engine, battle_id=battle_id, visitor_id=ctx.visitor_id)
+    except db_errors.BattleClosed:
+        pass  # closed meanwhile (another tab voted or skipped): nothing left to skip
+    except db_errors.DBError as exc:
+        return f"Could not skip the battle: {exc}"
+    forget_battle(mode=mode)
+    return None
+
+
 class Refused(Exception):
     """An action the database (or the pool) refused; the message is for the visitor."""
 
 
-def start_battle(ctx: Context, *, mode: str, setup: BattleSetup) -> BattleView:
-    """Open a battle (committed) with the chosen contestants, or a pair from the sampler."""
+def start_battle(
+    ctx: Context, *, mode: str, setup: BattleSetup, first_request: str, targets: tuple[str, ...]
+) -> BattleView:
+    """Open a battle with the chosen contestants (or a pair from the sampler) and its first request,
+    in one transaction: a refused message leaves no empty battle."""
     try:
         picks = list(setup.contestants) if setup.contestants else resources.sample_pair(ctx)
-        battle = _open(ctx, mode=mode, setup=setup, picks=picks)
+        battle = _open(ctx, mode=mode, setup=setup, picks=picks, first_request=first_request, targets=targets)
+    except db_errors.InvalidInput as exc:
+        raise Refused(f"Your message was not recorded: {exc}") from exc
     except (db_errors.DBError, resources.NotEnoughModels) as exc:
         raise Refused(f"Could not start the battle: {exc}") from exc
     st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
     return _to_view(battle)
 
 
-def _open(ctx: Context, *, mode: str, setup: BattleSetup, picks: list[str]) -> Any:
+def _open(
+    ctx: Context,
+    *,
+    mode: str,
+    setup: BattleSetup,
+    picks: list[str],
+    first_request: str,
+    targets: tuple[str, ...],
+) -> Any:
     params = {slug: resources.sampling(ctx, slug) for slug in picks}
     return db_repo.open_battle(
         ctx.engine,
@@ -202,6 +241,9 @@ def _open(ctx: Context, *, mode: str, setup: BattleSetup, picks: list[str]) -> A
         system_prompt=setup.system_prompt,
         params_a=params[picks[0]],
         params_b=params[picks[1]] if len(picks) > 1 else None,
+        first_request=first_request,
+        first_request_sides=targets,
+        max_chars=ctx.settings.max_message_chars,
     )
 
 
@@ -212,24 +254,20 @@ def params_for(ctx: Context, slug: str) -> GenerationParams:
 def add_visitor_message(
     ctx: Context, *, battle: BattleView, targets: tuple[str, ...], text: str, kind: str
 ) -> None:
+    """The visitor's turn to every target side, in one transaction."""
     try:
-        for side in targets:
-            _append_visitor(ctx, battle=battle, side=side, text=text, kind=kind)
+        db_repo.append_turn(
+            ctx.engine,
+            battle_id=battle.id,
+            sides=targets,
+            kind=kind,
+            content=text,
+            max_chars=ctx.settings.max_message_chars,
+        )
     except db_errors.BattleClosed as exc:
         raise Refused("This battle is closed (voted in another tab?). Start a new battle.") from exc
     except db_errors.DBError as exc:
         raise Refused(f"Your message was not recorded: {exc}") from exc
-
-
-def _append_visitor(ctx: Context, *, battle: BattleView, side: str, text: str, kind: str) -> None:
-    db_repo.append_message(
-        ctx.engine,
-        battle_id=battle.id,
-        side=side,
-        kind=kind,
-        content=text,
-        max_chars=ctx.settings.max_message_chars,
-    )
 
 
 def _grade(battle: BattleView, side: str, text: str) -> tuple[str | None, list[str] | None]:
@@ -259,10 +297,28 @@ def _target_turn(side: SideView, script: list[str]) -> int | None:
     return None
 
 
-def add_reply(ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool) -> None:
-    """Write one finished (or failed) reply, graded when the scenario allows, committed at once."""
+def add_reply(
+    ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool
+) -> str | None:
+    """Write one finished (or failed) reply, graded when the scenario allows, committed at once.
+
+    Returns None when stored, else why not (in words). A storage failure belongs to its side only: it
+    is logged with its traceback for the operator, and the other side's reply is still written.
+    """
+    try:
+        _store_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+    except (db_errors.DBError, SQLAlchemyError) as exc:
+        _LOG.exception("reply of side %s in battle %s was not stored", side, battle.id)
+        return f"This reply could not be stored ({type(exc).__name__}); please retry this side."
+    return None
+
+
+def _store_reply(
+    ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool
+) -> None:
     failed = result.finish_reason == "error"
-    label, mistakes = (None, None) if failed else _grade(battle, side, result.text)
+    text = storable(result.text)
+    label, mistakes = (None, None) if failed else _grade(battle, side, text)
     replaces = None
     if retry:
         last = battle.sides[side].messages[-1] if battle.sides[side].messages else None
@@ -272,14 +328,14 @@ def add_reply(ctx: Context, *, battle: BattleView, side: str, result: Generation
         battle_id=battle.id,
         side=side,
         kind="reply",
-        content=result.text,
-        max_chars=max(ctx.settings.max_message_chars, len(result.text), 1),
+        content=text,
+        max_chars=max(ctx.settings.max_message_chars, len(text), 1),
         ttft_ms=result.ttft_ms,
         total_ms=result.total_ms,
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.new_tokens,
         finish_reason=result.finish_reason,
-        error=(result.error or "generation failed") if failed else None,
+        error=storable(result.error or "generation failed", max_chars=10_000) if failed else None,
         grader_label=label,
         grader_mistakes=mistakes,
         replaces_message_id=replaces,
@@ -320,15 +376,30 @@ def set_outcome(ctx: Context, *, correction_id: int, outcome: str) -> None:
 # --- limits -------------------------------------------------------------------------------------------
 
 
-def battles_last_hour(ctx: Context) -> int:
+def battles_last_hour(ctx: Context) -> tuple[int, int]:
+    """Battles this visitor, and everyone from this address, started in the last hour."""
     since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
-    return db_repo.count_battles_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    mine = db_repo.count_battles_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    if ctx.address_hash is None:
+        return mine, mine
+    return mine, db_repo.count_battles_since(ctx.engine, address_hash=ctx.address_hash, since=since)
 
 
-def messages_last_minute(ctx: Context) -> int:
-    """Visitor turns in the last minute (db counts one message per side; a turn to both sides is one)."""
+def generations_last_minute(ctx: Context) -> tuple[int, int]:
+    """Replies generated in the last minute for this visitor, and for everyone from this address."""
     since = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
-    return db_repo.count_messages_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    mine = db_repo.count_generations_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    if ctx.address_hash is None:
+        return mine, mine
+    return mine, db_repo.count_generations_since(ctx.engine, address_hash=ctx.address_hash, since=since)
+
+
+def line_lengths(ctx: Context) -> dict[str, int]:
+    return resources.line_lengths(ctx)
+
+
+def in_flight() -> InFlight:
+    return resources.in_flight()
 
 
 # --- models -------------------------------------------------------------------------------------------

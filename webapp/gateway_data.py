@@ -5,13 +5,22 @@ Export modules are imported when used, so a page that never exports does not loa
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import logging
+import threading
+import time
 from typing import TYPE_CHECKING, Any
+
+import streamlit as st
 
 from db import errors as db_errors
 from db import repository as db_repo
+from settings import Settings
 from webapp import resources
 from webapp.gateway import Context
+
+_LOG = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from db.export import ExportFilters
@@ -29,16 +38,28 @@ def set_enabled(ctx: Context, *, slug: str, enabled: bool) -> None:
     db_repo.set_contestant_enabled(ctx.engine, slug=slug, enabled=enabled)
 
 
-def flag(ctx: Context, *, battle_id: str, reason: str, undo: bool) -> str:
-    """Flag (or unflag) a battle; returns a sentence for the admin."""
+def flag(ctx: Context, *, battle_id: str, reason: str, undo: bool, admin_session: str) -> str:
+    """Flag (or unflag) a battle, logged with the admin's session; returns a sentence for the admin."""
     try:
         if undo:
-            view = db_repo.unflag_battle(ctx.engine, battle_id=battle_id)
+            view = db_repo.unflag_battle(
+                ctx.engine, battle_id=battle_id, reason=reason, admin_session=admin_session
+            )
             return f"Battle {view.id} unflagged (now {view.status})."
-        view = db_repo.flag_battle(ctx.engine, battle_id=battle_id, reason=reason)
+        view = db_repo.flag_battle(
+            ctx.engine, battle_id=battle_id, reason=reason, admin_session=admin_session
+        )
     except db_errors.DBError as exc:
         return f"Refused: {exc}"
     return f"Battle {view.id} flagged: its vote no longer counts."
+
+
+def recent_battles(ctx: Context, *, limit: int = 20) -> list[Any]:
+    return list(db_repo.recent_battles(ctx.engine, limit=limit))
+
+
+def moderation_log(ctx: Context, *, limit: int = 50) -> list[Any]:
+    return list(db_repo.moderation_log(ctx.engine, limit=limit))
 
 
 def admin_figures(ctx: Context, *, since: dt.datetime) -> tuple[list[Any], list[Any]]:
@@ -55,10 +76,30 @@ def table_counts(ctx: Context) -> dict[str, int]:
 # --- dataset ------------------------------------------------------------------------------------------
 
 
-def dataset_filters(**values: Any) -> ExportFilters:
+def public_filters(
+    settings: Settings,
+    *,
+    scenario: str | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    corrections_only: bool,
+    now: dt.datetime | None = None,
+) -> ExportFilters:
+    """The Dataset page's filters: never an open battle, and only battles closed at least
+    ``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago (0: closed battles at once). The cut-off is rounded down to
+    the minute, so one filter set keeps one cache key for a while instead of a new one per click."""
     from db.export import ExportFilters
 
-    return ExportFilters(**values)
+    delay = dt.timedelta(hours=settings.public_export_delay_hours)
+    cutoff = ((now or dt.datetime.now(dt.UTC)) - delay).replace(second=0, microsecond=0) if delay else None
+    return ExportFilters(
+        scenario=scenario,
+        since=since,
+        until=until,
+        corrections_only=corrections_only,
+        include_open=False,
+        closed_before=cutoff,
+    )
 
 
 def dataset_count(ctx: Context, filters: ExportFilters) -> int:
@@ -68,12 +109,37 @@ def dataset_count(ctx: Context, filters: ExportFilters) -> int:
         return count_battles(conn, filters)
 
 
+_BUILD_LOCK = threading.Lock()  # one public export build at a time in this process
+BUILDS = collections.Counter[str]()  # builds per format/view since start (the cache's misses)
+
+
 def dataset_bytes(ctx: Context, filters: ExportFilters, *, fmt: str, view: str) -> bytes:
-    """One export in memory (called lazily when the download button is clicked)."""
+    """One public download, built once per filter set and kept for ``DOWNLOAD_TTL_S``.
+
+    Every visitor clicking the same download shares one build (the export runs on the models' CPU
+    cores); builds of different filter sets queue on one lock instead of running side by side.
+    """
+    salt = ctx.settings.hash_salt.get_secret_value()
+    url = ctx.settings.resolved_database_url
+    return _cached_export(url, filters, fmt, view, _engine=ctx.engine, _salt=salt)
+
+
+DOWNLOAD_TTL_S = 600
+
+
+@st.cache_data(ttl=DOWNLOAD_TTL_S, max_entries=32, show_spinner="Preparing the download…")
+def _cached_export(
+    url: str, filters: ExportFilters, fmt: str, view: str, *, _engine: Any, _salt: str
+) -> bytes:
     from db.export import export_bytes
 
-    salt = ctx.settings.hash_salt.get_secret_value()
-    return export_bytes(ctx.engine, fmt=fmt, view=view, salt=salt, filters=filters).data
+    with _BUILD_LOCK:
+        started = time.perf_counter()
+        data = export_bytes(_engine, fmt=fmt, view=view, salt=_salt, filters=filters).data
+        BUILDS[f"{fmt}/{view}"] += 1
+        _LOG.info("public export %s/%s built in %.2f s (%d bytes)", fmt, view, time.perf_counter() - started,
+                  len(data))
+    return data
 
 
 def dataset_card(filters: ExportFilters) -> str:

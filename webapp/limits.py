@@ -3,6 +3,8 @@ reloads and tabs); this module only decides and words the answer."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from settings import Settings
 
 
@@ -18,28 +20,65 @@ def message_problem(text: str, *, settings: Settings) -> str | None:
     return None
 
 
-def turns_problem(turns_so_far: int, *, settings: Settings) -> str | None:
-    if turns_so_far >= settings.max_turns_per_battle:
+def turns_problem(turns_so_far: int, *, settings: Settings, mode: str = "anonymous") -> str | None:
+    """The turn limit, worded for the mode: a single-model chat has no vote to ask for."""
+    if turns_so_far < settings.max_turns_per_battle:
+        return None
+    head = f"This {'chat' if mode == 'direct' else 'battle'} has reached its limit of "
+    head += f"{settings.max_turns_per_battle} turns. "
+    if mode == "direct":
+        return head + "Press *New chat* to start another."
+    return head + "Vote (or skip it), then start a new battle."
+
+
+def battles_problem(mine: int, address: int, *, settings: Settings) -> str | None:
+    """Battles started in the last hour by this visitor and from this address (a few times as many)."""
+    limit = settings.battles_per_visitor_per_hour
+    if mine >= limit:
         return (
-            f"This battle has reached its limit of {settings.max_turns_per_battle} turns. "
-            "Vote, then start a new battle."
+            f"You have started {mine} battles in the last hour (the limit is {limit}). "
+            "Please come back a little later."
         )
+    if address >= limit * settings.address_limit_factor:
+        return "Many battles were started from your network in the last hour. Please come back later."
     return None
 
 
-def battles_problem(battles_last_hour: int, *, settings: Settings) -> str | None:
-    if battles_last_hour >= settings.battles_per_visitor_per_hour:
+def rate_problem(mine: int, address: int, *, planned: int, settings: Settings) -> str | None:
+    """Generations in the last minute (every side, every retry) plus the ``planned`` ones, per visitor
+    and per address hash."""
+    limit = settings.generations_per_minute
+    if mine + planned > limit:
         return (
-            f"You have started {battles_last_hour} battles in the last hour (the limit is "
-            f"{settings.battles_per_visitor_per_hour}). Please come back a little later."
+            f"Slow down: {mine} replies were generated for you in the last minute (the limit is {limit}, "
+            "each side and each retry counts). Wait a moment and try again."
         )
+    if address + planned > limit * settings.address_limit_factor:
+        return "Slow down: many replies were generated for your network in the last minute. Try again soon."
     return None
 
 
-def rate_problem(messages_last_minute: int, *, settings: Settings) -> str | None:
-    if messages_last_minute >= settings.messages_per_minute:
-        return (
-            f"Slow down: you sent {messages_last_minute} messages in the last minute (the limit is "
-            f"{settings.messages_per_minute}). Wait a moment and try again."
-        )
+def retries_problem(generations_on_side: int, *, settings: Settings) -> str | None:
+    """A side may regenerate, but not without end: at most twice the turn limit of replies per side."""
+    cap = 2 * settings.max_turns_per_battle
+    if generations_on_side >= cap:
+        return f"This side has generated {generations_on_side} replies, the most a battle allows ({cap})."
     return None
+
+
+ARENA_BUSY = "The arena is busy right now: try again in a minute."
+
+
+def line_problem(lengths: dict[str, int], slugs: Iterable[str], *, settings: Settings) -> str | None:
+    """The arena is busy when a model this turn needs has a full line."""
+    if any(lengths.get(slug, 0) >= settings.model_queue_limit for slug in slugs):
+        return ARENA_BUSY
+    return None
+
+
+def line_notice(ahead: int) -> str:
+    """What a visitor reads while their request waits for a model."""
+    return f"Waiting in line: {ahead} request{'s' if ahead != 1 else ''} ahead of you for this model."
+
+
+BUSY = "A reply is still being generated for you (in this or another tab). Wait for it to finish."

@@ -35,5 +35,12 @@ def turn_caption(*, role: str, kind: str, badge_text: str = "") -> str:
 
 
 def show_error(container: Any, message: str) -> None:
-    """A failed generation: a clear error on that side only. The message is plain text."""
-    container.error(f"Generation failed: {message}", icon="⚠️")
+    """A failed generation: a clear error on that side only.
+
+    The engine's message is shown with ``st.text`` below a fixed headline, never inside ``st.error``
+    (whose body is Markdown): an error text like ``![x](http://…)`` would otherwise load a remote image
+    in the visitor's browser.
+    """
+    box = container.container()
+    box.error("Generation failed. The engine said:", icon="⚠️")
+    box.text(message)

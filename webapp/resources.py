@@ -7,6 +7,10 @@ the schema to head and registers the catalogue's contestants, so a fresh ``make 
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,9 +26,12 @@ from inference.catalogue import CatalogueEntry, load_catalogue
 from inference.protocol import ChatModel
 from ranking import sample_pair as ranked_pair
 from settings import Settings
+from webapp.inflight import InFlight
 
 if TYPE_CHECKING:
     from webapp.gateway import Context
+
+_LOG = logging.getLogger(__name__)
 
 
 def settings() -> Settings:
@@ -75,11 +82,14 @@ def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str, mesh: str = 
     from inference.pool import ModelPool
     from inference.sharding import mesh_from_setting
 
+    current = settings()
     return ModelPool(
         catalogue(catalogue_path),
         memory_budget_mb=memory_budget_mb,
         cache_dir=Path(data_dir) / "models",
-        api_keys={k: v.get_secret_value() for k, v in settings().remote_api_keys.items()},
+        api_keys={k: v.get_secret_value() for k, v in current.remote_api_keys.items()},
+        max_outstanding=current.model_queue_limit,  # the hard bound; pages refuse earlier, in words
+        queue_deadline_s=current.model_queue_deadline_s,
         mesh=mesh_from_setting(mesh),
     )
 
@@ -123,6 +133,39 @@ def _battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
     return counts.wins + counts.wins.T + counts.ties + counts.both_bad
 
 
+@st.cache_resource(show_spinner=False)
+def in_flight() -> InFlight:
+    """Which visitors have a generation running in this process (one at a time each)."""
+    return InFlight()
+
+
+SWEEP_INTERVAL_S = 60.0
+
+
+@st.cache_resource(show_spinner=False)
+def stale_sweeper(url: str, stale_minutes: int) -> threading.Thread:
+    """A daemon thread that abandons open battles idle for ``stale_minutes``: at once, then every minute.
+
+    One per process and database (started by the first visitor page). Several replicas each sweep; the
+    update is idempotent, so that only costs a few cheap queries.
+    """
+
+    def sweep_forever() -> None:
+        while True:
+            older_than = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=stale_minutes)
+            try:
+                closed = db_repo.abandon_stale_battles(engine(url), older_than=older_than)
+                if closed:
+                    _LOG.info("expired %d battles idle for %d minutes", closed, stale_minutes)
+            except Exception:  # a database hiccup must not end the timer
+                _LOG.exception("expiring stale battles failed")
+            time.sleep(SWEEP_INTERVAL_S)
+
+    thread = threading.Thread(target=sweep_forever, name="stale-battles", daemon=True)
+    thread.start()
+    return thread
+
+
 class NotEnoughModels(RuntimeError):
     """Fewer ready models than the page needs."""
 
@@ -144,6 +187,11 @@ def entry_for(ctx: Context, slug: str) -> CatalogueEntry:
         if entry.slug == slug:
             return entry
     raise KeyError(f"model {slug!r} is not in the catalogue")
+
+
+def line_lengths(ctx: Context) -> dict[str, int]:
+    """Requests in each model's line now (generating or waiting), by slug."""
+    return {slug: s.outstanding for slug, s in ctx.pool.status().items()}
 
 
 def model(ctx: Context, slug: str) -> ChatModel:

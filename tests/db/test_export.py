@@ -29,7 +29,7 @@ from db.export import (
 )
 from db.export_card import MARKER
 from db.export_read import read_ahead
-from db.models import Battle, Conversation, Correction, Message, Vote
+from db.models import Battle, Conversation, Correction, Message, Vote, utcnow
 
 SALT = "pepper-for-tests"
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
@@ -80,6 +80,7 @@ def world(arena: Any, engine: Engine) -> World:
     b2 = arena.battle("m2", "m3", visitor_id=v2.id)
     repo.record_vote(engine, battle_id=b2.id, choice="b")
     b3 = arena.battle("m3", None, mode="direct", scenario="free")
+    repo.abandon_battle(engine, battle_id=b3.id)  # closed: open battles are not exported by default
     b4 = arena.battle("m1", "m3")
     repo.record_vote(engine, battle_id=b4.id, choice="tie")
     b5 = arena.battle("m1", "m2")
@@ -232,7 +233,8 @@ def test_corrections_view_context_faulty_feedback_next_outcome(world: World, eng
 def test_correction_without_following_reply_has_null_next(arena: Any, engine: Engine, tmp_path: Path) -> None:
     battle = arena.battle("m1", "m2")
     repo.record_correction(engine, battle_id=battle.id, side="b", content="Wrong year.")
-    blob = export_bytes(engine, fmt="jsonl", salt=SALT, view="corrections")
+    blob = export_bytes(engine, fmt="jsonl", salt=SALT, view="corrections",
+                        filters=ExportFilters(include_open=True))
     (row,) = [json.loads(line) for line in blob.data.decode().splitlines()]
     assert row["side"] == "b" and row["next_reply"] is None and row["outcome"] == "unknown"
 
@@ -355,8 +357,23 @@ def test_battles_without_messages_and_empty_database(arena: Any, engine: Engine,
     table = pq.read_table(tmp_path / "empty.parquet")
     assert empty.counts.battles == 0 and table.num_rows == 0 and "sides" in table.column_names
     fresh = arena.battle("m1", "m2", replies=False)
-    blob = export_bytes(engine, fmt="jsonl", salt=SALT)
+    assert export_bytes(engine, fmt="jsonl", salt=SALT).data == b"", "an open battle is not public"
+    blob = export_bytes(engine, fmt="jsonl", salt=SALT, filters=ExportFilters(include_open=True))
     (record,) = [json.loads(line) for line in blob.data.decode().splitlines()]
     assert record["battle_id"] == fresh.id and record["vote"] is None
     assert [(s["side"], s["messages"], s["corrections"]) for s in record["sides"]] == [("a", [], []),
                                                                                      ("b", [], [])]
+
+
+def test_closed_before_leaves_out_recently_closed_battles(arena: Any, engine: Engine) -> None:
+    """The Dataset page's delay: only battles closed before the cut-off are public (open ones never)."""
+    old = arena.battle()
+    repo.record_vote(engine, battle_id=old.id, choice="a")
+    cutoff = utcnow() + dt.timedelta(milliseconds=1)
+    recent = arena.battle()
+    with engine.begin() as conn:  # closed after the cut-off
+        conn.execute(update(Battle).where(Battle.id == recent.id).values(
+            status="abandoned", closed_at=cutoff + dt.timedelta(seconds=5)))
+    arena.battle()  # still open
+    assert _ids(engine, ExportFilters(closed_before=cutoff)) == [old.id]
+    assert _ids(engine, ExportFilters()) == [old.id, recent.id]

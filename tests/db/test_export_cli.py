@@ -48,6 +48,7 @@ def db_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
                 created_at=dt.datetime(2026, 11, day, 10, tzinfo=dt.UTC)))
         ids.append(battle.id)
     repo.record_correction(engine, battle_id=ids[0], side="b", content="Say hello back.")
+    repo.abandon_battle(engine, battle_id=ids[0])
     repo.record_vote(engine, battle_id=ids[1], choice="a")
     engine.dispose()
     yield url
@@ -148,3 +149,20 @@ def test_entry_point_runs_as_a_module(db_file: str, tmp_path: Path) -> None:
         [sys.executable, "-m", "db", "export", "--url", db_file, "--format", "xml", "--out", str(out)],
         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "unknown format" in bad.stderr
+
+
+def test_open_battles_are_left_out_unless_include_open(
+    db_file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Probe: an open anonymous battle was exported with both contestants before its visitor voted."""
+    engine = make_engine(db_file)
+    live = repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                            contestant_b="m2", first_request="hello")
+    engine.dispose()
+    out = tmp_path / "public.jsonl"
+    code, stdout, _ = _run(capsys, "export", "--url", db_file, "--format", "jsonl", "--out", str(out))
+    assert code == 0 and json.loads(stdout)["counts"]["battles"] == 2
+    assert live.id not in out.read_text()
+    code, stdout, _ = _run(capsys, "export", "--url", db_file, "--format", "jsonl", "--out", str(out),
+                           "--include-open")
+    assert code == 0 and json.loads(stdout)["counts"]["battles"] == 3 and live.id in out.read_text()

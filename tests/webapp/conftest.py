@@ -55,10 +55,12 @@ def arena_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_dir: Path) -
 
 
 def open_app(page: str | None = None, *, visitor: str | None = None) -> AppTest:
-    """A fresh browser tab on the app (optionally as a returning visitor via the ``?v=`` URL parameter)."""
+    """A fresh browser tab on the app, optionally of a known visitor: AppTest cannot send cookies, so
+    the tab starts with the visitor id the signed cookie would have given it (the cookie itself is
+    tested against a real server in ``test_visitor_cookie.py``)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     if visitor:
-        at.query_params["v"] = visitor
+        at.session_state["visitor_id"] = visitor
     at.run()
     if page:
         at.switch_page(page).run()
@@ -69,6 +71,9 @@ def open_app(page: str | None = None, *, visitor: str | None = None) -> AppTest:
 # --- a scripted OpenAI-compatible engine ---------------------------------------------------------------
 
 
+ERROR_PREFIX = "!error "  # a scripted reply starting with this: HTTP 400 with the rest as its message
+
+
 class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 -- quiet
         pass
@@ -77,11 +82,12 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         model = json.loads(self.rfile.read(length) or b"{}").get("model", "")
         reply: str | None = self.server.replies.get(model, "Hello there.")  # type: ignore[attr-defined]
-        if reply is None:
-            self.send_response(500)
+        if reply is None or reply.startswith(ERROR_PREFIX):
+            message = "engine on fire" if reply is None else reply[len(ERROR_PREFIX) :]
+            self.send_response(500 if reply is None else 400)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
-            self.wfile.write(b'{"error": {"message": "engine on fire"}}')
+            self.wfile.write(json.dumps({"error": {"message": message}}).encode())
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -103,7 +109,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 class ScriptedEngine(ThreadingHTTPServer):
     """Answers a chat request for engine model ``m`` with ``replies[m]`` streamed word by word ("Hello
-    there." when unset), or HTTP 500 when it is None."""
+    there." when unset), HTTP 500 when it is None, or HTTP 400 with the error message that follows
+    ``ERROR_PREFIX``."""
 
     daemon_threads = True
 
@@ -141,3 +148,14 @@ def mixed_catalogue(tmp_path_factory: pytest.TempPathFactory, engine_server: Scr
         )
     )
     return path
+
+
+@pytest.fixture
+def engine_reply(engine_server: ScriptedEngine) -> Iterator[Callable[[str | None], None]]:
+    """Sets what the 'Gemma Served' model answers (None: HTTP 500); 'Plain Served' says hello."""
+
+    def set_reply(reply: str | None) -> None:
+        engine_server.replies["gemma"] = reply
+
+    yield set_reply
+    engine_server.replies.clear()

@@ -123,7 +123,7 @@ def test_reload_resumes_the_open_battle(arena_env: Callable[..., str]) -> None:
 
 
 def test_limits_have_clear_messages(arena_env: Callable[..., str]) -> None:
-    arena_env(max_message_chars="60", messages_per_minute="3", max_turns_per_battle="2")
+    arena_env(max_message_chars="60", generations_per_minute="3", max_turns_per_battle="2")
     at = open_app(ARENA)
     _send(at, "x" * 61)
     assert any("limit is 60" in e for e in _texts(at.error))

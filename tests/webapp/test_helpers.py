@@ -6,7 +6,14 @@ import pytest
 from pydantic import SecretStr
 
 from settings import DEV_ADMIN_PASSWORD, Settings
-from webapp.admin_gate import admin_available, check_password
+from webapp.admin_gate import (
+    FREE_FAILURES,
+    LoginThrottle,
+    admin_available,
+    check_password,
+    serving_problem,
+    wait_after,
+)
 from webapp.identity import identity_terms, reveals_identity
 
 
@@ -31,16 +38,71 @@ def test_identity_terms_skip_generic_words() -> None:
     assert "llama" in terms and "tiny" not in terms
 
 
+STRONG_PASSWORD = "a-long-admin-password-1"
+STRONG_SALT = "a-long-hashing-salt-2"
+
+
+def _check(settings: Settings, attempt: str, throttle: LoginThrottle | None = None) -> bool:
+    keys = ("session:test",)
+    return check_password(settings, attempt, throttle=throttle or LoginThrottle(), keys=keys).allowed
+
+
 def test_admin_gate() -> None:
     dev = Settings(environment="development")
-    assert check_password(dev, DEV_ADMIN_PASSWORD).allowed
-    assert not check_password(dev, "wrong").allowed
+    assert _check(dev, DEV_ADMIN_PASSWORD), "development without a network server (AppTest) may"
+    assert not _check(dev, "wrong")
     prod = Settings(
-        environment="production", admin_password=SecretStr("s3cret-xyz"), hash_salt=SecretStr("salt-1")
+        environment="production", admin_password=SecretStr(STRONG_PASSWORD), hash_salt=SecretStr(STRONG_SALT)
     )
-    assert check_password(prod, "s3cret-xyz").allowed
-    assert not check_password(prod, DEV_ADMIN_PASSWORD).allowed
+    assert _check(prod, STRONG_PASSWORD)
+    assert not _check(prod, DEV_ADMIN_PASSWORD)
     # Even if a production object carries the default (built around the validator), the page stays shut.
     forced = prod.model_copy(update={"admin_password": SecretStr(DEV_ADMIN_PASSWORD)})
     assert not admin_available(forced).allowed
-    assert not check_password(forced, DEV_ADMIN_PASSWORD).allowed
+    assert not _check(forced, DEV_ADMIN_PASSWORD)
+
+
+@pytest.mark.parametrize(
+    ("password", "salt", "problem"),
+    [
+        ("Changethis", STRONG_SALT, "placeholder"),
+        (" CHANGE this ", STRONG_SALT, "placeholder"),
+        ("a", STRONG_SALT, "shorter than 16"),
+        (STRONG_PASSWORD, STRONG_PASSWORD, "equals"),
+        (STRONG_PASSWORD, "Change Me", "placeholder"),
+    ],
+)
+def test_weak_secrets_fail_closed(
+    monkeypatch: pytest.MonkeyPatch, password: str, salt: str, problem: str
+) -> None:
+    """Probe: production accepted 'Changethis', 'a' and password == salt."""
+    with pytest.raises(ValueError, match=problem):
+        Settings(environment="production", admin_password=SecretStr(password), hash_salt=SecretStr(salt))
+    monkeypatch.delenv("ARENA_ENVIRONMENT", raising=False)
+    with pytest.raises(ValueError, match=problem):  # no ARENA_ENVIRONMENT: production, not development
+        Settings(admin_password=SecretStr(password), hash_salt=SecretStr(salt))
+    weak = Settings(environment="development", admin_password=SecretStr(password), hash_salt=SecretStr(salt))
+    assert serving_problem(weak, local=True) is None, "development on loopback may use them"
+    assert problem in (serving_problem(weak, local=False) or ""), "development on a network may not"
+
+
+def test_login_backs_off_per_key_after_failures() -> None:
+    """Probe: 60 wrong passwords, then the right one was accepted at once, with no delay or log."""
+    now = [1000.0]
+    throttle = LoginThrottle(clock=lambda: now[0])
+    prod = Settings(
+        environment="production", admin_password=SecretStr(STRONG_PASSWORD), hash_salt=SecretStr(STRONG_SALT)
+    )
+    session, address = ("session:s1",), ("session:s2", "address:abc")
+    for _ in range(FREE_FAILURES + 1):
+        both = ("session:s1", "address:abc")
+        assert not check_password(prod, "wrong", throttle=throttle, keys=both).allowed
+    refused = check_password(prod, STRONG_PASSWORD, throttle=throttle, keys=session)
+    assert not refused.allowed and "Try again in 2 seconds" in refused.reason
+    assert not check_password(prod, STRONG_PASSWORD, throttle=throttle, keys=address).allowed, (
+        "a new session from the same address waits too"
+    )
+    assert check_password(prod, STRONG_PASSWORD, throttle=throttle, keys=("session:other",)).allowed
+    now[0] += 2.5
+    assert check_password(prod, STRONG_PASSWORD, throttle=throttle, keys=session).allowed
+    assert [wait_after(n) for n in (1, 2, 3, 4, 5, 60)] == [0, 0, 2, 4, 8, 300]

@@ -3,28 +3,16 @@ OpenAI-compatible engine (the real remote client in the real pool): replies a ra
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from sqlalchemy import create_engine
 
 from db import repository as db_repo
-from tests.webapp.conftest import ScriptedEngine, open_app
+from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import TURN_1, _send, _texts
 
 ARENA = "pages/arena.py"
-
-
-@pytest.fixture
-def engine_reply(engine_server: ScriptedEngine) -> Iterator[Callable[[str | None], None]]:
-    """Sets what the 'Gemma Served' model answers (None: HTTP 500); 'Plain Served' says hello."""
-
-    def set_reply(reply: str | None) -> None:
-        engine_server.replies["gemma"] = reply
-
-    yield set_reply
-    engine_server.replies.clear()
 
 
 def test_a_model_naming_itself_makes_the_vote_uncounted(

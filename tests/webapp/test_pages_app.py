@@ -91,8 +91,16 @@ def test_leaderboard_filters(arena_env: Callable[..., str]) -> None:
     assert any("Computed over 1 vote at" in c for c in _texts(at.caption))
 
 
+def _public(ctx, scenario: str | None = None):  # noqa: ANN001, ANN202
+    from webapp import gateway_data
+
+    return gateway_data.public_filters(
+        ctx.settings, scenario=scenario, since=None, until=None, corrections_only=False
+    )
+
+
 def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
-    arena_env()
+    arena_env(public_export_delay_hours="0")
     _anonymous_battle("a")
     at = open_app("pages/dataset.py")
     assert any("1 battles match" in c for c in _texts(at.caption))
@@ -115,13 +123,13 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
         anon_id="",
     )
     lines = gateway_data.dataset_bytes(
-        ctx, gateway_data.dataset_filters(), fmt="jsonl", view="battles"
+        ctx, _public(ctx), fmt="jsonl", view="battles"
     ).splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["scenario"] == "calendar"
-    parquet = gateway_data.dataset_bytes(ctx, gateway_data.dataset_filters(), fmt="parquet", view="battles")
+    parquet = gateway_data.dataset_bytes(ctx, _public(ctx), fmt="parquet", view="battles")
     assert pq.read_table(io.BytesIO(parquet)).num_rows == 1
     none = gateway_data.dataset_bytes(
-        ctx, gateway_data.dataset_filters(scenario="free-chat"), fmt="jsonl", view="battles"
+        ctx, _public(ctx, scenario="free-chat"), fmt="jsonl", view="battles"
     )
     assert none == b""
 
@@ -142,7 +150,7 @@ def test_admin_gate_and_actions(arena_env: Callable[..., str]) -> None:
     at.toggle(key="admin_enable_tiny-llama").set_value(False).run()
     assert not db_repo.get_contestant(engine, slug="tiny-llama").enabled
 
-    at.text_input(key="admin_flag_id").input(battle_id)
+    at.selectbox(key="admin_flag_id").set_value(battle_id)
     _submit(at, "Flag")
     assert any("flagged" in s for s in _texts(at.success))
     assert db_repo.get_battle(engine, battle_id=battle_id).status == "flagged"
@@ -160,12 +168,12 @@ def _submit(at, label: str) -> None:  # noqa: ANN001
 
 
 def test_admin_in_production_refuses_the_development_password(arena_env: Callable[..., str]) -> None:
-    arena_env(environment="production", admin_password="prod-Secret-1", hash_salt="prod-salt-1")
+    arena_env(environment="production", admin_password="prod-Secret-1-long!", hash_salt="prod-salt-1-longer")
     at = open_app("pages/admin.py")
     at.text_input(key="admin_password").input(DEV_ADMIN_PASSWORD)
     _submit(at, "Log in")
     assert "Wrong password." in _texts(at.error) and not at.toggle
-    at.text_input(key="admin_password").input("prod-Secret-1")
+    at.text_input(key="admin_password").input("prod-Secret-1-long!")
     _submit(at, "Log in")
     assert at.toggle, "the real password opens it"
 

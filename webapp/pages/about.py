@@ -29,8 +29,11 @@ the share of first replies the grader labelled correct. Votes from named side-by
 chats, flagged battles and battles whose models revealed their identity are kept in the dataset but left
 out of the default leaderboard.
 
-**Your data.** Conversations, corrections and votes are published as an open dataset. Your network
-address is never stored, only a salted hash used for rate limits. Do not type personal information.
+**Your data.** Conversations, corrections and votes are published as an open dataset, once a battle
+has closed (never while it is open). A cookie keeps you the same anonymous visitor across reloads: it
+holds a random id and its signature, nothing else. Your network address is never stored; a salted hash
+of it is kept to limit how many battles and replies one network can ask for, and it is never exported.
+Do not type personal information.
 """
 )
 st.caption(f"Models are served on {gateway.serving_devices()} (ARENA_MESH).")

@@ -1,0 +1,105 @@
+"""Limits a visitor cannot reset.
+
+Probes of the old app: Retry after hitting messages/minute gave 10 more generations and skipped the
+turn limit; a new visitor id (dropping ``?v=``) started every limit from zero; ``address_hash`` was
+written and never read; one visitor could run generations from several tabs at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from sqlalchemy import create_engine
+
+from db import repository as db_repo
+from tests.webapp.conftest import open_app
+from tests.webapp.test_arena_app import TURN_1, _send, _texts
+
+ARENA = "pages/arena.py"
+
+
+def _replies(url: str, at, side: str) -> int:  # noqa: ANN001
+    battle = db_repo.get_battle(create_engine(url), battle_id=at.session_state["battle_id:anonymous"])
+    return sum(1 for m in battle.sides[side].messages if m.kind == "reply")
+
+
+def test_retry_counts_against_the_rate_limit(arena_env: Callable[..., str]) -> None:
+    url = arena_env(generations_per_minute="2")
+    at = open_app(ARENA)
+    _send(at, TURN_1)  # two generations, one per side
+    at.button(key="anonymous:retry_a").click().run()
+    assert any("Slow down" in e for e in _texts(at.error))
+    assert _replies(url, at, "a") == 1, "no generation ran"
+
+
+def test_retries_per_side_are_capped(arena_env: Callable[..., str]) -> None:
+    url = arena_env(max_turns_per_battle="1")
+    at = open_app(ARENA)
+    _send(at, TURN_1)
+    at.button(key="anonymous:retry_b").click().run()
+    assert not at.error and _replies(url, at, "b") == 2
+    at.button(key="anonymous:retry_b").click().run()
+    assert any("the most a battle allows (2)" in e for e in _texts(at.error))
+    assert _replies(url, at, "b") == 2
+
+
+def _context(url: str, visitor: str, address: str | None):  # noqa: ANN202
+    """The gateway context a page builds, for a visitor seen from ``address`` (AppTest has none)."""
+    from webapp import gateway, resources
+
+    settings = resources.settings()
+    engine = resources.engine(url)
+    digest = db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
+    row = db_repo.get_or_create_visitor(engine, anon_id=visitor, address_hash=digest)
+    ctx = gateway.Context(settings=settings, engine=engine, visitor_id=row.id, anon_id=visitor,
+                          address_hash=digest)
+    resources.ensure_contestants(ctx)
+    return ctx
+
+
+def test_a_new_visitor_id_does_not_reset_the_address_limit(arena_env: Callable[..., str]) -> None:
+    from webapp import battle_flow
+
+    url = arena_env(generations_per_minute="2", address_limit_factor="2")
+    engine = create_engine(url)
+    for n in range(2):  # two visitors from one address use the address's 4 generations
+        ctx = _context(url, f"visitor-{n}", "198.51.100.7")
+        battle = db_repo.open_battle(engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
+                                     contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id,
+                                     first_request="hi")
+        for side in "ab":
+            db_repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="ok")
+    fresh = _context(url, "visitor-new", "198.51.100.7")
+    problem = battle_flow.send_problem(fresh, battle=None, text="hello", targets=("a", "b"), correction=False)
+    assert problem is not None and "your network" in problem
+    elsewhere = _context(url, "visitor-far", "203.0.113.5")
+    assert battle_flow.send_problem(elsewhere, battle=None, text="hello", targets=("a", "b"),
+                                    correction=False) is None
+
+
+def test_one_generation_in_flight_per_visitor(arena_env: Callable[..., str]) -> None:
+    from webapp import battle_flow, gateway
+
+    url = arena_env()
+    ctx = _context(url, "two-tabs", None)
+    holding, release = threading.Event(), threading.Event()
+
+    def first_tab() -> None:
+        with gateway.in_flight().hold(ctx.visitor_id):
+            holding.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=first_tab)
+    thread.start()
+    try:
+        assert holding.wait(30)
+        problem = battle_flow.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False)
+        assert problem is not None and "still being generated" in problem
+        other = _context(url, "someone-else", None)
+        assert battle_flow.send_problem(other, battle=None, text="hi", targets=("a",),
+                                        correction=False) is None
+    finally:
+        release.set()
+        thread.join()
+    assert battle_flow.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False) is None
