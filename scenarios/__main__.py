@@ -50,7 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--reply", help="the reply text")
     source.add_argument("--replies", type=Path, help='JSONL file, lines {"target": N, "reply": "..."}')
-    p.add_argument("--json", action="store_true", help='print {"label", "mistakes", "correction"} lines')
+    source.add_argument("--dialogue", type=Path,
+                        help='JSON list of {"role", "kind", "content"}; each reply graded in context')
+    p.add_argument("--json", action="store_true",
+                   help='print {"label", "mistakes", "correction"} lines (--dialogue: {"turn", "label", '
+                        '"mistakes", "assumed", "fixed", "regression", "recurrence"})')
     p.add_argument("--style", choices=STYLES, default="hint", help="correction style (default hint)")
     p.set_defaults(handler=_cmd_grade)
 
@@ -128,8 +132,51 @@ def _replies_from(path: Path) -> list[tuple[int, str]]:
     return items
 
 
+def _dialogue_from(path: Path) -> list[Any]:
+    from scenarios.dialogue import DialogueMessage
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from exc
+    if not isinstance(raw, list):
+        raise UsageError(f'{path}: expected a JSON list of {{"role", "kind", "content"}} messages')
+    messages = []
+    for number, item in enumerate(raw, start=1):
+        if not isinstance(item, dict):
+            raise UsageError(f"{path}: message {number} is not an object")
+        try:
+            messages.append(DialogueMessage.from_mapping(item))
+        except ValueError as exc:
+            raise UsageError(f"{path}: message {number}: {exc}") from exc
+    return messages
+
+
+def _dialogue_line(graded: Any, *, as_json: bool) -> str:
+    record = graded.as_json()
+    if as_json:
+        return json.dumps(record, ensure_ascii=False)
+    turn = "off-script" if record["turn"] is None else f"turn {record['turn']}"
+    if graded.grade is None:
+        return f"{turn}: not graded"
+    notes = [", ".join(record["mistakes"])] if record["mistakes"] else []
+    notes += [f"assumed {', '.join(record['assumed'])}"] if record["assumed"] else []
+    notes += [k for k in ("regression", "recurrence") if record[k]]
+    fixed = {True: " — fixed", False: " — not fixed", None: ""}[record["fixed"]]
+    detail = f" ({'; '.join(notes)})" if notes else ""
+    return f"{turn}: {graded.grade.emoji} {record['label']}{detail}{fixed}"
+
+
 def _cmd_grade(args: argparse.Namespace) -> int:
     scenario = _gradable(args.scenario)
+    if args.dialogue is not None:
+        from scenarios.dialogue import grade_dialogue
+
+        for graded in grade_dialogue(scenario, _dialogue_from(args.dialogue)):
+            print(_dialogue_line(graded, as_json=args.json))
+        return 0
     if args.reply is not None:
         if args.target is None:
             raise UsageError("--reply needs --target N (the turn it answers)")

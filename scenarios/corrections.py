@@ -71,6 +71,8 @@ def _hint(finding: Finding, expected: Target | None) -> str:
         Mistake.WRONG_DATE: "Wrong date.",
         Mistake.WRONG_TIME: "Wrong time.",
         Mistake.WRONG_DURATION: "Wrong duration.",
+        Mistake.REGRESSION: f"Keep {finding.detail or 'the other entries'} as it was.",
+        Mistake.DOUBLE_BOOKING: "That overlaps another entry.",
     }[kind]
 
 
@@ -99,7 +101,8 @@ def _format(param: str | None, expected: Target | None) -> str:
 def _value(finding: Finding, expected: Target) -> str | None:
     """The right value for an explicit correction, or None when the hint says it all."""
     param = finding.param
-    if finding.kind in (Mistake.WRONG_FUNCTION, Mistake.SYNTAX, Mistake.MULTIPLE_CALLS, Mistake.CHATTY):
+    if finding.kind in (Mistake.WRONG_FUNCTION, Mistake.SYNTAX, Mistake.MULTIPLE_CALLS, Mistake.CHATTY,
+                        Mistake.REGRESSION, Mistake.DOUBLE_BOOKING):
         return None
     if param == "title":
         return f'"{expected.title}"'

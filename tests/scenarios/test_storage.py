@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from db.aggregates import fix_counts
+from db.aggregates import first_try_counts, fix_counts
 from db.battles import get_battle
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
@@ -65,6 +65,10 @@ def _check_round_trip(engine: Engine) -> None:
         assert [(m.kind, m.content, m.target_turn, m.scripted) for m in after.messages] == \
             [(m.kind, m.content, m.target_turn, m.scripted) for m in before.messages]
         assert after.corrections == before.corrections
+        assert [m.grade and (m.grade.label, m.grade.mistakes) for m in after.messages] == \
+            [m.grade and (m.grade.label, m.grade.mistakes) for m in before.messages]
+        assert [m.context and m.context.as_json() for m in after.messages] == \
+            [m.context and m.context.as_json() for m in before.messages]
         assert after.params == before.params
 
     battle = get_battle(engine, battle_id=ids[per_model + 1])  # the stubborn model's dialogue
@@ -93,6 +97,19 @@ def _check_round_trip(engine: Engine) -> None:
 
 def test_runs_round_trip_through_sqlite(sqlite_engine: Engine) -> None:
     _check_round_trip(sqlite_engine)
+
+
+def test_a_perfect_first_try_is_stored_correct_with_the_year_assumed(sqlite_engine: Engine) -> None:
+    """The year of turn 1 is an assumption: first-try accuracy counts a perfect call (was 0%)."""
+    ensure_contestant(sqlite_engine, slug="perfect", name="Perfect")
+    ids: list[str] = []
+    (record,) = run_arena(scenario=CALENDAR, models=[ScriptedModel("perfect", perfect)],
+                          protocols=("reliability",), config=RunnerConfig(repeats=1),
+                          sink=lambda r: ids.append(store_run(sqlite_engine, r)))
+    reply = record.messages[-1]
+    assert reply.context is not None and reply.context.assumed == ("year",)
+    counts = first_try_counts(sqlite_engine, scenario="calendar", modes=["auto"])
+    assert (int(counts.successes[0]), int(counts.trials[0])) == (1, 1)
 
 
 @pytest.mark.postgres
