@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help='print {"label", "mistakes", "correction"} lines (--dialogue: {"turn", "label", '
                         '"mistakes", "assumed", "fixed", "regression", "recurrence"})')
-    p.add_argument("--style", choices=STYLES, default="hint", help="correction style (default hint)")
+    p.add_argument("--style", choices=STYLES, default="fix", help="correction style (default fix)")
     p.set_defaults(handler=_cmd_grade)
 
     p = sub.add_parser("run", help="the automatic arena: the study's three tables for catalogue models")
@@ -68,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fixing-attempts", type=int, default=3,
                    help="fixing: fresh attempts per pre-made mistake (default 3, as in the study)")
     p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
-    p.add_argument("--style", choices=STYLES, default="hint", help="correction style (default hint)")
+    p.add_argument("--style", type=_styles, default=("fix",), metavar="STYLE[,STYLE]",
+                   help=f"correction style(s) of the dialogue protocol, comma-separated: {', '.join(STYLES)} "
+                        "(default fix; each style is one dialogue run per model)")
     p.add_argument("--temperature", type=float, help="override the catalogue's sampling temperature")
     p.add_argument("--max-new-tokens", type=int, help="override the catalogue's max_new_tokens")
     p.add_argument("--seed", type=int, help="base seed (attempt i uses seed+i; default 0)")
@@ -79,6 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=20, help="repetitions per measurement (default 20)")
     p.set_defaults(handler=_cmd_bench)
     return parser
+
+
+def _styles(text: str) -> tuple[str, ...]:
+    styles = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    unknown = [s for s in styles if s not in STYLES]
+    if not styles or unknown:
+        raise argparse.ArgumentTypeError(f"expected styles from {', '.join(STYLES)}, got {text!r}")
+    return styles
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -219,7 +229,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         return run_command(settings=get_settings(), scenario=scenario, slugs=slugs, protocols=protocols,
                            repeats=args.repeats, max_fix_attempts=args.max_fix_attempts,
-                           fixing_attempts=args.fixing_attempts, style=args.style, overrides=overrides,
+                           fixing_attempts=args.fixing_attempts, styles=args.style, overrides=overrides,
                            out=args.out, store=not args.no_store)
     except RunInputError as exc:
         raise UsageError(str(exc)) from exc

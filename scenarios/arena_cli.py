@@ -63,7 +63,7 @@ def run_and_store(
     repeats: int,
     max_fix_attempts: int,
     fixing_attempts: int = 3,
-    style: Style = "hint",
+    styles: Sequence[Style] = ("fix",),
     overrides: dict[str, Any] | None = None,
     store: bool = True,
     show_progress: bool = True,
@@ -86,7 +86,7 @@ def run_and_store(
             ensure_contestant(engine, slug=entry.slug, name=entry.name, family=entry.family,
                               source=entry.source)
     _compilation_cache(settings)
-    sizes = RunnerConfig(repeats=repeats, fixing_attempts=fixing_attempts)
+    sizes = RunnerConfig(repeats=repeats, fixing_attempts=fixing_attempts, correction_styles=tuple(styles))
     per_model = planned_runs(protocols=protocols, config=sizes, n_cases=len(cases))
     bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
     keys = {slug: key.get_secret_value() for slug, key in settings.remote_api_keys.items()}
@@ -107,7 +107,7 @@ def run_and_store(
                 outcome.skipped[entry.slug] = str(exc)
                 continue
             config = RunnerConfig(repeats=repeats, max_fix_attempts=max_fix_attempts,
-                                  fixing_attempts=fixing_attempts, correction_style=style,
+                                  fixing_attempts=fixing_attempts, correction_styles=tuple(styles),
                                   params=_params(entry.sampling, overrides or {}))
 
             def sink(record: RunRecord) -> None:
@@ -179,7 +179,7 @@ def run_command(
     repeats: int,
     max_fix_attempts: int,
     fixing_attempts: int,
-    style: Style,
+    styles: Sequence[Style],
     overrides: dict[str, Any],
     out: Path | None,
     store: bool,
@@ -187,7 +187,7 @@ def run_command(
     """The ``run`` command: report on stdout (and in ``out``); 1 if no model could run at all."""
     outcome = run_and_store(settings=settings, scenario=scenario, slugs=slugs, protocols=protocols,
                             repeats=repeats, max_fix_attempts=max_fix_attempts,
-                            fixing_attempts=fixing_attempts, style=style, overrides=overrides, store=store)
+                            fixing_attempts=fixing_attempts, styles=styles, overrides=overrides, store=store)
     print(outcome.markdown, end="")
     if out is not None:
         out.write_text(outcome.markdown, encoding="utf-8")

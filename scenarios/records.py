@@ -61,6 +61,7 @@ class RunRecord:
     system_prompt: str
     params: GenerationParams
     case: str = ""  # fixing: the pre-made mistake kind ("wrong_time", ...)
+    style: str = ""  # dialogue: the correction writer's style ("fix", "hint", "explicit")
     messages: list[RunMessage] = field(default_factory=list)
     corrections: list[RunCorrection] = field(default_factory=list)
 

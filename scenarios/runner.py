@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from inference.protocol import ChatMessage, ChatModel, GenerationParams, GenerationResult, complete
 from scenarios.base import Scenario
-from scenarios.corrections import Style, write_correction
+from scenarios.corrections import STYLES, Style, write_correction
 from scenarios.dialogue import DialogueGrader, DialogueMessage
 from scenarios.premade import PremadeCase
 from scenarios.records import PROTOCOLS, ProtocolName, RunCorrection, RunMessage, RunRecord, forgiven
@@ -51,9 +51,11 @@ class RunnerConfig:
     params: GenerationParams = dataclasses.field(
         default_factory=lambda: GenerationParams(max_new_tokens=96, temperature=0.7, top_p=0.9, seed=0)
     )
-    correction_style: Style = "hint"
+    correction_styles: tuple[Style, ...] = ("fix",)  # the dialogue protocol runs once per style
 
     def __post_init__(self) -> None:
+        if not self.correction_styles or any(s not in STYLES for s in self.correction_styles):
+            raise ValueError(f"correction_styles must be a non-empty subset of {', '.join(STYLES)}")
         for name in ("repeats", "fixing_attempts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -63,7 +65,8 @@ class RunnerConfig:
 
 def planned_runs(*, protocols: Sequence[ProtocolName], config: RunnerConfig, n_cases: int) -> int:
     """How many runs one model gets (for the progress bar)."""
-    sizes = {"reliability": config.repeats, "dialogue": 1, "fixing": n_cases * config.fixing_attempts}
+    sizes = {"reliability": config.repeats, "dialogue": len(config.correction_styles),
+             "fixing": n_cases * config.fixing_attempts}
     return sum(sizes[p] for p in protocols)
 
 
@@ -115,7 +118,8 @@ def _protocol_runs(
         for attempt in range(config.repeats):
             yield _reliability(scenario, model, config, attempt)
     elif protocol == "dialogue":
-        yield _dialogue(scenario, model, config)
+        for style in config.correction_styles:
+            yield _dialogue(scenario, model, config, style)
     else:
         for case in cases:
             for attempt in range(config.fixing_attempts):
@@ -165,8 +169,9 @@ class _Conversation:
             judged = forgiven(grade, scenario=scenario, turn=turn)
             if judged.is_correct:
                 return
-            expected = scenario.turn(turn).expected
-            text = write_correction(judged, style=config.correction_style, target=expected)
+            scripted = scenario.turn(turn)
+            text = write_correction(judged, style=self.record.style or "fix", target=scripted.expected,  # type: ignore[arg-type]
+                                    request=scripted.user)
             assert text is not None
             reply = self.correct(reply, text, scenario=scenario, turn=turn)
 
@@ -211,8 +216,9 @@ def _reliability(scenario: Scenario, model: ChatModel, config: RunnerConfig, att
     return conv.record
 
 
-def _dialogue(scenario: Scenario, model: ChatModel, config: RunnerConfig) -> RunRecord:
+def _dialogue(scenario: Scenario, model: ChatModel, config: RunnerConfig, style: Style) -> RunRecord:
     conv = _new("dialogue", scenario, model, config.params, 0)
+    conv.record.style = style
     last_reply: int | None = None
     for number, turn in enumerate(scenario.turns, start=1):
         if turn.is_correction and last_reply is not None:

@@ -10,7 +10,8 @@ models through their fix and first-try rates, not through votes). The scripted h
 and its pre-made faulty reply are stored as replies with ``finish_reason="scripted"``; the faulty reply
 carries its grade, the history none (so it never counts as a first try). Correction events are judged
 by the ``grader``. The conversation's params hold the sampling settings plus an ``auto`` object with the
-protocol, attempt, fixing case and each reply's target turn, so :func:`load_runs` rebuilds the records.
+protocol, attempt, fixing case, correction style and each reply's target turn, so :func:`load_runs`
+rebuilds the records.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def store_run(engine: Engine, record: RunRecord) -> str:
         "protocol": record.protocol,
         "attempt": record.attempt,
         "case": record.case,
+        "style": record.style,
         "reply_turns": [m.target_turn for m in record.messages if m.kind == "reply"],
     }
     params: dict[str, Any] = {**dataclasses.asdict(record.params), "auto": meta}
@@ -141,5 +143,6 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
     return RunRecord(
         protocol=meta["protocol"], model=conv.contestant.slug, scenario=battle.scenario,
         attempt=int(meta["attempt"]), system_prompt=conv.system_prompt,
-        params=GenerationParams(**params), case=meta["case"], messages=messages, corrections=corrections,
+        params=GenerationParams(**params), case=meta["case"], style=str(meta.get("style", "")),
+        messages=messages, corrections=corrections,
     )

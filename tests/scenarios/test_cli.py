@@ -133,3 +133,14 @@ def test_a_bad_dialogue_file_exits_2(tmp_path: Path, content: str, message: str,
     assert main(["grade", "--dialogue", str(path), "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and message in captured.err
+
+
+def test_run_style_takes_a_comma_separated_list() -> None:
+    from scenarios.__main__ import _parser
+
+    args = _parser().parse_args(["run", "calendar", "--models", "x", "--style", "fix, hint,fix"])
+    assert args.style == ("fix", "hint")
+    assert _parser().parse_args(["run", "calendar", "--models", "x"]).style == ("fix",)
+    with pytest.raises(SystemExit) as exit_info:
+        _parser().parse_args(["run", "calendar", "--models", "x", "--style", "rude"])
+    assert exit_info.value.code == 2

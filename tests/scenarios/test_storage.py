@@ -64,7 +64,7 @@ def _check_round_trip(engine: Engine) -> None:
             (before.protocol, before.model, before.case, before.attempt)
         assert [(m.kind, m.content, m.target_turn, m.scripted) for m in after.messages] == \
             [(m.kind, m.content, m.target_turn, m.scripted) for m in before.messages]
-        assert after.corrections == before.corrections
+        assert after.corrections == before.corrections and after.style == before.style
         assert [m.grade and (m.grade.label, m.grade.mistakes) for m in after.messages] == \
             [m.grade and (m.grade.label, m.grade.mistakes) for m in before.messages]
         assert [m.context and m.context.as_json() for m in after.messages] == \
