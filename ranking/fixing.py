@@ -97,25 +97,80 @@ class Agreement:
 
 
 def cohen_kappa(first: Sequence[bool], second: Sequence[bool]) -> Agreement:
-    """Cohen's κ of two binary judgments of the same items (e.g. person vs grader: fixed or not).
-
-    κ = (p_o − p_e) / (1 − p_e); SE = √(p_o(1 − p_o) / (n (1 − p_e)²)) (Cohen 1960). When both judges
-    give one and the same answer to every item (p_e = 1), κ is 1 if they agree (and NaN if n = 0).
-    """
+    """Cohen's κ of two binary judgments of the same items (e.g. person vs grader: fixed or not)."""
     a = np.asarray(first, dtype=bool)
     b = np.asarray(second, dtype=bool)
     if a.shape != b.shape or a.ndim != 1:
         raise CountsError("both judges must judge the same items")
-    n = int(a.size)
+    table = (a & b, a & ~b, ~a & b, ~a & ~b)
+    return kappa_from_table(*(int(np.sum(cell)) for cell in table))
+
+
+def kappa_from_table(both_yes: int, first_only: int, second_only: int, both_no: int) -> Agreement:
+    """Cohen's κ from the 2×2 table of two judges (yes/yes, yes/no, no/yes, no/no).
+
+    κ = (p_o − p_e) / (1 − p_e); SE = √(p_o(1 − p_o) / (n (1 − p_e)²)) (Cohen 1960). When both judges
+    give one and the same answer to every item (p_e = 1), κ is 1; with no items it is NaN.
+    """
+    cells = (both_yes, first_only, second_only, both_no)
+    if any(c < 0 for c in cells):
+        raise CountsError("table cells must be non-negative")
+    n = sum(cells)
     if n == 0:
         return Agreement(math.nan, math.nan, math.nan, 0, math.nan)
-    p_o = float(np.mean(a == b))
-    p_e = float(np.mean(a) * np.mean(b) + np.mean(~a) * np.mean(~b))
+    p_o = (both_yes + both_no) / n
+    first_yes, second_yes = (both_yes + first_only) / n, (both_yes + second_only) / n
+    p_e = first_yes * second_yes + (1 - first_yes) * (1 - second_yes)
     if p_e >= 1.0:
         return Agreement(1.0, 1.0, 1.0, n, p_o)
     kappa = (p_o - p_e) / (1.0 - p_e)
     se = math.sqrt(p_o * (1.0 - p_o) / (n * (1.0 - p_e) ** 2))
     return Agreement(kappa, max(-1.0, kappa - Z95 * se), min(1.0, kappa + Z95 * se), n, p_o)
+
+
+def fix_episodes(links: Sequence[tuple[int, int, bool | None]]) -> list[int | None]:
+    """Turns to fix per mistake from correction links ``(faulty reply, next reply, fixed)``.
+
+    Links chain when a correction's faulty reply is the previous correction's next reply (the person
+    corrected again). An episode ends at its first fixed link (its position, from 1) or, unfixed, at the
+    chain's end (None). A chain whose first judged verdict is missing is skipped.
+    """
+    by_faulty = {faulty: (following, fixed) for faulty, following, fixed in links}
+    followers = {following for _, following, _ in links}
+    episodes: list[int | None] = []
+    for faulty, _, _ in links:
+        if faulty in followers:
+            continue  # not the start of a chain
+        turns, current, outcome = 0, faulty, None
+        seen: set[int] = set()
+        while current in by_faulty and current not in seen:
+            seen.add(current)
+            following, fixed = by_faulty[current]
+            if fixed is None:
+                break
+            turns += 1
+            if fixed:
+                outcome = turns
+                break
+            current = following
+        if turns:
+            episodes.append(outcome)
+    return episodes
+
+
+def count_recurrences(sequences: Iterable[Sequence[Iterable[str]]]) -> int:
+    """Replies that repeat a mistake kind an earlier reply of the same conversation made and a later
+    one had cleared ("20 24", fixed, then back), over conversations given as sequences of mistake sets."""
+    total = 0
+    for sequence in sequences:
+        made: set[str] = set()
+        cleared: set[str] = set()
+        for mistakes in sequence:
+            kinds = set(mistakes)
+            total += bool(kinds & cleared)
+            cleared = (cleared | (made - kinds)) - kinds
+            made |= kinds
+    return total
 
 
 def turns_to_fix(episodes: Iterable[int | None]) -> dict[str, int]:

@@ -92,3 +92,35 @@ def test_fixing_table_ranks_by_fix_rate_with_overlap_ranks() -> None:
     assert (strong.regression.rate, strong.recurrence.rate) == (0.02, 0.04)
     assert strong.turns_to_fix == {"1": 2, "2": 1, "3+": 0, "never": 1}
     assert rows[2].chatty.rate == 0.2 and rows[3].fix_rate.n == 0
+
+
+def test_kappa_from_a_table_equals_kappa_from_labels() -> None:
+    from ranking.fixing import kappa_from_table
+
+    assert kappa_from_table(20, 5, 10, 15).kappa == pytest.approx(0.4)
+    assert kappa_from_table(0, 0, 0, 0).n == 0
+    with pytest.raises(CountsError):
+        kappa_from_table(-1, 0, 0, 0)
+
+
+def test_fix_episodes_follow_chains_of_corrections() -> None:
+    from ranking.fixing import fix_episodes
+
+    links = [
+        (1, 2, True),  # fixed at once
+        (10, 11, False), (11, 12, False), (12, 13, True),  # third correction worked
+        (20, 21, False), (21, 22, False),  # gave up
+        (30, 31, None),  # nobody judged it
+        (40, 41, False), (41, 42, True),
+    ]
+    assert fix_episodes(links) == [1, 3, None, 2]
+    assert turns_to_fix(fix_episodes(links)) == {"1": 1, "2": 1, "3+": 1, "never": 1}
+
+
+def test_count_recurrences_needs_a_cleared_mistake() -> None:
+    from ranking.fixing import count_recurrences
+
+    sticky = [["bad_format"], [], ["bad_format"], ["bad_format"]]  # fixed, back (1), still there (0)
+    always = [["chatty"], ["chatty"], ["chatty"]]
+    assert count_recurrences([sticky, always]) == 1
+    assert count_recurrences([[["chatty"], ["wrong_time"], ["chatty", "wrong_time"]]]) == 1  # per reply

@@ -1,0 +1,229 @@
+"""Queries behind the Fixing leaderboard: correction outcomes by judge, person-vs-grader pairs, the
+grader's mistakes per reply, correction chains, automatic-arena battles.
+
+Two judges of one correction: the **person** (``Correction.outcome`` with ``judged_by = "person"``) and
+the **grader**, whose verdict is the label of the reply that followed (``correct`` = fixed). The grader's
+verdict needs no column of its own: it is the next reply's stored label, which the web app and the
+automatic arena grade in the dialogue's context. Counts are SQL ``GROUP BY``s (rows grow with models);
+the mistake sequences and chains are one row per graded reply / correction, for the measures that
+follow a conversation (recurrence, turns to fix).
+
+Filters as in ``db.aggregates``: ``scenario``, ``modes`` (None for all), ``since``/``until`` on the
+battle's start (UTC, half-open), ``exclude_flagged``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import Engine, and_, case, func, select
+from sqlalchemy.orm import aliased
+
+from db.aggregates import _battle_filters, _check_filters, _model_counts, _model_index
+from db.checks import retry_read
+from db.engine import read_session
+from db.models import Battle, Conversation, Correction, Message
+from db.views import ModelCounts
+
+Judge = Literal["person", "grader"]
+HUMAN_MODES: tuple[str, ...] = ("anonymous", "named", "direct")
+
+_Next = aliased(Message)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeTable:
+    """Per model, the 2×2 table of corrections both judges judged: (person fixed?, grader fixed?)."""
+
+    models: tuple[str, ...]
+    both_fixed: tuple[int, ...]
+    person_only: tuple[int, ...]
+    grader_only: tuple[int, ...]
+    neither: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CorrectionLink:
+    """One correction: the faulty reply, the reply that followed, and the judge's verdict (None: unjudged)."""
+
+    model: str
+    faulty_message_id: int
+    next_reply_message_id: int
+    fixed: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class GradedReply:
+    model: str
+    conversation_id: int
+    mistakes: tuple[str, ...]
+
+
+def _check(judge: str) -> None:
+    if judge not in ("person", "grader"):
+        raise ValueError(f"judge must be person or grader, got {judge!r}")
+
+
+@retry_read
+def fix_outcomes(
+    engine: Engine,
+    *,
+    judge: Judge,
+    scenario: str | None = None,
+    modes: Sequence[str] | None = HUMAN_MODES,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    exclude_flagged: bool = True,
+    models: Sequence[str] | None = None,
+) -> ModelCounts:
+    """Per model: corrections the judge found fixed, out of those it judged."""
+    _check(judge)
+    _check_filters(modes, since, until)
+    where = _battle_filters(scenario, modes, since, until, exclude_flagged)
+    if judge == "person":
+        query = (
+            select(Conversation.contestant_id, Correction.outcome, func.count())
+            .join(Conversation, Conversation.id == Correction.conversation_id)
+            .join(Battle, Battle.id == Correction.battle_id)
+            .where(Correction.judged_by == "person", Correction.outcome != "unknown", *where)
+            .group_by(Conversation.contestant_id, Correction.outcome)
+        )
+    else:
+        verdict = case((_Next.grader_label == "correct", "fixed"), else_="not_fixed")
+        query = (
+            select(Conversation.contestant_id, verdict, func.count())
+            .select_from(Correction)
+            .join(Conversation, Conversation.id == Correction.conversation_id)
+            .join(Battle, Battle.id == Correction.battle_id)
+            .join(_Next, _Next.id == Correction.next_reply_message_id)
+            .where(_Next.grader_label.is_not(None), *where)
+            .group_by(Conversation.contestant_id, verdict)
+        )
+    with read_session(engine) as session:
+        return _model_counts(session, models, session.execute(query).all(), "fixed")
+
+
+@retry_read
+def judge_table(
+    engine: Engine,
+    *,
+    scenario: str | None = None,
+    modes: Sequence[str] | None = HUMAN_MODES,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    exclude_flagged: bool = True,
+    models: Sequence[str] | None = None,
+) -> JudgeTable:
+    """Corrections judged by a person whose next reply the grader labelled, as per-model 2×2 tables."""
+    _check_filters(modes, since, until)
+    grader_fixed = case((_Next.grader_label == "correct", 1), else_=0)
+    query = (
+        select(Conversation.contestant_id, Correction.outcome, grader_fixed, func.count())
+        .select_from(Correction)
+        .join(Conversation, Conversation.id == Correction.conversation_id)
+        .join(Battle, Battle.id == Correction.battle_id)
+        .join(_Next, _Next.id == Correction.next_reply_message_id)
+        .where(Correction.judged_by == "person", Correction.outcome != "unknown",
+               _Next.grader_label.is_not(None),
+               *_battle_filters(scenario, modes, since, until, exclude_flagged))
+        .group_by(Conversation.contestant_id, Correction.outcome, grader_fixed)
+    )
+    with read_session(engine) as session:
+        slugs, index = _model_index(session, models)
+        rows = session.execute(query).all()
+    cells = [[0, 0, 0, 0] for _ in slugs]
+    for contestant_id, outcome, by_grader, count in rows:
+        i = index.get(contestant_id)
+        if i is None:
+            continue
+        person = outcome == "fixed"
+        cells[i][(0 if by_grader else 1) if person else (2 if by_grader else 3)] += int(count)
+    return JudgeTable(slugs, *(tuple(c[k] for c in cells) for k in range(4)))
+
+
+@retry_read
+def correction_links(
+    engine: Engine,
+    *,
+    judge: Judge,
+    scenario: str | None = None,
+    modes: Sequence[str] | None = HUMAN_MODES,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    exclude_flagged: bool = True,
+) -> list[CorrectionLink]:
+    """Every correction with a reply after it, oldest first, with the judge's verdict."""
+    _check(judge)
+    _check_filters(modes, since, until)
+    query = (
+        select(Conversation.contestant_id, Correction.faulty_message_id, Correction.next_reply_message_id,
+               Correction.outcome, Correction.judged_by, _Next.grader_label)
+        .select_from(Correction)
+        .join(Conversation, Conversation.id == Correction.conversation_id)
+        .join(Battle, Battle.id == Correction.battle_id)
+        .join(_Next, _Next.id == Correction.next_reply_message_id)
+        .where(*_battle_filters(scenario, modes, since, until, exclude_flagged))
+        .order_by(Correction.id)
+    )
+    with read_session(engine) as session:
+        slugs, index = _model_index(session, None)
+        rows = session.execute(query).all()
+    by_id = {cid: slugs[i] for cid, i in index.items()}
+    links = []
+    for contestant_id, faulty, following, outcome, judged_by, label in rows:
+        if judge == "person":
+            fixed = None if judged_by != "person" or outcome == "unknown" else outcome == "fixed"
+        else:
+            fixed = None if label is None else label == "correct"
+        links.append(CorrectionLink(by_id[contestant_id], int(faulty), int(following), fixed))
+    return links
+
+
+@retry_read
+def graded_replies(
+    engine: Engine,
+    *,
+    scenario: str | None = None,
+    modes: Sequence[str] | None = HUMAN_MODES,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    exclude_flagged: bool = True,
+) -> list[GradedReply]:
+    """Current (not superseded) graded replies with their mistakes, in conversation order."""
+    _check_filters(modes, since, until)
+    query = (
+        select(Conversation.contestant_id, Message.conversation_id, Message.grader_mistakes)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .join(Battle, Battle.id == Conversation.battle_id)
+        .where(and_(Message.grader_label.is_not(None), Message.superseded.is_(False)),
+               *_battle_filters(scenario, modes, since, until, exclude_flagged))
+        .order_by(Message.conversation_id, Message.position)
+    )
+    with read_session(engine) as session:
+        slugs, index = _model_index(session, None)
+        rows = session.execute(query).all()
+    by_id = {cid: slugs[i] for cid, i in index.items()}
+    return [GradedReply(by_id[cid], conv, tuple(mistakes or ())) for cid, conv, mistakes in rows]
+
+
+@retry_read
+def auto_battle_ids(
+    engine: Engine,
+    *,
+    scenario: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    exclude_flagged: bool = True,
+) -> list[str]:
+    """Automatic-arena battles (mode ``auto``), oldest first."""
+    _check_filters(("auto",), since, until)
+    query = (
+        select(Battle.id)
+        .where(*_battle_filters(scenario, ("auto",), since, until, exclude_flagged))
+        .order_by(Battle.created_at, Battle.id)
+    )
+    with read_session(engine) as session:
+        return list(session.scalars(query))
