@@ -174,11 +174,12 @@ def correction_links(
     by_id = {cid: slugs[i] for cid, i in index.items()}
     links = []
     for contestant_id, faulty, following, outcome, judged_by, label in rows:
+        assert following is not None  # inner join on the next reply
         if judge == "person":
             fixed = None if judged_by != "person" or outcome == "unknown" else outcome == "fixed"
         else:
             fixed = None if label is None else label == "correct"
-        links.append(CorrectionLink(by_id[contestant_id], int(faulty), int(following), fixed))
+        links.append(CorrectionLink(by_id[contestant_id], faulty, following, fixed))
     return links
 
 
