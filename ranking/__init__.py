@@ -22,6 +22,7 @@ from ranking.fixing import (
 from ranking.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from ranking.rates import RateRow, first_try_accuracy, fix_rates, rate_table, wilson_interval
 from ranking.sampler import pair_gains, sample_pair
+from ranking.style import STYLE_FEATURES, StyleFit, fit_style_bt
 
 __all__ = [
     "A_WINS",
@@ -40,10 +41,13 @@ __all__ = [
     "LeaderboardRow",
     "PairData",
     "RateRow",
+    "STYLE_FEATURES",
+    "StyleFit",
     "TIE",
     "cohen_kappa",
     "first_try_accuracy",
     "fit_bt",
+    "fit_style_bt",
     "fix_rates",
     "fixing_table",
     "fold_pairs",
