@@ -1,5 +1,6 @@
 """Queries behind the Fixing leaderboard: correction outcomes by judge, person-vs-grader pairs, the
-grader's mistakes per reply, correction chains, automatic-arena battles.
+grader's mistakes per reply, correction chains, automatic-arena battles; and the per-vote style
+features of the Votes board's style control.
 
 Two judges of one correction: the **person** (``Correction.outcome`` with ``judged_by = "person"``) and
 the **grader**, whose verdict is the label of the reply that followed (``correct`` = fixed). The grader's
@@ -19,13 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Engine, and_, case, func, select
+import numpy as np
+from sqlalchemy import ColumnElement, Engine, String, and_, case, cast, func, or_, select
 from sqlalchemy.orm import aliased
 
-from db.aggregates import _battle_filters, _check_filters, _model_counts, _model_index
+from db.aggregates import DEFAULT_MODES, _battle_filters, _check_filters, _model_counts, _model_index, _window
 from db.checks import retry_read
 from db.engine import read_session
-from db.models import Battle, Conversation, Correction, Message
+from db.models import Battle, Conversation, Correction, Message, Vote
 from db.views import ModelCounts
 
 Judge = Literal["person", "grader"]
@@ -228,3 +230,82 @@ def auto_battle_ids(
     )
     with read_session(engine) as session:
         return list(session.scalars(query))
+
+
+STYLE_COLUMNS: tuple[str, ...] = ("length", "chatty", "apology", "multiline")
+
+
+@dataclass(frozen=True)
+class StyleBattles:
+    """One row per counted vote: model indices into ``models``, outcome (1 a won, 0 b won, 0.5 tie or
+    both bad) and per-side means over the side's current replies of ``STYLE_COLUMNS``: characters, share
+    graded ``chatty``, share apologising ("sorry", "apolog"), share longer than one line."""
+
+    models: tuple[str, ...]
+    model_a: np.ndarray
+    model_b: np.ndarray
+    outcome: np.ndarray
+    features_a: np.ndarray
+    features_b: np.ndarray
+
+
+@retry_read
+def vote_style_features(
+    engine: Engine,
+    *,
+    scenario: str | None = None,
+    modes: Sequence[str] | None = DEFAULT_MODES,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    corrections_only: bool = False,
+    exclude_flagged: bool = True,
+    exclude_revealed: bool = True,
+    models: Sequence[str] | None = None,
+) -> StyleBattles:
+    """The votes the Votes board counts (same filters as ``pairwise_counts``) with style features."""
+    _check_filters(modes, since, until)
+    where: list[ColumnElement[bool]] = _window(Vote.created_at, since, until)
+    if scenario is not None:
+        where.append(Vote.scenario == scenario)
+    if modes is not None:
+        where.append(Vote.mode.in_(list(modes)))
+    if corrections_only:
+        where.append(Vote.with_corrections.is_(True))
+    if exclude_flagged:
+        where.append(Vote.flagged == False)  # noqa: E712
+    if exclude_revealed:
+        where.append(Vote.revealed == False)  # noqa: E712
+    text = func.lower(Message.content)
+    chatty = case((cast(Message.grader_mistakes, String).like('%"chatty"%'), 1.0), else_=0.0)
+    apology = case((or_(text.like("%sorry%"), text.like("%apolog%")), 1.0), else_=0.0)
+    multiline = case((func.trim(Message.content).contains("\n"), 1.0), else_=0.0)
+    query = (
+        select(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side,
+               func.avg(func.length(Message.content)), func.avg(chatty), func.avg(apology),
+               func.avg(multiline))
+        .join(Conversation, Conversation.battle_id == Vote.battle_id)
+        .join(Message, Message.conversation_id == Conversation.id)
+        .where(Message.kind == "reply", Message.superseded.is_(False), *where)
+        .group_by(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side)
+        .order_by(Vote.id)
+    )
+    with read_session(engine) as session:
+        slugs, index = _model_index(session, models)
+        rows = session.execute(query).all()
+    pairs: dict[int, tuple[int, int, float]] = {}
+    sides: dict[tuple[int, str], list[float]] = {}
+    outcome = {"a": 1.0, "b": 0.0}  # tie and both_bad: 0.5
+    for vote_id, a_id, b_id, choice, side, *values in rows:
+        if a_id in index and b_id in index:
+            pairs[vote_id] = (index[a_id], index[b_id], outcome.get(choice, 0.5))
+            sides[(vote_id, side)] = [float(v or 0.0) for v in values]
+    keep = [v for v in pairs if (v, "a") in sides and (v, "b") in sides]  # both sides replied
+    width = len(STYLE_COLUMNS)
+    return StyleBattles(
+        models=slugs,
+        model_a=np.array([pairs[v][0] for v in keep], dtype=np.int64),
+        model_b=np.array([pairs[v][1] for v in keep], dtype=np.int64),
+        outcome=np.array([pairs[v][2] for v in keep], dtype=np.float64),
+        features_a=np.array([sides[(v, "a")] for v in keep], dtype=np.float64).reshape(len(keep), width),
+        features_b=np.array([sides[(v, "b")] for v in keep], dtype=np.float64).reshape(len(keep), width),
+    )

@@ -85,3 +85,29 @@ def test_graded_replies_in_order_and_auto_battles(populated: Engine) -> None:
     assert fixing.graded_replies(populated, modes=("auto",))[0].mistakes == ()
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
     assert fixing.auto_battle_ids(populated, since=later) == [] and auto_id
+
+
+def test_vote_style_features_per_side(engine: Engine) -> None:
+    arena = Arena(engine)
+    arena.contestants("m1", "m2", "m3")
+    replies = {"a": ["Sorry! Here it is:\naction.x()", "ok"], "b": ["action.y()"]}
+    battle = arena.battle("m1", "m2", replies=False)
+    for side, texts in replies.items():
+        repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="hi")
+        for n, text in enumerate(texts):
+            repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content=text,
+                                grader_label="partial" if n == 0 else "correct",
+                                grader_mistakes=["chatty"] if n == 0 else [])
+    repo.record_vote(engine, battle_id=battle.id, choice="b")
+    tie = arena.battle("m3", "m1")
+    repo.record_vote(engine, battle_id=tie.id, choice="both_bad")
+    arena.battle("m2", "m3")  # no vote: not counted
+    style = fixing.vote_style_features(engine)
+    assert style.models == ("m1", "m2", "m3") and list(style.outcome) == [0.0, 0.5]
+    assert (list(style.model_a), list(style.model_b)) == ([0, 2], [1, 0])
+    long_reply = len(replies["a"][0])
+    # Side a of the first vote: mean length of its two replies; one of two chatty, apologising, multi-line.
+    assert list(style.features_a[0]) == [(long_reply + 2) / 2, 0.5, 0.5, 0.5]
+    assert list(style.features_b[0]) == [float(len("action.y()")), 1.0, 0.0, 0.0]
+    assert list(style.features_a[1]) == [2.0, 0.0, 0.0, 0.0]
+    assert fixing.vote_style_features(engine, scenario="chess").outcome.size == 0
