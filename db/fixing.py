@@ -223,13 +223,14 @@ def auto_battle_ids(
 ) -> list[str]:
     """Automatic-arena battles (mode ``auto``), oldest first."""
     _check_filters(("auto",), since, until)
-    query = (
-        select(Battle.id)
-        .where(*_battle_filters(scenario, ("auto",), since, until, exclude_flagged))
-        .order_by(Battle.created_at, Battle.id)
+    # Sorted here, not in SQL: ordering by (created_at, id) makes SQLite walk that index over every
+    # battle (0.7 s at 200k), while the unordered filter is one quick scan; auto battles are few.
+    query = select(Battle.id, Battle.created_at).where(
+        *_battle_filters(scenario, ("auto",), since, until, exclude_flagged)
     )
     with read_session(engine) as session:
-        return list(session.scalars(query))
+        rows = session.execute(query).all()
+    return [battle_id for battle_id, _ in sorted(rows, key=lambda row: (row[1], row[0]))]
 
 
 STYLE_COLUMNS: tuple[str, ...] = ("length", "chatty", "apology", "multiline")

@@ -61,14 +61,14 @@ def _blocks(i: IntArray, j: IntArray, z: FloatArray, w: FloatArray, n: int) -> F
     """Σ_b w_b x_b x_bᵀ with x_b = (e_i − e_j, z_b), as an (n + K) square matrix."""
     k = z.shape[1]
     out = np.zeros((n + k, n + k))
-    tt = np.zeros((n, n))
-    np.add.at(tt, (i, j), -w)
+    tt = -np.bincount(i * n + j, weights=w, minlength=n * n).reshape(n, n)
     tt += tt.T
     tt[np.diag_indices(n)] = -tt.sum(axis=1)
     wz = w[:, None] * z
     tz = np.zeros((n, k))
-    np.add.at(tz, i, wz)
-    np.add.at(tz, j, -wz)
+    for c in range(k):
+        column = wz[:, c]
+        tz[:, c] = np.bincount(i, weights=column, minlength=n) - np.bincount(j, weights=column, minlength=n)
     out[:n, :n] = tt
     out[:n, n:] = tz
     out[n:, :n] = tz.T
@@ -82,13 +82,12 @@ def _score(i: IntArray, j: IntArray, z: FloatArray, r: FloatArray, n: int) -> Fl
 
 
 def _theta_ridge(i: IntArray, j: IntArray, y: FloatArray, n: int) -> float:
-    wins = np.zeros((n, n), dtype=np.int64)
-    ties = np.zeros((n, n), dtype=np.int64)
-    np.add.at(wins, (i[y == 1.0], j[y == 1.0]), 1)
-    np.add.at(wins, (j[y == 0.0], i[y == 0.0]), 1)
-    half = y == 0.5
-    np.add.at(ties, (i[half], j[half]), 1)
-    np.add.at(ties, (j[half], i[half]), 1)
+    winner = np.where(y == 0.0, j, i)
+    loser = np.where(y == 0.0, i, j)
+    decisive = y != 0.5
+    wins = np.bincount(winner[decisive] * n + loser[decisive], minlength=n * n).reshape(n, n)
+    ties = np.bincount(i[~decisive] * n + j[~decisive], minlength=n * n).reshape(n, n)
+    ties = (ties + ties.T).astype(np.int64)
     return 0.0 if mle_exists(fold_pairs(wins, ties, tie_policy="half")) else DEFAULT_RIDGE
 
 
