@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-store", action="store_true", help="do not write the runs to the database")
     p.set_defaults(handler=_cmd_run)
 
+    p = sub.add_parser("report", help="the study's three emoji tables from the stored automatic runs")
+    p.add_argument("scenario", nargs="?", default="calendar", help="scenario slug (default calendar)")
+    p.add_argument("--url", default=None, help="SQLAlchemy URL (default: ARENA_DATABASE_URL / ./var)")
+    p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    p.add_argument("--json", action="store_true", help='print {"cells": {model: {column: text}}, "summary"}')
+    p.set_defaults(handler=_cmd_report)
+
     p = sub.add_parser("bench", help="grader speed on the labeled replies and on hostile input (JSON)")
     p.add_argument("--rounds", type=int, default=20, help="repetitions per measurement (default 20)")
     p.set_defaults(handler=_cmd_bench)
@@ -197,6 +204,31 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         scenario.turn(target)  # ScenarioError (exit 2) before any output when a target is out of range
     for target, reply in items:
         print(_grade_line(scenario, reply=reply, target=target, style=args.style, as_json=args.json))
+    return 0
+
+
+# --- report ------------------------------------------------------------------------------------------
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from scenarios.arena_cli import stored_report
+
+    scenario = _gradable(args.scenario)
+    if args.url is None:
+        from settings import get_settings
+
+        url = get_settings().resolved_database_url
+    else:
+        url = args.url
+    report, markdown = stored_report(url=url, scenario=scenario)
+    if not report.models:
+        print(f"no automatic runs of {scenario.slug!r} stored", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"cells": report.text(), "summary": report.summary()}, ensure_ascii=False))
+    else:
+        print(markdown, end="")
+    if args.out is not None:
+        args.out.write_text(markdown, encoding="utf-8")
     return 0
 
 

@@ -20,7 +20,7 @@ from scenarios.base import Scenario
 from scenarios.corrections import Style
 from scenarios.premade import load_premade
 from scenarios.records import ProtocolName, RunRecord
-from scenarios.report import build_report, render_markdown
+from scenarios.report import Report, build_report, render_markdown
 from scenarios.runner import Progress, RunnerConfig, planned_runs, run_arena
 from settings import Settings
 
@@ -136,10 +136,13 @@ def _params(sampling: Any, overrides: dict[str, Any]) -> Any:
 
 
 def _database(settings: Settings) -> Any:
+    return _database_at(settings.resolved_database_url)
+
+
+def _database_at(url: str) -> Any:
     from db.engine import make_engine
     from db.migrate import upgrade_to_head
 
-    url = settings.resolved_database_url
     upgrade_to_head(url)
     return make_engine(url)
 
@@ -194,3 +197,19 @@ def run_command(
     if store:
         print(f"stored {len(outcome.battle_ids)} runs as auto battles", file=sys.stderr)
     return 0 if outcome.records else 1
+
+
+def stored_report(*, url: str, scenario: Scenario) -> tuple[Report, str]:
+    """The study's tables from the ``auto`` battles stored at ``url`` (what the Leaderboard's Automatic
+    arena tab shows): the report and its Markdown."""
+    from db.fixing import auto_battle_ids
+    from scenarios.storage import load_runs
+
+    engine = _database_at(url)
+    try:
+        records = load_runs(engine, battle_ids=auto_battle_ids(engine, scenario=scenario.slug),
+                            scenario=scenario)
+    finally:
+        engine.dispose()
+    report = build_report(records, scenario=scenario)
+    return report, render_markdown(report, scenario=scenario, cases=load_premade())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,3 +140,24 @@ def test_many_is_stored_as_its_own_label() -> None:
     assert db_label(many) == "many"
     partial = CALENDAR.grade(CALENDAR.turn(1).expected, target_turn=1)
     assert partial is not None and db_label(partial) == "partial"
+
+
+def test_report_command_reads_the_stored_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from scenarios.__main__ import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert main(["report", "--url", url]) == 0  # an empty database: empty tables, a note on stderr
+    assert "no automatic runs" in capsys.readouterr().err
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    live, _, _ = _store_and_reload(engine)
+    engine.dispose()
+    out = tmp_path / "report.md"
+    assert main(["report", "calendar", "--url", url, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    expected = render_markdown(build_report(live, scenario=CALENDAR), scenario=CALENDAR, cases=CASES)
+    assert printed == expected == out.read_text(encoding="utf-8")
+    assert main(["report", "--url", url, "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["cells"] == build_report(live, scenario=CALENDAR).text()
+    assert set(figures["summary"]) == {"chatty", "stubborn", "broken"}
