@@ -216,14 +216,26 @@ class DialogueGrader:
         return recurrence
 
 
-def as_messages(items: Iterable[DialogueMessage | Mapping[str, Any]]) -> list[DialogueMessage]:
-    """Messages from dataclasses or ``{"role", "kind", "content"}`` mappings (validated)."""
-    return [m if isinstance(m, DialogueMessage) else DialogueMessage.from_mapping(m) for m in items]
+MessageLike = DialogueMessage | Mapping[str, Any] | Any
 
 
-def grade_dialogue(
-    scenario: Scenario, messages: Sequence[DialogueMessage | Mapping[str, Any]]
-) -> list[ReplyGrade]:
+def as_messages(items: Iterable[MessageLike]) -> list[DialogueMessage]:
+    """Messages from dataclasses, ``{"role", "kind", "content"}`` mappings or any object with those
+    attributes (the web app's stored message views), validated. System messages are skipped."""
+    out = []
+    for item in items:
+        if isinstance(item, DialogueMessage):
+            out.append(item)
+            continue
+        fields = item if isinstance(item, Mapping) else {
+            name: getattr(item, name, None) for name in ("role", "kind", "content")
+        }
+        if fields.get("role") != "system":
+            out.append(DialogueMessage.from_mapping(fields))
+    return out
+
+
+def grade_dialogue(scenario: Scenario, messages: Sequence[MessageLike]) -> list[ReplyGrade]:
     """One :class:`ReplyGrade` per reply, in order. Retried (superseded) replies should be left out."""
     grader = DialogueGrader(scenario)
     out = []
@@ -234,7 +246,7 @@ def grade_dialogue(
     return out
 
 
-def answered_turn(scenario: Scenario, messages: Sequence[DialogueMessage | Mapping[str, Any]]) -> int | None:
+def answered_turn(scenario: Scenario, messages: Sequence[MessageLike]) -> int | None:
     """The scripted turn the next reply answers, after ``messages`` (None: off-script or no script)."""
     grader = DialogueGrader(scenario)
     for message in as_messages(messages):

@@ -85,6 +85,17 @@ def test_answered_turn_follows_requests_and_corrections() -> None:
     assert match_turn(CALENDAR, "") is None
 
 
+def test_stored_message_views_are_accepted_and_system_messages_skipped() -> None:
+    from types import SimpleNamespace
+
+    views = [SimpleNamespace(role="system", kind="request", content=CALENDAR.system_prompt),
+             SimpleNamespace(role="user", kind="request", content=CALENDAR.turn(1).user),
+             SimpleNamespace(role="assistant", kind="reply", content=FRED_2024)]
+    (graded,) = grade_dialogue(CALENDAR, views)
+    assert (graded.turn, graded.label) == (1, "correct")
+    assert answered_turn(CALENDAR, views[:2]) == 1
+
+
 def test_messages_are_validated() -> None:
     with pytest.raises(ValueError, match="kind"):
         DialogueMessage.from_mapping({"role": "user", "kind": "question", "content": "x"})
