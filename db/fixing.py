@@ -234,6 +234,76 @@ def auto_battle_ids(
 
 
 STYLE_COLUMNS: tuple[str, ...] = ("length", "chatty", "apology", "multiline")
+VOTE_CODES: dict[str, int] = {"a": 0, "b": 1, "tie": 2, "both_bad": 3}  # ranking.counts' outcome codes
+
+
+def _vote_filters(
+    scenario: str | None,
+    modes: Sequence[str] | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    corrections_only: bool,
+    exclude_flagged: bool,
+    exclude_revealed: bool,
+) -> list[ColumnElement[bool]]:
+    """The counted-vote predicate of ``db.aggregates.pairwise_counts``."""
+    _check_filters(modes, since, until)
+    where: list[ColumnElement[bool]] = _window(Vote.created_at, since, until)
+    if scenario is not None:
+        where.append(Vote.scenario == scenario)
+    if modes is not None:
+        where.append(Vote.mode.in_(list(modes)))
+    if corrections_only:
+        where.append(Vote.with_corrections.is_(True))
+    if exclude_flagged:
+        where.append(Vote.flagged == False)  # noqa: E712
+    if exclude_revealed:
+        where.append(Vote.revealed == False)  # noqa: E712
+    return where
+
+
+@dataclass(frozen=True)
+class CountedVotes:
+    """The counted votes one by one, oldest first: model indices into ``models``, ``VOTE_CODES`` outcome,
+    visitor id (-1 when unknown)."""
+
+    models: tuple[str, ...]
+    model_a: np.ndarray
+    model_b: np.ndarray
+    outcome: np.ndarray
+    visitor: np.ndarray
+
+
+@retry_read
+def counted_votes(
+    engine: Engine,
+    *,
+    scenario: str | None = None,
+    modes: Sequence[str] | None = DEFAULT_MODES,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    corrections_only: bool = False,
+    exclude_flagged: bool = True,
+    exclude_revealed: bool = True,
+    models: Sequence[str] | None = None,
+) -> CountedVotes:
+    """The votes ``pairwise_counts`` counts, one row each (for the anomalous-voter test)."""
+    where = _vote_filters(scenario, modes, since, until, corrections_only, exclude_flagged, exclude_revealed)
+    query = (
+        select(Vote.model_a_id, Vote.model_b_id, Vote.choice, Vote.visitor_id)
+        .where(*where)
+        .order_by(Vote.created_at, Vote.id)
+    )
+    with read_session(engine) as session:
+        slugs, index = _model_index(session, models)
+        rows = [r for r in session.execute(query).all() if r[0] in index and r[1] in index]
+    return CountedVotes(
+        models=slugs,
+        model_a=np.array([index[r[0]] for r in rows], dtype=np.int64),
+        model_b=np.array([index[r[1]] for r in rows], dtype=np.int64),
+        outcome=np.array([VOTE_CODES[r[2]] for r in rows], dtype=np.int64),
+        visitor=np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64),
+    )
 
 
 @dataclass(frozen=True)
@@ -264,18 +334,7 @@ def vote_style_features(
     models: Sequence[str] | None = None,
 ) -> StyleBattles:
     """The votes the Votes board counts (same filters as ``pairwise_counts``) with style features."""
-    _check_filters(modes, since, until)
-    where: list[ColumnElement[bool]] = _window(Vote.created_at, since, until)
-    if scenario is not None:
-        where.append(Vote.scenario == scenario)
-    if modes is not None:
-        where.append(Vote.mode.in_(list(modes)))
-    if corrections_only:
-        where.append(Vote.with_corrections.is_(True))
-    if exclude_flagged:
-        where.append(Vote.flagged == False)  # noqa: E712
-    if exclude_revealed:
-        where.append(Vote.revealed == False)  # noqa: E712
+    where = _vote_filters(scenario, modes, since, until, corrections_only, exclude_flagged, exclude_revealed)
     text = func.lower(Message.content)
     chatty = case((cast(Message.grader_mistakes, String).like('%"chatty"%'), 1.0), else_=0.0)
     apology = case((or_(text.like("%sorry%"), text.like("%apolog%")), 1.0), else_=0.0)

@@ -20,6 +20,7 @@ from ranking.fixing import (
     turns_to_fix,
 )
 from ranking.leaderboard import Leaderboard, LeaderboardRow, leaderboard
+from ranking.outliers import OutlierResult, anomalous_visitors
 from ranking.rates import RateRow, first_try_accuracy, fix_rates, rate_table, wilson_interval
 from ranking.sampler import pair_gains, sample_pair
 from ranking.style import STYLE_FEATURES, StyleFit, fit_style_bt
@@ -39,11 +40,13 @@ __all__ = [
     "FixingRow",
     "Leaderboard",
     "LeaderboardRow",
+    "OutlierResult",
     "PairData",
     "RateRow",
     "STYLE_FEATURES",
     "StyleFit",
     "TIE",
+    "anomalous_visitors",
     "cohen_kappa",
     "first_try_accuracy",
     "fit_bt",

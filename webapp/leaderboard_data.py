@@ -21,7 +21,8 @@ from sqlalchemy import Engine
 import scenarios
 from db import fixing as db_fixing
 from db import repository as db_repo
-from ranking import fit_style_bt, fixing_table, leaderboard, wilson_interval
+from db.views import PairCounts
+from ranking import fit_style_bt, fixing_table, leaderboard, tally, wilson_interval
 from ranking.fixing import (
     TURN_BUCKETS,
     FixingCounts,
@@ -30,6 +31,7 @@ from ranking.fixing import (
     fix_rate,
     kappa_from_table,
 )
+from ranking.outliers import OutlierResult, anomalous_visitors
 from scenarios.metrics import RunTotals, run_totals
 from scenarios.premade import load_premade
 from scenarios.records import RunRecord
@@ -60,6 +62,24 @@ class Board:
     battles: pd.DataFrame  # same shape, battle counts
     votes: int
     computed_at: dt.datetime
+    dropped_votes: int = 0  # by the anomalous-voter test, when it was asked for
+    dropped_visitors: int = 0
+    tested_visitors: int = 0
+
+
+def _without_anomalous_voters(engine: Engine, filters: Filters) -> tuple[PairCounts, OutlierResult]:
+    """Pair counts from the counted votes less those of visitors the sequential test flags."""
+    f = filters
+    votes = db_fixing.counted_votes(engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until,
+                                    corrections_only=f.corrections_only)
+    known = votes.visitor >= 0
+    result = anomalous_visitors(votes.model_a[known], votes.model_b[known], votes.outcome[known],
+                                votes.visitor[known])
+    keep = np.ones(votes.outcome.size, dtype=bool)
+    keep[np.flatnonzero(known)[result.dropped]] = False
+    wins, ties, both_bad = tally(votes.model_a[keep], votes.model_b[keep], votes.outcome[keep],
+                                 n_models=len(votes.models))
+    return PairCounts(models=votes.models, wins=wins, ties=ties, both_bad=both_bad), result
 
 
 def wilson(successes: np.ndarray, trials: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,17 +96,27 @@ def _interval_text(rate: float, low: float, high: float, trials: int) -> str:
     return f"{100 * rate:.0f}% ({100 * low:.0f}–{100 * high:.0f}, n={trials})"
 
 
-def build_board(engine: Engine, filters: Filters, *, bootstrap: int = 0) -> Board:
-    """Counts (SQL) -> Bradley-Terry fit (sandwich intervals unless ``bootstrap`` rounds are asked)."""
+def build_board(
+    engine: Engine, filters: Filters, *, bootstrap: int = 0, drop_outliers: bool = False
+) -> Board:
+    """Counts (SQL) -> Bradley-Terry fit (sandwich intervals unless ``bootstrap`` rounds are asked).
+
+    ``drop_outliers`` reads the counted votes one by one and leaves out those of visitors that
+    ``ranking.outliers.anomalous_visitors`` flags (visitors with at least 5 votes are tested).
+    """
     f = filters
-    pairs = db_repo.pairwise_counts(
-        engine,
-        scenario=f.scenario,
-        modes=f.modes,
-        since=f.since,
-        until=f.until,
-        corrections_only=f.corrections_only,
-    )
+    outliers: OutlierResult | None = None
+    if drop_outliers:
+        pairs, outliers = _without_anomalous_voters(engine, f)
+    else:
+        pairs = db_repo.pairwise_counts(
+            engine,
+            scenario=f.scenario,
+            modes=f.modes,
+            since=f.since,
+            until=f.until,
+            corrections_only=f.corrections_only,
+        )
     fixes = db_repo.fix_counts(
         engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until, models=pairs.models
     )
@@ -95,7 +125,11 @@ def build_board(engine: Engine, filters: Filters, *, bootstrap: int = 0) -> Boar
     )
     names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
     now = dt.datetime.now(dt.UTC)
-    empty = Board(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pairs.total, now)
+    dropped = {} if outliers is None else {
+        "dropped_votes": int(outliers.dropped.sum()), "dropped_visitors": len(outliers.flagged),
+        "tested_visitors": outliers.tested,
+    }
+    empty = Board(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pairs.total, now, **dropped)
     if pairs.total == 0:
         return empty
     board = leaderboard(
@@ -134,7 +168,7 @@ def build_board(engine: Engine, filters: Filters, *, bootstrap: int = 0) -> Boar
     labels = [names.get(pairs.models[i], pairs.models[i]) for i in top]
     win_rate = pd.DataFrame(board.observed_win_rate[np.ix_(top, top)], index=labels, columns=labels)
     battles = pd.DataFrame(board.battle_counts[np.ix_(top, top)], index=labels, columns=labels)
-    return Board(table, win_rate, battles, pairs.total, now)
+    return Board(table, win_rate, battles, pairs.total, now, **dropped)
 
 
 # --- Votes board with style control ---------------------------------------------------------------

@@ -52,8 +52,8 @@ def filters() -> Filters:
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Computing the leaderboard…")
-def compute(url: str, chosen: Filters, bootstrap: int = 0) -> Board:
-    return build_board(resources.engine(url), chosen, bootstrap=bootstrap)
+def compute(url: str, chosen: Filters, bootstrap: int = 0, drop_outliers: bool = False) -> Board:
+    return build_board(resources.engine(url), chosen, bootstrap=bootstrap, drop_outliers=drop_outliers)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Fitting the style-controlled board…")
@@ -89,13 +89,19 @@ def show() -> None:
 
 
 def _votes(url: str, chosen: Filters) -> None:
-    left, right = st.columns(2)
+    left, middle, right = st.columns(3)
     style = left.toggle("Style control", value=False, key="lb_style",
                         help="Bradley-Terry with reply length, chatty text, apologies and multi-line replies "
                              "as covariates: ranks what people vote for once style is accounted for.")
+    outliers = middle.toggle("Drop anomalous voters", value=False, key="lb_outliers",
+                             help="A sequential test of each visitor's votes (5 or more) against everyone "
+                                  "else's on the same pairs; flagged visitors' votes are left out.")
     interval = right.selectbox("Intervals", list(INTERVALS), format_func=INTERVALS.__getitem__,
                                key="lb_interval")
-    board = compute(url, chosen, BOOTSTRAP_ROUNDS if interval == "bootstrap" else 0)
+    board = compute(url, chosen, BOOTSTRAP_ROUNDS if interval == "bootstrap" else 0, outliers)
+    if outliers:
+        st.caption(f"Anomalous-voter test: {board.dropped_votes:,} votes from {board.dropped_visitors} "
+                   f"of {board.tested_visitors} tested visitors dropped.")
     _computed(board.votes, "vote", board.computed_at)
     if board.table.empty:
         st.info("No votes match these filters yet. Battles in the Arena fill this page.")

@@ -111,3 +111,20 @@ def test_vote_style_features_per_side(engine: Engine) -> None:
     assert list(style.features_b[0]) == [float(len("action.y()")), 1.0, 0.0, 0.0]
     assert list(style.features_a[1]) == [2.0, 0.0, 0.0, 0.0]
     assert fixing.vote_style_features(engine, scenario="chess").outcome.size == 0
+
+
+def test_counted_votes_one_by_one_with_their_visitor(engine: Engine) -> None:
+    arena = Arena(engine)
+    arena.contestants("m1", "m2")
+    visitor = repo.get_or_create_visitor(engine, anon_id="v-1")
+    first = arena.battle("m1", "m2", visitor_id=visitor.id)
+    repo.record_vote(engine, battle_id=first.id, choice="b", visitor_id=visitor.id)
+    second = arena.battle("m2", "m1")
+    repo.record_vote(engine, battle_id=second.id, choice="tie")
+    named = arena.battle("m1", "m2", mode="named")
+    repo.record_vote(engine, battle_id=named.id, choice="a")
+    votes = fixing.counted_votes(engine)
+    assert votes.models == ("m1", "m2")
+    assert (list(votes.model_a), list(votes.model_b)) == ([0, 1], [1, 0])
+    assert list(votes.outcome) == [1, 2] and list(votes.visitor) == [visitor.id, -1]
+    assert fixing.counted_votes(engine, modes=None).outcome.size == 3

@@ -52,15 +52,21 @@ def _corrected(engine: Engine, model: str, *, fixed_by_grader: bool, person: str
     db_repo.set_correction_outcome(engine, correction_id=correction.id, outcome=person, judged_by="person")
 
 
-@pytest.fixture
-def board_db(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engine:
+def _fresh_db(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *slugs: str) -> Engine:
+    """A migrated SQLite file the page will read (through the environment), with these contestants."""
     url = f"sqlite:///{(tmp_path / 'arena.db').as_posix()}"
     monkeypatch.setenv("ARENA_DATABASE_URL", url)
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path))
     upgrade_to_head(url)
     engine = make_engine(url)
-    for slug in ("verbose", "terse", "perfect", "chatty", "qwen-like"):
+    for slug in slugs:
         ensure_contestant(engine, slug=slug, name=slug.title())
+    return engine
+
+
+@pytest.fixture
+def board_db(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engine:
+    engine = _fresh_db(monkeypatch, tmp_path, "verbose", "terse", "perfect", "chatty", "qwen-like")
     # Votes: the verbose model (long, apologising, multi-line replies) wins most battles.
     for n in range(12):
         _battle(engine, "verbose", "terse", reply_a=LONG, reply_b=GOOD, vote="a" if n % 4 else "b")
@@ -141,3 +147,24 @@ def test_style_control_and_bootstrap_intervals(board_db: Engine) -> None:
     assert not at.exception, [e.value for e in at.exception]
     plain = _frame_with(at, "Votes")
     assert (plain["95% low"] <= plain["Rating"]).all() and (plain["Rating"] <= plain["95% high"]).all()
+
+
+def test_anomalous_voters_can_be_dropped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    engine = _fresh_db(monkeypatch, tmp_path, "strong", "weak")
+    voters = {f"honest-{n}": ("a", 6) for n in range(10)} | {"contrarian": ("b", 8)}
+    for anon, (choice, count) in voters.items():
+        visitor = db_repo.get_or_create_visitor(engine, anon_id=anon)
+        for _ in range(count):
+            battle = db_repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="strong",
+                                         contestant_b="weak", visitor_id=visitor.id)
+            for side in ("a", "b"):
+                db_repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="hi")
+                db_repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="ok")
+            db_repo.record_vote(engine, battle_id=battle.id, choice=choice, visitor_id=visitor.id)
+    at = _open()
+    assert _frame_with(at, "Votes")["Votes"].tolist() == [68, 68]
+    at.toggle(key="lb_outliers").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = [c.value for c in at.caption]
+    assert "Anomalous-voter test: 8 votes from 1 of 11 tested visitors dropped." in captions
+    assert _frame_with(at, "Votes")["Votes"].tolist() == [60, 60]
