@@ -20,6 +20,7 @@ from ranking.counts import A_WINS, B_WINS, tally
 from ranking.elo import online_elo
 from ranking.leaderboard import leaderboard
 from ranking.simulation import compare_strategies
+from ranking.style import STYLE_FEATURES, fit_style_bt
 from ranking.synthetic import draw_battles, true_strengths
 
 TARGETS = {"full_s_100": 1.0, "full_s_20": 0.2, "ratio": 30.0, "elo_s": 0.3, "sampler_saving": 0.2}
@@ -72,6 +73,7 @@ def run_bench(
     elo_s, _ = _best_of(
         repeat, lambda: online_elo(battles.model_a, battles.model_b, battles.outcome, n_models=models)
     )
+    out_style = _style_figures(names, battles, rng, repeat)
     ours = np.array([board.rating_of(n) for n in names])
     out: dict[str, Any] = {
         "models": models,
@@ -83,6 +85,7 @@ def run_bench(
         "sandwich_s": round(sandwich_s, 4),
         "elo_s": round(elo_s, 4),
     }
+    out.update(out_style)
     out.update(_choix_figures(wins, ties, ours, repeat))
     if reference:
         ref_mod = _reference_module()
@@ -107,6 +110,20 @@ def run_bench(
         out["sampler_saving"] = round(sim.saving, 3)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
     return out
+
+
+def _style_figures(
+    names: tuple[str, ...], battles: Any, rng: np.random.Generator, repeat: int
+) -> dict[str, Any]:
+    """The style-controlled fit on the same battles with random per-side style features."""
+    n = battles.model_a.size
+    features_a = rng.random((n, len(STYLE_FEATURES)))
+    features_b = rng.random((n, len(STYLE_FEATURES)))
+    score = np.where(battles.outcome == A_WINS, 1.0, np.where(battles.outcome == B_WINS, 0.0, 0.5))
+    style_s, fit = _best_of(repeat, lambda: fit_style_bt(names, battles.model_a, battles.model_b, score,
+                                                        features_a, features_b))
+    return {"style_s": round(style_s, 4), "style_iterations": fit.iterations,
+            "style_converged": fit.converged}
 
 
 def _choix_figures(wins: Any, ties: Any, ours: Any, repeat: int) -> dict[str, Any]:

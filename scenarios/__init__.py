@@ -1,19 +1,22 @@
 """Fixit Arena scenarios: what a battle is about, its grader and correction writer, the automatic arena.
 
-The public face for the web app: ``get_scenario(slug)``, ``list_scenarios()``, ``Scenario.grade`` and
-``Scenario.correction``. Importing this package imports nothing heavy (no jax, no database).
+The public face for the web app: ``get_scenario(slug)``, ``list_scenarios()``, ``grade_dialogue`` (every
+reply of a dialogue graded in context), ``answered_turn`` (which scripted turn the next reply answers),
+``Scenario.grade`` and ``Scenario.correction``. Importing this package imports nothing heavy (no jax,
+no database).
 """
 
 from __future__ import annotations
 
 from scenarios.base import Scenario, ScenarioError, Turn
 from scenarios.calendar import CALENDAR, FREE_CHAT
+from scenarios.dialogue import DialogueMessage, ReplyGrade, answered_turn, grade_dialogue
 from scenarios.grader import Grade, Mistake, grade_reply
 
 _SCENARIOS: dict[str, Scenario] = {s.slug: s for s in (CALENDAR, FREE_CHAT)}
 
-__all__ = ["Grade", "Mistake", "Scenario", "ScenarioError", "Turn", "get_scenario", "grade_reply",
-           "list_scenarios"]
+__all__ = ["DialogueMessage", "Grade", "Mistake", "ReplyGrade", "Scenario", "ScenarioError", "Turn",
+           "answered_turn", "get_scenario", "grade_dialogue", "grade_reply", "list_scenarios"]
 
 
 def get_scenario(slug: str) -> Scenario:

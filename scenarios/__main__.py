@@ -50,8 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--reply", help="the reply text")
     source.add_argument("--replies", type=Path, help='JSONL file, lines {"target": N, "reply": "..."}')
-    p.add_argument("--json", action="store_true", help='print {"label", "mistakes", "correction"} lines')
-    p.add_argument("--style", choices=STYLES, default="hint", help="correction style (default hint)")
+    source.add_argument("--dialogue", type=Path,
+                        help='JSON list of {"role", "kind", "content"}; each reply graded in context')
+    p.add_argument("--json", action="store_true",
+                   help='print {"label", "mistakes", "correction"} lines (--dialogue: {"turn", "label", '
+                        '"mistakes", "assumed", "fixed", "regression", "recurrence"})')
+    p.add_argument("--style", choices=STYLES, default="fix", help="correction style (default fix)")
     p.set_defaults(handler=_cmd_grade)
 
     p = sub.add_parser("run", help="the automatic arena: the study's three tables for catalogue models")
@@ -64,17 +68,34 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fixing-attempts", type=int, default=3,
                    help="fixing: fresh attempts per pre-made mistake (default 3, as in the study)")
     p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
-    p.add_argument("--style", choices=STYLES, default="hint", help="correction style (default hint)")
+    p.add_argument("--style", type=_styles, default=("fix",), metavar="STYLE[,STYLE]",
+                   help=f"correction style(s) of the dialogue protocol, comma-separated: {', '.join(STYLES)} "
+                        "(default fix; each style is one dialogue run per model)")
     p.add_argument("--temperature", type=float, help="override the catalogue's sampling temperature")
     p.add_argument("--max-new-tokens", type=int, help="override the catalogue's max_new_tokens")
     p.add_argument("--seed", type=int, help="base seed (attempt i uses seed+i; default 0)")
     p.add_argument("--no-store", action="store_true", help="do not write the runs to the database")
     p.set_defaults(handler=_cmd_run)
 
+    p = sub.add_parser("report", help="the study's three emoji tables from the stored automatic runs")
+    p.add_argument("scenario", nargs="?", default="calendar", help="scenario slug (default calendar)")
+    p.add_argument("--url", default=None, help="SQLAlchemy URL (default: ARENA_DATABASE_URL / ./var)")
+    p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    p.add_argument("--json", action="store_true", help='print {"cells": {model: {column: text}}, "summary"}')
+    p.set_defaults(handler=_cmd_report)
+
     p = sub.add_parser("bench", help="grader speed on the labeled replies and on hostile input (JSON)")
     p.add_argument("--rounds", type=int, default=20, help="repetitions per measurement (default 20)")
     p.set_defaults(handler=_cmd_bench)
     return parser
+
+
+def _styles(text: str) -> tuple[str, ...]:
+    styles = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    unknown = [s for s in styles if s not in STYLES]
+    if not styles or unknown:
+        raise argparse.ArgumentTypeError(f"expected styles from {', '.join(STYLES)}, got {text!r}")
+    return styles
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -128,8 +149,51 @@ def _replies_from(path: Path) -> list[tuple[int, str]]:
     return items
 
 
+def _dialogue_from(path: Path) -> list[Any]:
+    from scenarios.dialogue import DialogueMessage
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from exc
+    if not isinstance(raw, list):
+        raise UsageError(f'{path}: expected a JSON list of {{"role", "kind", "content"}} messages')
+    messages = []
+    for number, item in enumerate(raw, start=1):
+        if not isinstance(item, dict):
+            raise UsageError(f"{path}: message {number} is not an object")
+        try:
+            messages.append(DialogueMessage.from_mapping(item))
+        except ValueError as exc:
+            raise UsageError(f"{path}: message {number}: {exc}") from exc
+    return messages
+
+
+def _dialogue_line(graded: Any, *, as_json: bool) -> str:
+    record = graded.as_json()
+    if as_json:
+        return json.dumps(record, ensure_ascii=False)
+    turn = "off-script" if record["turn"] is None else f"turn {record['turn']}"
+    if graded.grade is None:
+        return f"{turn}: not graded"
+    notes = [", ".join(record["mistakes"])] if record["mistakes"] else []
+    notes += [f"assumed {', '.join(record['assumed'])}"] if record["assumed"] else []
+    notes += [k for k in ("regression", "recurrence") if record[k]]
+    fixed = {True: " — fixed", False: " — not fixed", None: ""}[record["fixed"]]
+    detail = f" ({'; '.join(notes)})" if notes else ""
+    return f"{turn}: {graded.grade.emoji} {record['label']}{detail}{fixed}"
+
+
 def _cmd_grade(args: argparse.Namespace) -> int:
     scenario = _gradable(args.scenario)
+    if args.dialogue is not None:
+        from scenarios.dialogue import grade_dialogue
+
+        for graded in grade_dialogue(scenario, _dialogue_from(args.dialogue)):
+            print(_dialogue_line(graded, as_json=args.json))
+        return 0
     if args.reply is not None:
         if args.target is None:
             raise UsageError("--reply needs --target N (the turn it answers)")
@@ -140,6 +204,31 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         scenario.turn(target)  # ScenarioError (exit 2) before any output when a target is out of range
     for target, reply in items:
         print(_grade_line(scenario, reply=reply, target=target, style=args.style, as_json=args.json))
+    return 0
+
+
+# --- report ------------------------------------------------------------------------------------------
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from scenarios.arena_cli import stored_report
+
+    scenario = _gradable(args.scenario)
+    if args.url is None:
+        from settings import get_settings
+
+        url = get_settings().resolved_database_url
+    else:
+        url = args.url
+    report, markdown = stored_report(url=url, scenario=scenario)
+    if not report.models:
+        print(f"no automatic runs of {scenario.slug!r} stored", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"cells": report.text(), "summary": report.summary()}, ensure_ascii=False))
+    else:
+        print(markdown, end="")
+    if args.out is not None:
+        args.out.write_text(markdown, encoding="utf-8")
     return 0
 
 
@@ -172,7 +261,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         return run_command(settings=get_settings(), scenario=scenario, slugs=slugs, protocols=protocols,
                            repeats=args.repeats, max_fix_attempts=args.max_fix_attempts,
-                           fixing_attempts=args.fixing_attempts, style=args.style, overrides=overrides,
+                           fixing_attempts=args.fixing_attempts, styles=args.style, overrides=overrides,
                            out=args.out, store=not args.no_store)
     except RunInputError as exc:
         raise UsageError(str(exc)) from exc

@@ -20,7 +20,7 @@ from scenarios.base import Scenario
 from scenarios.corrections import Style
 from scenarios.premade import load_premade
 from scenarios.records import ProtocolName, RunRecord
-from scenarios.report import build_report, render_markdown
+from scenarios.report import Report, build_report, render_markdown
 from scenarios.runner import Progress, RunnerConfig, planned_runs, run_arena
 from settings import Settings
 
@@ -63,7 +63,7 @@ def run_and_store(
     repeats: int,
     max_fix_attempts: int,
     fixing_attempts: int = 3,
-    style: Style = "hint",
+    styles: Sequence[Style] = ("fix",),
     overrides: dict[str, Any] | None = None,
     store: bool = True,
     show_progress: bool = True,
@@ -87,7 +87,7 @@ def run_and_store(
             ensure_contestant(engine, slug=entry.slug, name=entry.name, family=entry.family,
                               source=entry.source)
     _compilation_cache(settings)
-    sizes = RunnerConfig(repeats=repeats, fixing_attempts=fixing_attempts)
+    sizes = RunnerConfig(repeats=repeats, fixing_attempts=fixing_attempts, correction_styles=tuple(styles))
     per_model = planned_runs(protocols=protocols, config=sizes, n_cases=len(cases))
     bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
     keys = {slug: key.get_secret_value() for slug, key in settings.remote_api_keys.items()}
@@ -110,7 +110,7 @@ def run_and_store(
                 outcome.skipped[entry.slug] = str(exc)
                 continue
             config = RunnerConfig(repeats=repeats, max_fix_attempts=max_fix_attempts,
-                                  fixing_attempts=fixing_attempts, correction_style=style,
+                                  fixing_attempts=fixing_attempts, correction_styles=tuple(styles),
                                   params=_params(entry.sampling, overrides or {}))
 
             def sink(record: RunRecord) -> None:
@@ -139,10 +139,13 @@ def _params(sampling: Any, overrides: dict[str, Any]) -> Any:
 
 
 def _database(settings: Settings) -> Any:
+    return _database_at(settings.resolved_database_url)
+
+
+def _database_at(url: str) -> Any:
     from db.engine import make_engine
     from db.migrate import upgrade_to_head
 
-    url = settings.resolved_database_url
     upgrade_to_head(url)
     return make_engine(url)
 
@@ -182,7 +185,7 @@ def run_command(
     repeats: int,
     max_fix_attempts: int,
     fixing_attempts: int,
-    style: Style,
+    styles: Sequence[Style],
     overrides: dict[str, Any],
     out: Path | None,
     store: bool,
@@ -190,10 +193,26 @@ def run_command(
     """The ``run`` command: report on stdout (and in ``out``); 1 if no model could run at all."""
     outcome = run_and_store(settings=settings, scenario=scenario, slugs=slugs, protocols=protocols,
                             repeats=repeats, max_fix_attempts=max_fix_attempts,
-                            fixing_attempts=fixing_attempts, style=style, overrides=overrides, store=store)
+                            fixing_attempts=fixing_attempts, styles=styles, overrides=overrides, store=store)
     print(outcome.markdown, end="")
     if out is not None:
         out.write_text(outcome.markdown, encoding="utf-8")
     if store:
         print(f"stored {len(outcome.battle_ids)} runs as auto battles", file=sys.stderr)
     return 0 if outcome.records else 1
+
+
+def stored_report(*, url: str, scenario: Scenario) -> tuple[Report, str]:
+    """The study's tables from the ``auto`` battles stored at ``url`` (what the Leaderboard's Automatic
+    arena tab shows): the report and its Markdown."""
+    from db.fixing import auto_battle_ids
+    from scenarios.storage import load_runs
+
+    engine = _database_at(url)
+    try:
+        records = load_runs(engine, battle_ids=auto_battle_ids(engine, scenario=scenario.slug),
+                            scenario=scenario)
+    finally:
+        engine.dispose()
+    report = build_report(records, scenario=scenario)
+    return report, render_markdown(report, scenario=scenario, cases=load_premade())

@@ -60,8 +60,9 @@ class Scenario:
         turn = self.turn(target_turn)
         return grade_reply(reply, target=turn.expected, year_known=turn.year_known)
 
-    def correction(self, grade: Grade, *, target_turn: int, style: Style = "hint") -> str | None:
+    def correction(self, grade: Grade, *, target_turn: int, style: Style = "fix") -> str | None:
         """The correction a person would type for ``grade`` (None when correct or ungradable)."""
         if not self.turns:
             return None
-        return write_correction(grade, style=style, target=self.turn(target_turn).expected)
+        turn = self.turn(target_turn)
+        return write_correction(grade, style=style, target=turn.expected, request=turn.user)

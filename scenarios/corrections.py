@@ -3,25 +3,37 @@
 The sentences follow the study's author ("The current year is 2024.", "Just the API call please.",
 "Respect the date format.", "Time in 24h format.", "Wrong API call: use add_calendar_entry."): one
 mistake at a time, the most visible first (``grader.MISTAKE_ORDER``), because that is how people correct
-and because a model is then judged on fixing what it was told. Two styles:
+and because a model is then judged on fixing what it was told. Three styles:
 
-* ``hint`` (default) names the error, as the study did;
-* ``explicit`` also gives the right value ("Time in 24h format: 17:00."), which needs the target reply.
-  Mistakes with no value to give (``chatty``, ``multiple_calls``, ``syntax``) read the same in both.
+* ``fix`` (default) names the fix whenever the scenario knows it, in the person's words: "Use the
+  default duration." (the request gave none), "The duration is 3 hours.", "The time is 20:00.",
+  "Time in 24h format.", "Fix the year in the API call.". The study's author corrected like this; a
+  terse "Wrong duration." left Qwen2.5-Coder guessing 60, then 45, never the prompt's default of 30;
+* ``hint`` names the error only ("Wrong duration."), the terse second style;
+* ``explicit`` gives the right value after the hint ("Wrong duration: 30 minutes.").
+  Mistakes whose hint already says what to do (``chatty``, ``multiple_calls``) read the same in all.
+The automatic arena records the style of each dialogue run so fix rates can be compared per style.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from scenarios.grader import Finding, Grade, Mistake, Target, parse_target
 
-Style = Literal["hint", "explicit"]
-STYLES: tuple[Style, ...] = ("hint", "explicit")
+Style = Literal["fix", "hint", "explicit"]
+STYLES: tuple[Style, ...] = ("fix", "hint", "explicit")
+DEFAULT_DURATION = 30.0  # the calendar system prompt's default for new events
+_STATES_DURATION = re.compile(r"\d+(?:[./]\d+)?\s*(?:h|hrs?|hours?|min|mins|minutes?)\b", re.IGNORECASE)
+_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+                "October", "November", "December")
 
 
-def write_correction(grade: Grade, *, style: Style = "hint", target: str | None = None) -> str | None:
-    """The correction for ``grade`` (None when it is correct). ``explicit`` requires ``target``."""
+def write_correction(grade: Grade, *, style: Style = "fix", target: str | None = None,
+                     request: str | None = None) -> str | None:
+    """The correction for ``grade`` (None when it is correct). ``explicit`` requires ``target``;
+    ``request`` (the user turn being answered) tells ``fix`` whether a duration was asked for."""
     if style not in STYLES:
         raise ValueError(f"unknown correction style {style!r}; expected one of {', '.join(STYLES)}")
     if grade.is_correct:
@@ -32,6 +44,8 @@ def write_correction(grade: Grade, *, style: Style = "hint", target: str | None 
     if grade.label == "garbage" or not grade.findings:
         return _garbage(expected, target if style == "explicit" else None)
     hint = _hint(grade.findings[0], expected)
+    if style == "fix":
+        return _fix(grade.findings[0], expected, request) or hint
     if style == "hint" or expected is None:
         return hint
     first = grade.findings[0]
@@ -71,6 +85,8 @@ def _hint(finding: Finding, expected: Target | None) -> str:
         Mistake.WRONG_DATE: "Wrong date.",
         Mistake.WRONG_TIME: "Wrong time.",
         Mistake.WRONG_DURATION: "Wrong duration.",
+        Mistake.REGRESSION: f"Keep {finding.detail or 'the other entries'} as it was.",
+        Mistake.DOUBLE_BOOKING: "That overlaps another entry.",
     }[kind]
 
 
@@ -96,10 +112,45 @@ def _format(param: str | None, expected: Target | None) -> str:
     return "Use only the API's parameters: title, date, time, duration."
 
 
+def _fix(finding: Finding, expected: Target | None, request: str | None) -> str | None:
+    """The sentence naming the fix, or None where the hint already does (or nothing is known)."""
+    kind, param = finding.kind, finding.param
+    if kind is Mistake.SYNTAX and finding.detail == "extra_parenthesis":
+        return "Remove the extra parenthesis."
+    if kind is Mistake.BAD_FORMAT and param == "date":
+        return "Date in YYYY-MM-DD format."
+    if expected is None:
+        return None
+    if kind is Mistake.WRONG_FUNCTION and expected.function == "remove_calendar_entry":
+        return "Use remove_calendar_entry to cancel."
+    if kind is Mistake.WRONG_TITLE:
+        return f'The event is "{expected.title}".'
+    if kind is Mistake.WRONG_DATE:
+        return f"The date is {_MONTH_NAMES[expected.date.month - 1]} {expected.date.day}."
+    if kind is Mistake.WRONG_TIME:
+        return f"The time is {expected.time[0]:02d}:{expected.time[1]:02d}."
+    if param == "duration" and kind in (Mistake.MISSING_ARGUMENT, Mistake.WRONG_DURATION):
+        return _duration_fix(expected.duration, request)
+    return None
+
+
+def _duration_fix(minutes: float | None, request: str | None) -> str | None:
+    if minutes is None:
+        return None
+    stated = request is not None and _STATES_DURATION.search(request) is not None
+    if minutes == DEFAULT_DURATION and not stated:
+        return "Use the default duration."
+    if minutes % 60 == 0:
+        hours = minutes / 60
+        return f"The duration is {hours:g} hour{'s' if hours != 1 else ''}."
+    return f"The duration is {minutes:g} minutes."
+
+
 def _value(finding: Finding, expected: Target) -> str | None:
     """The right value for an explicit correction, or None when the hint says it all."""
     param = finding.param
-    if finding.kind in (Mistake.WRONG_FUNCTION, Mistake.SYNTAX, Mistake.MULTIPLE_CALLS, Mistake.CHATTY):
+    if finding.kind in (Mistake.WRONG_FUNCTION, Mistake.SYNTAX, Mistake.MULTIPLE_CALLS, Mistake.CHATTY,
+                        Mistake.REGRESSION, Mistake.DOUBLE_BOOKING):
         return None
     if param == "title":
         return f'"{expected.title}"'

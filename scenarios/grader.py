@@ -52,6 +52,12 @@ class Mistake(StrEnum):
     WRONG_DATE = "wrong_date"
     WRONG_TIME = "wrong_time"
     WRONG_DURATION = "wrong_duration"
+    # Found only by following a dialogue on the simulated calendar (``scenarios.dialogue``):
+    REGRESSION = "regression"  # an entry that was right before this reply is broken or gone
+    DOUBLE_BOOKING = "double_booking"  # the reply made two entries overlap in time
+
+
+STATE_MISTAKES: frozenset[Mistake] = frozenset({Mistake.REGRESSION, Mistake.DOUBLE_BOOKING})
 
 
 MISTAKE_ORDER: tuple[Mistake, ...] = tuple(Mistake)  # declaration order = correction priority
@@ -100,7 +106,7 @@ class Grade:
         if self.label == "garbage":
             return self
         findings = tuple(f for f in self.findings if f.kind not in kinds)
-        return _build(findings, call=self.call)
+        return build_grade(findings, call=self.call)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +137,11 @@ def grade_reply(reply: str, *, target: str, year_known: bool) -> Grade:
     if extraction.leftover:
         findings.append(Finding(Mistake.CHATTY, got=extraction.leftover[:120]))
     findings += _argument_findings(call, expected, year_known=year_known)
-    return _build(tuple(findings), call=call)
+    return build_grade(tuple(findings), call=call)
 
 
-def _build(findings: tuple[Finding, ...], *, call: ParsedCall | None) -> Grade:
+def build_grade(findings: tuple[Finding, ...], *, call: ParsedCall | None) -> Grade:
+    """A grade from its findings: label by their count, kinds in ``MISTAKE_ORDER``."""
     ordered = tuple(sorted(findings, key=lambda f: MISTAKE_ORDER.index(f.kind)))
     kinds = list(dict.fromkeys(f.kind for f in ordered))
     label: Label = "many" if len(ordered) >= 3 else "partial" if kinds else "correct"
@@ -149,7 +156,7 @@ def parse_target(target: str) -> Target:
     if len(calls) != 1 or not calls[0].is_api or calls[0].syntax:
         raise ValueError(f"target is not a single API call: {target[:80]!r}")
     call = calls[0]
-    bound, _ = _bind(call, SIGNATURES[call.function])
+    bound, _ = bind_call(call, SIGNATURES[call.function])
     title, day, time = bound.get("title"), bound.get("date"), bound.get("time")
     date_value = read_date(day).value if day else None
     time_value = read_time(time).value if time else None
@@ -167,8 +174,9 @@ def _function_findings(call: ParsedCall, expected: Target) -> list[Finding]:
     return [Finding(Mistake.WRONG_FUNCTION, got=call.callee, expected=wanted, detail=detail)]
 
 
-def _bind(call: ParsedCall, params: tuple[str, ...]) -> tuple[dict[str, ArgValue], list[str]]:
-    """Map arguments to parameter names; return them and the names that broke the signature."""
+def bind_call(call: ParsedCall, params: tuple[str, ...]) -> tuple[dict[str, ArgValue], list[str]]:
+    """Map arguments to parameter names (positional in signature order, keywords and their
+    ``ALIASES`` by name); return them and the problems that broke the signature."""
     bound: dict[str, ArgValue] = {}
     problems: list[str] = []
     for index, arg in enumerate(call.args):
@@ -192,7 +200,7 @@ def _bind(call: ParsedCall, params: tuple[str, ...]) -> tuple[dict[str, ArgValue
 def _argument_findings(call: ParsedCall, expected: Target, *, year_known: bool) -> list[Finding]:
     expected_params = SIGNATURES[expected.function]
     own = SIGNATURES.get(call.function) if call.function in KNOWN_FUNCTIONS else None
-    bound, problems = _bind(call, own or expected_params)
+    bound, problems = bind_call(call, own or expected_params)
     compared = [p for p in expected_params if own is None or p in own]
     findings = [Finding(Mistake.BAD_FORMAT, param="params", got=p, detail="params") for p in problems]
     for param in compared:

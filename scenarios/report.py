@@ -17,20 +17,29 @@ LEGEND = (
 
 @dataclass
 class Report:
-    """Cells per model, in the order models first appear. A cell is a list of single symbols."""
+    """Cells per model, in the order models first appear. A cell is a list of single symbols.
+
+    ``dialogue`` rows are keyed by model, or by "model (style)" when the runs used several correction
+    styles (``dialogue_model`` maps each row back to its model).
+    """
 
     models: list[str] = field(default_factory=list)
     reliability: dict[str, Cell] = field(default_factory=dict)
     dialogue: dict[str, list[Cell]] = field(default_factory=dict)
     fixing: dict[str, dict[str, Cell]] = field(default_factory=dict)
+    dialogue_model: dict[str, str] = field(default_factory=dict)
+
+    def dialogue_rows(self, model: str) -> list[str]:
+        return [row for row, owner in self.dialogue_model.items() if owner == model]
 
     def summary(self) -> dict[str, dict[str, int]]:
         """Per model: counts of ✔︎ 🥦 🍄 🔥 over all its cells."""
         out = {}
         for model in self.models:
             symbols = list(self.reliability.get(model, []))
-            for cell in self.dialogue.get(model, []):
-                symbols += cell
+            for row in self.dialogue_rows(model):
+                for cell in self.dialogue[row]:
+                    symbols += cell
             for cell in self.fixing.get(model, {}).values():
                 symbols += cell
             out[model] = tally(symbols)
@@ -41,7 +50,9 @@ class Report:
         out: dict[str, dict[str, str]] = {}
         for model in self.models:
             row = {"reliability": "".join(self.reliability.get(model, []))}
-            row |= {f"turn{n}": "".join(c) for n, c in enumerate(self.dialogue.get(model, []), start=1)}
+            for key in self.dialogue_rows(model):
+                prefix = "turn" if key == model else f"{key[len(model):].strip(' ()')}:turn"
+                row |= {f"{prefix}{n}": "".join(c) for n, c in enumerate(self.dialogue[key], start=1)}
             row |= {kind: "".join(c) for kind, c in self.fixing.get(model, {}).items()}
             out[model] = row
         return out
@@ -51,12 +62,15 @@ def build_report(records: Sequence[RunRecord], *, scenario: Scenario) -> Report:
     """Fold records into table cells; attempts are ordered by their ``attempt`` index."""
     report = Report(models=list(dict.fromkeys(r.model for r in records)))
     order = {m: i for i, m in enumerate(report.models)}
+    styles = {r.style for r in records if r.protocol == "dialogue"}
     for record in sorted(records, key=lambda r: (order[r.model], r.protocol, r.case, r.attempt)):
         cells = run_cells(record, scenario=scenario)
         if record.protocol == "reliability":
             report.reliability.setdefault(record.model, []).extend(cells[0])
         elif record.protocol == "dialogue":
-            report.dialogue[record.model] = cells
+            row = record.model if len(styles) <= 1 else f"{record.model} ({record.style or 'unknown'})"
+            report.dialogue[row] = cells
+            report.dialogue_model[row] = record.model
         else:
             report.fixing.setdefault(record.model, {}).setdefault(record.case, []).extend(cells[0])
     return report
@@ -80,7 +94,8 @@ def render_markdown(report: Report, *, scenario: Scenario, cases: Sequence[Prema
     if report.dialogue:
         turns = [str(n) for n in range(1, len(scenario.turns) + 1)]
         lines += ["## Full dialogue with automatic corrections", ""]
-        rows = [[m, *("".join(c) for c in report.dialogue.get(m, [[]] * len(turns)))] for m in report.models]
+        rows = [[row, *("".join(c) for c in report.dialogue[row])]
+                for m in report.models for row in report.dialogue_rows(m)]
         lines += _table(["Model", *turns], rows)
         lines.append("")
     if report.fixing:

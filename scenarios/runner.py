@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from inference.protocol import ChatMessage, ChatModel, GenerationParams, GenerationResult, complete
 from scenarios.base import Scenario
-from scenarios.corrections import Style, write_correction
+from scenarios.corrections import STYLES, Style, write_correction
+from scenarios.dialogue import DialogueGrader, DialogueMessage
 from scenarios.premade import PremadeCase
 from scenarios.records import PROTOCOLS, ProtocolName, RunCorrection, RunMessage, RunRecord, forgiven
 
@@ -50,9 +51,11 @@ class RunnerConfig:
     params: GenerationParams = dataclasses.field(
         default_factory=lambda: GenerationParams(max_new_tokens=96, temperature=0.7, top_p=0.9, seed=0)
     )
-    correction_style: Style = "hint"
+    correction_styles: tuple[Style, ...] = ("fix",)  # the dialogue protocol runs once per style
 
     def __post_init__(self) -> None:
+        if not self.correction_styles or any(s not in STYLES for s in self.correction_styles):
+            raise ValueError(f"correction_styles must be a non-empty subset of {', '.join(STYLES)}")
         for name in ("repeats", "fixing_attempts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -62,7 +65,8 @@ class RunnerConfig:
 
 def planned_runs(*, protocols: Sequence[ProtocolName], config: RunnerConfig, n_cases: int) -> int:
     """How many runs one model gets (for the progress bar)."""
-    sizes = {"reliability": config.repeats, "dialogue": 1, "fixing": n_cases * config.fixing_attempts}
+    sizes = {"reliability": config.repeats, "dialogue": len(config.correction_styles),
+             "fixing": n_cases * config.fixing_attempts}
     return sum(sizes[p] for p in protocols)
 
 
@@ -114,7 +118,8 @@ def _protocol_runs(
         for attempt in range(config.repeats):
             yield _reliability(scenario, model, config, attempt)
     elif protocol == "dialogue":
-        yield _dialogue(scenario, model, config)
+        for style in config.correction_styles:
+            yield _dialogue(scenario, model, config, style)
     else:
         for case in cases:
             for attempt in range(config.fixing_attempts):
@@ -124,34 +129,37 @@ def _protocol_runs(
 class _Conversation:
     """A run in progress: the chat the model sees and the record being written."""
 
-    def __init__(self, record: RunRecord, model: ChatModel, params: GenerationParams) -> None:
+    def __init__(self, record: RunRecord, model: ChatModel, params: GenerationParams,
+                 scenario: Scenario) -> None:
         self.record = record
         self.model = model
         self.params = params
         self.chat = [ChatMessage(role="system", content=record.system_prompt)]
+        self.grader = DialogueGrader(scenario)  # grades each reply knowing the dialogue so far
 
     def say(self, kind: str, content: str) -> int:
         assert kind in ("request", "correction")
         self.chat.append(ChatMessage(role="user", content=content))
+        self.grader.add(DialogueMessage(role="user", kind=kind, content=content))  # type: ignore[arg-type]
         self.record.messages.append(RunMessage(kind=kind, content=content))  # type: ignore[arg-type]
         return len(self.record.messages) - 1
 
-    def scripted_reply(self, content: str, *, scenario: Scenario, turn: int, graded: bool) -> int:
+    def _reply(self, content: str, *, turn: int, graded: bool, result: GenerationResult | None) -> int:
         self.chat.append(ChatMessage(role="assistant", content=content))
-        grade = scenario.grade(content, target_turn=turn) if graded else None
+        context = self.grader.add(DialogueMessage(role="assistant", kind="reply", content=content))
+        grade = context.grade if context is not None and graded else None
         self.record.messages.append(
-            RunMessage(kind="reply", content=content, target_turn=turn, grade=grade, scripted=True)
+            RunMessage(kind="reply", content=content, target_turn=turn, grade=grade, result=result,
+                       scripted=result is None, context=context if graded else None)
         )
         return len(self.record.messages) - 1
 
-    def ask(self, *, scenario: Scenario, turn: int) -> int:
+    def scripted_reply(self, content: str, *, turn: int, graded: bool) -> int:
+        return self._reply(content, turn=turn, graded=graded, result=None)
+
+    def ask(self, *, turn: int) -> int:
         result = _generate(self.model, self.chat, self.params)
-        self.chat.append(ChatMessage(role="assistant", content=result.text))
-        grade = scenario.grade(result.text, target_turn=turn)
-        self.record.messages.append(
-            RunMessage(kind="reply", content=result.text, target_turn=turn, grade=grade, result=result)
-        )
-        return len(self.record.messages) - 1
+        return self._reply(result.text, turn=turn, graded=True, result=result)
 
     def correct_until_fixed(self, reply: int, *, scenario: Scenario, turn: int, config: RunnerConfig) -> None:
         """Send the correction writer's sentence until the reply is right or attempts run out."""
@@ -161,14 +169,15 @@ class _Conversation:
             judged = forgiven(grade, scenario=scenario, turn=turn)
             if judged.is_correct:
                 return
-            expected = scenario.turn(turn).expected
-            text = write_correction(judged, style=config.correction_style, target=expected)
+            scripted = scenario.turn(turn)
+            text = write_correction(judged, style=self.record.style or "fix", target=scripted.expected,  # type: ignore[arg-type]
+                                    request=scripted.user)
             assert text is not None
             reply = self.correct(reply, text, scenario=scenario, turn=turn)
 
     def correct(self, faulty: int, text: str, *, scenario: Scenario, turn: int) -> int:
         feedback = self.say("correction", text)
-        followup = self.ask(scenario=scenario, turn=turn)
+        followup = self.ask(turn=turn)
         grade = self.record.messages[followup].grade
         assert grade is not None
         fixed = forgiven(grade, scenario=scenario, turn=turn).is_correct
@@ -197,25 +206,26 @@ def _new(protocol: ProtocolName, scenario: Scenario, model: ChatModel, params: G
          attempt: int, case: str = "") -> _Conversation:
     record = RunRecord(protocol=protocol, model=model.slug, scenario=scenario.slug, attempt=attempt,
                        system_prompt=scenario.system_prompt, params=params, case=case)
-    return _Conversation(record, model, params)
+    return _Conversation(record, model, params, scenario)
 
 
 def _reliability(scenario: Scenario, model: ChatModel, config: RunnerConfig, attempt: int) -> RunRecord:
     conv = _new("reliability", scenario, model, _seeded(config.params, attempt), attempt)
     conv.say("request", scenario.turn(1).user)
-    conv.ask(scenario=scenario, turn=1)
+    conv.ask(turn=1)
     return conv.record
 
 
-def _dialogue(scenario: Scenario, model: ChatModel, config: RunnerConfig) -> RunRecord:
+def _dialogue(scenario: Scenario, model: ChatModel, config: RunnerConfig, style: Style) -> RunRecord:
     conv = _new("dialogue", scenario, model, config.params, 0)
+    conv.record.style = style
     last_reply: int | None = None
     for number, turn in enumerate(scenario.turns, start=1):
         if turn.is_correction and last_reply is not None:
             reply = conv.correct(last_reply, turn.user, scenario=scenario, turn=number)
         else:
             conv.say("request", turn.user)
-            reply = conv.ask(scenario=scenario, turn=number)
+            reply = conv.ask(turn=number)
         conv.correct_until_fixed(reply, scenario=scenario, turn=number, config=config)
         last_reply = len(conv.record.messages) - 1
     return conv.record
@@ -226,8 +236,8 @@ def _fixing(scenario: Scenario, model: ChatModel, config: RunnerConfig, case: Pr
     conv = _new("fixing", scenario, model, _seeded(config.params, attempt), attempt, case=case.kind)
     for number in range(1, case.turn):
         conv.say("request", scenario.turn(number).user)
-        conv.scripted_reply(scenario.turn(number).expected, scenario=scenario, turn=number, graded=False)
+        conv.scripted_reply(scenario.turn(number).expected, turn=number, graded=False)
     conv.say("request", scenario.turn(case.turn).user)
-    faulty = conv.scripted_reply(case.faulty, scenario=scenario, turn=case.turn, graded=True)
+    faulty = conv.scripted_reply(case.faulty, turn=case.turn, graded=True)
     conv.correct(faulty, case.correction, scenario=scenario, turn=case.turn)
     return conv.record

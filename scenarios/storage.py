@@ -10,7 +10,8 @@ models through their fix and first-try rates, not through votes). The scripted h
 and its pre-made faulty reply are stored as replies with ``finish_reason="scripted"``; the faulty reply
 carries its grade, the history none (so it never counts as a first try). Correction events are judged
 by the ``grader``. The conversation's params hold the sampling settings plus an ``auto`` object with the
-protocol, attempt, fixing case and each reply's target turn, so :func:`load_runs` rebuilds the records.
+protocol, attempt, fixing case, correction style and each reply's target turn, so :func:`load_runs`
+rebuilds the records.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from db.repository import upsert_contestant
 from db.views import BattleView
 from inference.protocol import GenerationParams, GenerationResult
 from scenarios.base import Scenario
+from scenarios.dialogue import DialogueGrader, DialogueMessage
 from scenarios.grader import Grade
 from scenarios.records import RunCorrection, RunMessage, RunRecord
 
@@ -52,6 +54,7 @@ def store_run(engine: Engine, record: RunRecord) -> str:
         "protocol": record.protocol,
         "attempt": record.attempt,
         "case": record.case,
+        "style": record.style,
         "reply_turns": [m.target_turn for m in record.messages if m.kind == "reply"],
     }
     params: dict[str, Any] = {**dataclasses.asdict(record.params), "auto": meta}
@@ -99,7 +102,8 @@ def _store_reply(engine: Engine, battle_id: str, message: RunMessage) -> int:
 
 
 def load_runs(engine: Engine, *, battle_ids: Sequence[str], scenario: Scenario) -> list[RunRecord]:
-    """Rebuild run records from stored battles; replies are re-graded from their stored text."""
+    """Rebuild run records from stored battles; replies are re-graded from their stored text, in their
+    dialogue (``scenarios.dialogue``), as the runner graded them."""
     return [_record_from(get_battle(engine, battle_id=battle_id), scenario) for battle_id in battle_ids]
 
 
@@ -110,15 +114,18 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
     turns = iter(meta["reply_turns"])
     index_of: dict[int, int] = {}
     messages: list[RunMessage] = []
+    grader = DialogueGrader(scenario)
     for stored in conv.messages:
         index_of[stored.id] = len(messages)
+        role = "assistant" if stored.kind == "reply" else "user"
+        context = grader.add(DialogueMessage(role=role, kind=stored.kind, content=stored.content))  # type: ignore[arg-type]
         if stored.kind != "reply":
             messages.append(RunMessage(kind=stored.kind, content=stored.content))  # type: ignore[arg-type]
             continue
         turn = next(turns)
         scripted = stored.finish_reason == SCRIPTED
-        graded = stored.grader_label is not None
-        grade = scenario.grade(stored.content, target_turn=turn) if graded and turn is not None else None
+        graded = stored.grader_label is not None and turn is not None and context is not None
+        grade = context.grade if graded and context is not None else None
         result = None
         if not scripted:
             result = GenerationResult(text=stored.content, finish_reason=stored.finish_reason or "stop",  # type: ignore[arg-type]
@@ -126,7 +133,7 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
                                       new_tokens=stored.completion_tokens or 0, ttft_ms=stored.ttft_ms,
                                       total_ms=stored.total_ms or 0.0, error=stored.error)
         messages.append(RunMessage(kind="reply", content=stored.content, target_turn=turn, grade=grade,
-                                   result=result, scripted=scripted))
+                                   result=result, scripted=scripted, context=context if graded else None))
     corrections = [
         RunCorrection(faulty=index_of[c.faulty_message_id], feedback=index_of[c.feedback_message_id],
                       followup=index_of[c.next_reply_message_id], outcome=c.outcome)  # type: ignore[arg-type]
@@ -136,5 +143,6 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
     return RunRecord(
         protocol=meta["protocol"], model=conv.contestant.slug, scenario=battle.scenario,
         attempt=int(meta["attempt"]), system_prompt=conv.system_prompt,
-        params=GenerationParams(**params), case=meta["case"], messages=messages, corrections=corrections,
+        params=GenerationParams(**params), case=meta["case"], style=str(meta.get("style", "")),
+        messages=messages, corrections=corrections,
     )

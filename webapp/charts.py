@@ -20,8 +20,10 @@ def heatmap_height(models: int) -> int:
     return 200 + 30 * models
 
 
-def ratings_chart(table: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
-    """Ratings as points with their 95% interval bars, best model on top.
+def ratings_chart(
+    table: pd.DataFrame, *, x_title: str = "Bradley-Terry rating (95% interval)"
+) -> alt.LayerChart | alt.FacetChart:
+    """Ratings (or rates) as points with their 95% interval bars, best model on top.
 
     ``table`` columns: ``model``, ``rating``, ``lower``, ``upper``.
     """
@@ -30,7 +32,7 @@ def ratings_chart(table: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
         y=alt.Y("model:N", sort=order, title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT))
     )
     bars = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("lower:Q", title="Bradley-Terry rating (95% interval)", scale=alt.Scale(zero=False)),
+        x=alt.X("lower:Q", title=x_title, scale=alt.Scale(zero=False)),
         x2="upper:Q",
     )
     points = base.mark_point(filled=True, size=60).encode(
@@ -64,3 +66,32 @@ def matrix_heatmap(matrix: pd.DataFrame, *, title: str, value_format: str) -> al
         .encode(text=alt.Text("value:Q", format=value_format))
     )
     return alt.layer(cells, text)
+
+
+TURN_ORDER = ["1", "2", "3+", "never"]
+TURN_COLOURS = ["#2e7d32", "#9ccc65", "#ffb300", "#c62828"]  # fixed at once ... never fixed
+
+
+def turns_height(models: int) -> int:
+    return 110 + 26 * models
+
+
+def turns_to_fix_chart(turns: pd.DataFrame) -> alt.Chart:
+    """Per model, how many corrections each mistake took (stacked: 1, 2, 3+, never).
+
+    ``turns`` columns: ``model``, ``turns`` (one of ``TURN_ORDER``), ``corrections``.
+    """
+    order = {bucket: i for i, bucket in enumerate(TURN_ORDER)}
+    data = turns.assign(order=turns["turns"].map(order))
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+            x=alt.X("corrections:Q", stack="normalize", title="share of mistakes, by corrections needed"),
+            color=alt.Color("turns:N", sort=TURN_ORDER, title="corrections",
+                            scale=alt.Scale(domain=TURN_ORDER, range=TURN_COLOURS)),
+            order=alt.Order("order:Q"),
+            tooltip=["model", "turns", "corrections"],
+        )
+    )

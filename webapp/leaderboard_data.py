@@ -1,5 +1,8 @@
 """Leaderboard numbers: db's GROUP BY counts fitted by ``ranking``, shaped into plain frames for the page.
 
+Three boards: Votes (Bradley-Terry, optionally style-controlled), Fixing (``ranking.fixing`` over the
+judgments of people, of the grader, or of the automatic arena) and the automatic arena's emoji tables.
+
 Everything here takes plain values (an engine, filter values) so the bench and the tests can call it
 without Streamlit.
 """
@@ -9,14 +12,33 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
+import scenarios
+from db import fixing as db_fixing
 from db import repository as db_repo
-from ranking import leaderboard, wilson_interval
+from db.views import PairCounts
+from ranking import fit_style_bt, fixing_table, leaderboard, tally, wilson_interval
+from ranking.fixing import (
+    TURN_BUCKETS,
+    FixingCounts,
+    count_recurrences,
+    fix_episodes,
+    fix_rate,
+    kappa_from_table,
+)
+from ranking.outliers import OutlierResult, anomalous_visitors
+from scenarios.metrics import RunTotals, run_totals
+from scenarios.premade import load_premade
+from scenarios.records import RunRecord
+from scenarios.report import build_report, render_markdown
+from scenarios.storage import load_runs
 
+STYLE_COLUMNS = db_fixing.STYLE_COLUMNS
 HEATMAP_MODELS = 15  # heatmaps show the top models only: a 100 x 100 grid is unreadable
 
 
@@ -40,6 +62,24 @@ class Board:
     battles: pd.DataFrame  # same shape, battle counts
     votes: int
     computed_at: dt.datetime
+    dropped_votes: int = 0  # by the anomalous-voter test, when it was asked for
+    dropped_visitors: int = 0
+    tested_visitors: int = 0
+
+
+def _without_anomalous_voters(engine: Engine, filters: Filters) -> tuple[PairCounts, OutlierResult]:
+    """Pair counts from the counted votes less those of visitors the sequential test flags."""
+    f = filters
+    votes = db_fixing.counted_votes(engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until,
+                                    corrections_only=f.corrections_only)
+    known = votes.visitor >= 0
+    result = anomalous_visitors(votes.model_a[known], votes.model_b[known], votes.outcome[known],
+                                votes.visitor[known])
+    keep = np.ones(votes.outcome.size, dtype=bool)
+    keep[np.flatnonzero(known)[result.dropped]] = False
+    wins, ties, both_bad = tally(votes.model_a[keep], votes.model_b[keep], votes.outcome[keep],
+                                 n_models=len(votes.models))
+    return PairCounts(models=votes.models, wins=wins, ties=ties, both_bad=both_bad), result
 
 
 def wilson(successes: np.ndarray, trials: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -56,17 +96,27 @@ def _interval_text(rate: float, low: float, high: float, trials: int) -> str:
     return f"{100 * rate:.0f}% ({100 * low:.0f}–{100 * high:.0f}, n={trials})"
 
 
-def build_board(engine: Engine, filters: Filters, *, bootstrap: int = 0) -> Board:
-    """Counts (SQL) -> Bradley-Terry fit (sandwich intervals unless ``bootstrap`` rounds are asked)."""
+def build_board(
+    engine: Engine, filters: Filters, *, bootstrap: int = 0, drop_outliers: bool = False
+) -> Board:
+    """Counts (SQL) -> Bradley-Terry fit (sandwich intervals unless ``bootstrap`` rounds are asked).
+
+    ``drop_outliers`` reads the counted votes one by one and leaves out those of visitors that
+    ``ranking.outliers.anomalous_visitors`` flags (visitors with at least 5 votes are tested).
+    """
     f = filters
-    pairs = db_repo.pairwise_counts(
-        engine,
-        scenario=f.scenario,
-        modes=f.modes,
-        since=f.since,
-        until=f.until,
-        corrections_only=f.corrections_only,
-    )
+    outliers: OutlierResult | None = None
+    if drop_outliers:
+        pairs, outliers = _without_anomalous_voters(engine, f)
+    else:
+        pairs = db_repo.pairwise_counts(
+            engine,
+            scenario=f.scenario,
+            modes=f.modes,
+            since=f.since,
+            until=f.until,
+            corrections_only=f.corrections_only,
+        )
     fixes = db_repo.fix_counts(
         engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until, models=pairs.models
     )
@@ -75,7 +125,11 @@ def build_board(engine: Engine, filters: Filters, *, bootstrap: int = 0) -> Boar
     )
     names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
     now = dt.datetime.now(dt.UTC)
-    empty = Board(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pairs.total, now)
+    dropped = {} if outliers is None else {
+        "dropped_votes": int(outliers.dropped.sum()), "dropped_visitors": len(outliers.flagged),
+        "tested_visitors": outliers.tested,
+    }
+    empty = Board(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pairs.total, now, **dropped)
     if pairs.total == 0:
         return empty
     board = leaderboard(
@@ -114,4 +168,199 @@ def build_board(engine: Engine, filters: Filters, *, bootstrap: int = 0) -> Boar
     labels = [names.get(pairs.models[i], pairs.models[i]) for i in top]
     win_rate = pd.DataFrame(board.observed_win_rate[np.ix_(top, top)], index=labels, columns=labels)
     battles = pd.DataFrame(board.battle_counts[np.ix_(top, top)], index=labels, columns=labels)
-    return Board(table, win_rate, battles, pairs.total, now)
+    return Board(table, win_rate, battles, pairs.total, now, **dropped)
+
+
+# --- Votes board with style control ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StyleBoard:
+    table: pd.DataFrame  # Rank, Model, Rating, 95% low/high, Rank without style, Rank change
+    coefficients: pd.DataFrame  # Feature, Coefficient, SE (log-odds per standard deviation)
+    votes: int
+
+
+def _rank_change(before: int, after: int) -> str:
+    if after < before:
+        return f"▲{before - after}"
+    return f"▼{after - before}" if after > before else "="
+
+
+def build_style_board(engine: Engine, filters: Filters) -> StyleBoard:
+    """The contextual Bradley-Terry (``ranking.fit_style_bt``) on the votes the plain board counts, and each
+    model's rank with and without style control (ranks by interval overlap, as on the plain board)."""
+    f = filters
+    battles = db_fixing.vote_style_features(engine, scenario=f.scenario, modes=f.modes, since=f.since,
+                                            until=f.until, corrections_only=f.corrections_only)
+    names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
+    empty = StyleBoard(pd.DataFrame(), pd.DataFrame(), 0)
+    if battles.outcome.size == 0:
+        return empty
+    played = np.union1d(battles.model_a, battles.model_b)
+    remap = np.full(len(battles.models), -1, dtype=np.int64)
+    remap[played] = np.arange(played.size)
+    models = tuple(battles.models[i] for i in played)
+    args = (models, remap[battles.model_a], remap[battles.model_b], battles.outcome)
+    styled = fit_style_bt(*args, battles.features_a, battles.features_b, features=STYLE_COLUMNS)
+    flat = np.zeros_like(battles.features_a)
+    plain = fit_style_bt(*args, flat, flat, features=STYLE_COLUMNS)
+    order = np.argsort(-styled.ratings, kind="stable")
+    table = pd.DataFrame.from_records([
+        {
+            "Rank": int(styled.ranks[m]),
+            "Model": names.get(models[m], models[m]),
+            "Rating": round(float(styled.ratings[m]), 1),
+            "95% low": round(float(styled.ci_low[m]), 1),
+            "95% high": round(float(styled.ci_high[m]), 1),
+            "Rank without style": int(plain.ranks[m]),
+            "Rank change": _rank_change(int(plain.ranks[m]), int(styled.ranks[m])),
+        }
+        for m in order
+    ])
+    coefficients = pd.DataFrame({"Feature": list(styled.features), "Coefficient": styled.beta.round(3),
+                                 "SE": styled.beta_se.round(3)})
+    return StyleBoard(table, coefficients, int(battles.outcome.size))
+
+
+# --- Fixing board ----------------------------------------------------------------------------------
+
+FIXING_SOURCES: dict[str, str] = {"people": "People", "grader": "Grader", "auto": "Automatic arena"}
+PASS_K = 5
+
+
+@dataclass(frozen=True)
+class FixingBoard:
+    table: pd.DataFrame  # one row per model, best fix rate first
+    rates: pd.DataFrame  # model, rating (fix rate %), lower, upper: for the interval chart
+    turns: pd.DataFrame  # model, turns ("1", "2", "3+", "never"), corrections: for the stacked chart
+    styles: pd.DataFrame  # automatic arena only: fix rate per correction style
+    corrections: int
+    computed_at: dt.datetime
+
+
+def _human_modes(filters: Filters) -> tuple[str, ...]:
+    """Corrections of every human mode count (anonymous, named, direct): a fix is judged on the reply,
+    whoever wrote it, so the vote board's "Anonymous only" toggle does not apply here."""
+    del filters
+    return db_fixing.HUMAN_MODES
+
+
+def _judged_counts(engine: Engine, filters: Filters, judge: db_fixing.Judge) -> list[FixingCounts]:
+    f, modes = filters, _human_modes(filters)
+    window: dict[str, Any] = {"scenario": f.scenario, "modes": modes, "since": f.since, "until": f.until}
+    outcomes = db_fixing.fix_outcomes(engine, judge=judge, **window)
+    first = db_repo.first_try_counts(engine, models=outcomes.models, **window)
+    links: dict[str, list[tuple[int, int, bool | None]]] = {}
+    for link in db_fixing.correction_links(engine, judge=judge, **window):
+        links.setdefault(link.model, []).append((link.faulty_message_id, link.next_reply_message_id,
+                                                 link.fixed))
+    replies: dict[str, dict[int, list[tuple[str, ...]]]] = {}
+    for reply in db_fixing.graded_replies(engine, **window):
+        replies.setdefault(reply.model, {}).setdefault(reply.conversation_id, []).append(reply.mistakes)
+    counts = []
+    for m, model in enumerate(outcomes.models):
+        sequences = list(replies.get(model, {}).values())
+        flat = [mistakes for sequence in sequences for mistakes in sequence]
+        correct, attempts = int(first.successes[m]), int(first.trials[m])
+        counts.append(FixingCounts(
+            model=model, fixed=int(outcomes.successes[m]), judged=int(outcomes.trials[m]),
+            first_correct=correct, first_attempts=attempts, tasks=((correct, attempts),),
+            graded=len(flat), regressions=sum("regression" in x for x in flat),
+            recurrences=count_recurrences(sequences), chatty=sum("chatty" in x for x in flat),
+            episodes=tuple(fix_episodes(links.get(model, []))),
+        ))
+    return counts
+
+
+def _kappas(engine: Engine, filters: Filters) -> dict[str, str]:
+    f = filters
+    table = db_fixing.judge_table(engine, scenario=f.scenario, modes=_human_modes(f), since=f.since,
+                                  until=f.until)
+    return {
+        model: kappa_from_table(table.both_fixed[m], table.person_only[m], table.grader_only[m],
+                                table.neither[m]).text()
+        for m, model in enumerate(table.models)
+    }
+
+
+def auto_records(engine: Engine, filters: Filters) -> list[RunRecord]:
+    """Stored automatic-arena runs of the filtered scenario (the calendar when none is chosen)."""
+    scenario = scenarios.get_scenario(filters.scenario or "calendar")
+    if not scenario.gradable:
+        return []
+    ids = db_fixing.auto_battle_ids(engine, scenario=scenario.slug, since=filters.since, until=filters.until)
+    return load_runs(engine, battle_ids=ids, scenario=scenario)
+
+
+def _auto_counts(totals: list[RunTotals]) -> list[FixingCounts]:
+    return [FixingCounts(
+        model=t.model, fixed=t.fixed, judged=t.judged, first_correct=t.first_correct,
+        first_attempts=t.first_attempts, tasks=tuple(t.tasks), graded=t.graded, regressions=t.regressions,
+        recurrences=t.recurrences, chatty=t.chatty, episodes=tuple(fix_episodes(t.links)),
+    ) for t in totals]
+
+
+def build_fixing_board(engine: Engine, filters: Filters, source: str) -> FixingBoard:
+    """The Fixing board for one source of judgments: ``people``, ``grader`` or ``auto``."""
+    if source not in FIXING_SOURCES:
+        raise ValueError(f"unknown source {source!r}; expected one of {', '.join(FIXING_SOURCES)}")
+    names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
+    styles = pd.DataFrame()
+    kappas: dict[str, str] = {}
+    if source == "auto":
+        records = auto_records(engine, filters)
+        counts = _auto_counts(run_totals(records))
+        styles = pd.DataFrame.from_records([
+            {"Model": names.get(t.model, t.model), "Correction style": t.style,
+             "Fix rate": fix_rate(t.fixed, t.judged).text()}
+            for t in run_totals(records, by_style=True)
+        ])
+    else:
+        counts = _judged_counts(engine, filters, "person" if source == "people" else "grader")
+        kappas = _kappas(engine, filters)
+    rows = [r for r in fixing_table(counts, k=PASS_K) if r.fix_rate.n or r.pass_at_1.n]
+    now = dt.datetime.now(dt.UTC)
+    label = {r.model: names.get(r.model, r.model) for r in rows}
+    table = pd.DataFrame.from_records([
+        {
+            "Rank": r.rank if r.fix_rate.n else None,
+            "Model": label[r.model],
+            "Fix rate": r.fix_rate.text(),
+            "Corrections": r.fix_rate.n,
+            "Turns to fix (1/2/3+/never)": " / ".join(str(r.turns_to_fix[b]) for b in TURN_BUCKETS),
+            "First try (pass@1)": r.pass_at_1.text(),
+            f"pass^{PASS_K}": r.pass_hat_k.text(),
+            "Regression": r.regression.text(),
+            "Recurrence": r.recurrence.text(),
+            "Chatty": r.chatty.text(),
+            **({"κ person–grader": kappas.get(r.model, "–")} if source != "auto" else {}),
+        }
+        for r in rows
+    ])
+    judged = [r for r in rows if r.fix_rate.n]
+    rates = pd.DataFrame({
+        "model": [label[r.model] for r in judged],
+        "rating": [100 * r.fix_rate.rate for r in judged],
+        "lower": [100 * r.fix_rate.low for r in judged],
+        "upper": [100 * r.fix_rate.high for r in judged],
+    })
+    turns = pd.DataFrame.from_records([
+        {"model": label[r.model], "turns": bucket, "corrections": r.turns_to_fix[bucket]}
+        for r in judged for bucket in TURN_BUCKETS
+    ])
+    return FixingBoard(table, rates, turns, styles, sum(r.fix_rate.n for r in rows), now)
+
+
+# --- Automatic arena tab ---------------------------------------------------------------------------
+
+
+def automatic_arena_markdown(engine: Engine, filters: Filters) -> str:
+    """The study's three emoji tables from stored runs, as ``python -m scenarios report`` prints them
+    (empty when no run is stored)."""
+    records = auto_records(engine, filters)
+    if not records:
+        return ""
+    scenario = scenarios.get_scenario(records[0].scenario)
+    report = build_report(records, scenario=scenario)
+    return render_markdown(report, scenario=scenario, cases=load_premade(), title="Automatic arena")

@@ -1,7 +1,10 @@
-"""The leaderboard page: filters, then the cached board (db counts fitted by ranking), a table, charts.
+"""The leaderboard page: filters, then three tabs: Votes (Bradley-Terry, optional style control and
+bootstrap intervals), Fixing (fix rates and their metrics from people, the grader or the automatic
+arena) and Automatic arena (the study's emoji tables from stored runs).
 
-The expensive part is cached for a short TTL keyed by the database URL and the filter values, so a burst
-of visitors costs one computation; the page says when it was computed and over how many votes.
+Every board is cached for a short TTL keyed by the database URL and the choices, so a burst of visitors
+costs one computation (a bootstrap is computed once per filter set); the page says when it was computed
+and over how many votes or corrections.
 """
 
 from __future__ import annotations
@@ -11,9 +14,21 @@ import datetime as dt
 import streamlit as st
 
 from webapp import charts, gateway, resources
-from webapp.leaderboard_data import Board, Filters, build_board
+from webapp.leaderboard_data import (
+    FIXING_SOURCES,
+    Board,
+    Filters,
+    FixingBoard,
+    StyleBoard,
+    automatic_arena_markdown,
+    build_board,
+    build_fixing_board,
+    build_style_board,
+)
 
 CACHE_TTL_S = 60
+BOOTSTRAP_ROUNDS = 1000
+INTERVALS = {"sandwich": "Sandwich (analytic)", "bootstrap": f"Bootstrap ({BOOTSTRAP_ROUNDS} rounds)"}
 _CHART_COLUMNS = {"Model": "model", "Rating": "rating", "95% low": "lower", "95% high": "upper"}
 
 
@@ -37,16 +52,57 @@ def filters() -> Filters:
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Computing the leaderboard…")
-def compute(url: str, chosen: Filters) -> Board:
-    return build_board(resources.engine(url), chosen)
+def compute(url: str, chosen: Filters, bootstrap: int = 0, drop_outliers: bool = False) -> Board:
+    return build_board(resources.engine(url), chosen, bootstrap=bootstrap, drop_outliers=drop_outliers)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner="Fitting the style-controlled board…")
+def compute_style(url: str, chosen: Filters) -> StyleBoard:
+    return build_style_board(resources.engine(url), chosen)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner="Computing the Fixing board…")
+def compute_fixing(url: str, chosen: Filters, source: str) -> FixingBoard:
+    return build_fixing_board(resources.engine(url), chosen, source)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner="Reading the automatic arena's runs…")
+def compute_auto(url: str, chosen: Filters) -> str:
+    return automatic_arena_markdown(resources.engine(url), chosen)
+
+
+def _computed(count: int, noun: str, at: dt.datetime) -> None:
+    st.caption(f"Computed over {count:,} {noun}{'' if count == 1 else 's'} at {at:%H:%M} UTC.")
 
 
 def show() -> None:
     ctx = gateway.reader()
     chosen = filters()
-    board = compute(ctx.settings.resolved_database_url, chosen)
-    noun = "vote" if board.votes == 1 else "votes"
-    st.caption(f"Computed over {board.votes:,} {noun} at {board.computed_at:%H:%M} UTC.")
+    url = ctx.settings.resolved_database_url
+    votes, fixing, auto = st.tabs(["Votes", "Fixing", "Automatic arena"])
+    with votes:
+        _votes(url, chosen)
+    with fixing:
+        _fixing(url, chosen)
+    with auto:
+        _automatic(url, chosen)
+
+
+def _votes(url: str, chosen: Filters) -> None:
+    left, middle, right = st.columns(3)
+    style = left.toggle("Style control", value=False, key="lb_style",
+                        help="Bradley-Terry with reply length, chatty text, apologies and multi-line replies "
+                             "as covariates: ranks what people vote for once style is accounted for.")
+    outliers = middle.toggle("Drop anomalous voters", value=False, key="lb_outliers",
+                             help="A sequential test of each visitor's votes (5 or more) against everyone "
+                                  "else's on the same pairs; flagged visitors' votes are left out.")
+    interval = right.selectbox("Intervals", list(INTERVALS), format_func=INTERVALS.__getitem__,
+                               key="lb_interval")
+    board = compute(url, chosen, BOOTSTRAP_ROUNDS if interval == "bootstrap" else 0, outliers)
+    if outliers:
+        st.caption(f"Anomalous-voter test: {board.dropped_votes:,} votes from {board.dropped_visitors} "
+                   f"of {board.tested_visitors} tested visitors dropped.")
+    _computed(board.votes, "vote", board.computed_at)
     if board.table.empty:
         st.info("No votes match these filters yet. Battles in the Arena fill this page.")
         return
@@ -68,3 +124,55 @@ def show() -> None:
         "Ties count half a win to each side; 'both bad' counts as a tie. Named side-by-side votes, flagged "
         "battles and battles whose models revealed their names are left out unless a filter says otherwise."
     )
+    if style:
+        _style(url, chosen)
+
+
+def _style(url: str, chosen: Filters) -> None:
+    styled = compute_style(url, chosen)
+    st.subheader("Style-controlled ratings")
+    if styled.table.empty:
+        st.info("No vote with replies on both sides matches these filters.")
+        return
+    st.dataframe(styled.table, hide_index=True, width="stretch", key="lb_style_table")
+    st.caption("Contextual Bradley-Terry (sandwich 95% intervals): each feature is the z-scored difference "
+               "between the two sides; L2 penalty on the style coefficients only. A positive coefficient "
+               "means votes favour more of that feature.")
+    st.dataframe(styled.coefficients, hide_index=True, key="lb_style_coefficients")
+
+
+def _fixing(url: str, chosen: Filters) -> None:
+    source = st.radio("Judged by", list(FIXING_SOURCES), format_func=FIXING_SOURCES.__getitem__,
+                      horizontal=True, key="lb_fix_source")
+    board = compute_fixing(url, chosen, source)
+    _computed(board.corrections, "judged correction", board.computed_at)
+    if board.table.empty:
+        st.info("No judged correction matches these filters yet.")
+        return
+    st.dataframe(board.table, hide_index=True, width="stretch", key="lb_fix_table")
+    if not board.rates.empty:
+        st.subheader("Fix rate with 95% intervals")
+        st.altair_chart(charts.ratings_chart(board.rates, x_title="fix rate % (95% Wilson interval)"),
+                        width="stretch", height=charts.ratings_height(len(board.rates)))
+        st.subheader("Turns to fix")
+        models = board.turns["model"].nunique()
+        st.altair_chart(charts.turns_to_fix_chart(board.turns), width="stretch",
+                        height=charts.turns_height(models))
+    if not board.styles.empty:
+        st.markdown("**Fix rate per correction style** (automatic arena)")
+        st.dataframe(board.styles, hide_index=True, key="lb_fix_styles")
+    st.caption(
+        "Rank = 1 + the models whose fix-rate interval lies wholly above. Fix rate: corrections judged "
+        "fixed over those judged (people: the visitor's ✓/✗; grader: the next reply graded correct in the "
+        "dialogue's context). pass@1: first replies correct; pass^5: five first tries all correct "
+        "(τ-bench). Regression, recurrence, chatty: share of graded replies. κ: person–grader agreement."
+    )
+
+
+def _automatic(url: str, chosen: Filters) -> None:
+    markdown = compute_auto(url, chosen)
+    if not markdown:
+        st.info("No automatic run is stored yet: `python -m scenarios run calendar --models all` "
+                "fills this tab.")
+        return
+    st.markdown(markdown)

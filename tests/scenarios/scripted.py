@@ -72,3 +72,16 @@ def chatty_then_fixed(messages: Sequence[ChatMessage]) -> str:
 
 def always_chatty(messages: Sequence[ChatMessage]) -> str:
     return f"Sure! Here you go:\n{perfect(messages)}"
+
+
+def guesses_durations(messages: Sequence[ChatMessage]) -> str:
+    """The Qwen2.5-Coder run of the issue: a new event without a duration; "Duration is required." gets
+    60, "Wrong duration." 45; only "Use the default duration." gets the prompt's 30."""
+    expected = perfect(messages)
+    if current_turn(messages) != 3:
+        return expected
+    guesses = {"Duration is required.": "60", "Wrong duration.": "45", "Use the default duration.": "30"}
+    last = messages[-1].content
+    if last in guesses:
+        return expected.replace("duration=30", f"duration={guesses[last]}")
+    return expected.replace(", duration=30", "")

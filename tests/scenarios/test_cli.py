@@ -89,3 +89,58 @@ def test_every_command_and_flag_is_documented_in_the_readme() -> None:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
                     assert flag in section, f"{name} {flag} is not in README's CLI reference"
+
+
+def test_grade_a_dialogue_prints_one_line_per_reply(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from scenarios import get_scenario
+
+    calendar = get_scenario("calendar")
+    messages = [
+        {"role": "user", "kind": "request", "content": calendar.turn(1).user},
+        {"role": "assistant", "kind": "reply", "content": calendar.turn(1).expected},
+        {"role": "user", "kind": "correction", "content": "The current year is 2024."},
+        {"role": "assistant", "kind": "reply", "content": "Sure! " + calendar.turn(2).expected},
+        {"role": "user", "kind": "correction", "content": "Just the API call please."},
+        {"role": "assistant", "kind": "reply", "content": calendar.turn(2).expected},
+    ]
+    path = tmp_path / "dialogue.json"
+    path.write_text(json.dumps(messages), encoding="utf-8")
+    assert main(["grade", "--scenario", "calendar", "--dialogue", str(path), "--json"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        {"turn": 1, "label": "correct", "mistakes": [], "assumed": ["year"], "fixed": None,
+         "regression": False, "recurrence": False},
+        {"turn": 2, "label": "partial", "mistakes": ["chatty"], "assumed": [], "fixed": False,
+         "regression": False, "recurrence": False},
+        {"turn": 2, "label": "correct", "mistakes": [], "assumed": [], "fixed": True,
+         "regression": False, "recurrence": False},
+    ]
+    assert main(["grade", "--dialogue", str(path)]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0] == "turn 1: ✓ correct (assumed year)" and text[2].endswith("— fixed")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("{}", "JSON list"), ("[1]", "message 1 is not an object"), ("not json", "not JSON"),
+     ('[{"role": "user", "kind": "reply", "content": "x"}]', "message 1: a reply comes from the assistant")],
+)
+def test_a_bad_dialogue_file_exits_2(tmp_path: Path, content: str, message: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    assert main(["grade", "--dialogue", str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err
+
+
+def test_run_style_takes_a_comma_separated_list() -> None:
+    from scenarios.__main__ import _parser
+
+    args = _parser().parse_args(["run", "calendar", "--models", "x", "--style", "fix, hint,fix"])
+    assert args.style == ("fix", "hint")
+    assert _parser().parse_args(["run", "calendar", "--models", "x"]).style == ("fix",)
+    with pytest.raises(SystemExit) as exit_info:
+        _parser().parse_args(["run", "calendar", "--models", "x", "--style", "rude"])
+    assert exit_info.value.code == 2

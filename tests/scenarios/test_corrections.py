@@ -53,6 +53,47 @@ def test_correction_sentences(turn: int, reply: str, hint: str, explicit: str) -
     assert _correct(reply, turn, "explicit") == explicit
 
 
+def _fix(reply: str, turn: int) -> str | None:
+    grade = CALENDAR.grade(reply, target_turn=turn)
+    assert grade is not None
+    return CALENDAR.correction(grade, target_turn=turn)  # the default style, with the turn's request
+
+
+@pytest.mark.parametrize(
+    ("turn", "reply", "fix"),
+    [
+        (3, (ROCK := f'{ADD}("Rock Concert", date="2024-11-11", time="20:00"') + ")",
+         "Use the default duration."),
+        (3, ROCK + ", duration=60)", "Use the default duration."),
+        (4, ROCK + ", duration=30)", "The duration is 3 hours."),
+        (5, f'{ADD}("Meeting with Paul", date="2024-11-12", time="08:00")', "The duration is 30 minutes."),
+        (3, f'{ADD}("Rock Concert", date="2024-11-11", time="8:00 PM", duration=30)', "Time in 24h format."),
+        (2, f'{ADD}("Meeting with Fred", date="2023-11-11", time="17:00", duration=30)',
+         "Fix the year in the API call."),
+        (3, f'{ADD}("Rock Concert", date="2024-11-11", time="08:00", duration=30)', "The time is 20:00."),
+        (5, f'{ADD}("Meeting with Paul", date="2024-11-11", time="08:00", duration=30)',
+         "The date is November 12."),
+        (2, f'{ADD}("Meeting with Fred", date="11/11/2024", time="17:00", duration=30)',
+         "Date in YYYY-MM-DD format."),
+        (6, FRED := f'{ADD}("Meeting with Fred", date="2024-11-11", time="17:00", duration=30)',
+         "Use remove_calendar_entry to cancel."),
+        (6, 'action.remove_calendar_entry("Rock Concert", "2024-11-11", "17:00")',
+         'The event is "Meeting with Fred".'),
+        (2, FRED + ")", "Remove the extra parenthesis."),
+        (2, "Sure! " + FRED, "Just the API call please."),
+    ],
+)
+def test_fix_style_names_the_fix(turn: int, reply: str, fix: str) -> None:
+    assert _fix(reply, turn) == fix
+
+
+def test_fix_style_without_the_request_assumes_an_unstated_default() -> None:
+    grade = CALENDAR.grade(f'{ADD}("Meeting with Paul", date="2024-11-12", time="08:00")', target_turn=5)
+    assert grade is not None
+    assert write_correction(grade, target=CALENDAR.turn(5).expected) == "Use the default duration."
+    assert write_correction(grade, style="hint", target=CALENDAR.turn(5).expected) == "Duration is required."
+
+
 def test_correction_names_the_first_mistake_only() -> None:
     reply = f'Sure! {ADD}("Meeting with Fred", date="2024-11-11", time="5:00 AM", duration=30)'
     assert _correct(reply, 2) == "Just the API call please."

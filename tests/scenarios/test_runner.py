@@ -9,7 +9,14 @@ from scenarios.premade import load_premade
 from scenarios.records import RunRecord, run_symbols
 from scenarios.report import build_report, render_markdown
 from scenarios.runner import Progress, RunnerConfig, run_arena
-from tests.scenarios.scripted import CALENDAR, ScriptedModel, always_chatty, chatty_then_fixed, perfect
+from tests.scenarios.scripted import (
+    CALENDAR,
+    ScriptedModel,
+    always_chatty,
+    chatty_then_fixed,
+    guesses_durations,
+    perfect,
+)
 
 CASES = load_premade()
 
@@ -124,3 +131,23 @@ def test_summary_counts_every_symbol_once() -> None:
     report = build_report([record], scenario=CALENDAR)
     # 6 turns x 3 replies each, all 🍄 or (🍄): 18 mushrooms, nothing else.
     assert report.summary()["stubborn"] == {"✔︎": 0, "🥦": 0, "🍄": 18, "🔥": 0}
+
+
+def test_correction_styles_run_one_dialogue_each_and_are_recorded() -> None:
+    model = ScriptedModel("qwen-like", guesses_durations)
+    fix, hint = _run(model, protocols=("dialogue",), correction_styles=("fix", "hint"))
+    assert (fix.style, hint.style) == ("fix", "hint")
+
+    def turn3(record: RunRecord) -> list[tuple[str, str]]:
+        return [(record.messages[c.feedback].content, c.outcome) for c in record.corrections
+                if record.messages[c.faulty].target_turn == 3]
+
+    assert turn3(fix) == [("Use the default duration.", "fixed")]
+    assert turn3(hint) == [("Duration is required.", "not_fixed"), ("Wrong duration.", "not_fixed")]
+    report = build_report([fix, hint], scenario=CALENDAR)
+    assert list(report.dialogue) == ["qwen-like (fix)", "qwen-like (hint)"]
+    cells = report.text()["qwen-like"]
+    assert (cells["fix:turn3"], cells["hint:turn3"]) == ("🍄🥦", "🍄🍄🍄")
+    assert "| qwen-like (hint) |" in render_markdown(report, scenario=CALENDAR)
+    with pytest.raises(ValueError, match="correction_styles"):
+        RunnerConfig(correction_styles=("rude",))  # type: ignore[arg-type]

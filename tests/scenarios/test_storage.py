@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
-from db.aggregates import fix_counts
+from db.aggregates import first_try_counts, fix_counts
 from db.battles import get_battle
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
@@ -64,7 +65,11 @@ def _check_round_trip(engine: Engine) -> None:
             (before.protocol, before.model, before.case, before.attempt)
         assert [(m.kind, m.content, m.target_turn, m.scripted) for m in after.messages] == \
             [(m.kind, m.content, m.target_turn, m.scripted) for m in before.messages]
-        assert after.corrections == before.corrections
+        assert after.corrections == before.corrections and after.style == before.style
+        assert [m.grade and (m.grade.label, m.grade.mistakes) for m in after.messages] == \
+            [m.grade and (m.grade.label, m.grade.mistakes) for m in before.messages]
+        assert [m.context and m.context.as_json() for m in after.messages] == \
+            [m.context and m.context.as_json() for m in before.messages]
         assert after.params == before.params
 
     battle = get_battle(engine, battle_id=ids[per_model + 1])  # the stubborn model's dialogue
@@ -95,6 +100,19 @@ def test_runs_round_trip_through_sqlite(sqlite_engine: Engine) -> None:
     _check_round_trip(sqlite_engine)
 
 
+def test_a_perfect_first_try_is_stored_correct_with_the_year_assumed(sqlite_engine: Engine) -> None:
+    """The year of turn 1 is an assumption: first-try accuracy counts a perfect call (was 0%)."""
+    ensure_contestant(sqlite_engine, slug="perfect", name="Perfect")
+    ids: list[str] = []
+    (record,) = run_arena(scenario=CALENDAR, models=[ScriptedModel("perfect", perfect)],
+                          protocols=("reliability",), config=RunnerConfig(repeats=1),
+                          sink=lambda r: ids.append(store_run(sqlite_engine, r)))
+    reply = record.messages[-1]
+    assert reply.context is not None and reply.context.assumed == ("year",)
+    counts = first_try_counts(sqlite_engine, scenario="calendar", modes=["auto"])
+    assert (int(counts.successes[0]), int(counts.trials[0])) == (1, 1)
+
+
 @pytest.mark.postgres
 def test_runs_round_trip_through_postgres(postgres_engine: Engine) -> None:
     _check_round_trip(postgres_engine)
@@ -122,3 +140,24 @@ def test_many_is_stored_as_its_own_label() -> None:
     assert db_label(many) == "many"
     partial = CALENDAR.grade(CALENDAR.turn(1).expected, target_turn=1)
     assert partial is not None and db_label(partial) == "partial"
+
+
+def test_report_command_reads_the_stored_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from scenarios.__main__ import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert main(["report", "--url", url]) == 0  # an empty database: empty tables, a note on stderr
+    assert "no automatic runs" in capsys.readouterr().err
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    live, _, _ = _store_and_reload(engine)
+    engine.dispose()
+    out = tmp_path / "report.md"
+    assert main(["report", "calendar", "--url", url, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    expected = render_markdown(build_report(live, scenario=CALENDAR), scenario=CALENDAR, cases=CASES)
+    assert printed == expected == out.read_text(encoding="utf-8")
+    assert main(["report", "--url", url, "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["cells"] == build_report(live, scenario=CALENDAR).text()
+    assert set(figures["summary"]) == {"chatty", "stubborn", "broken"}

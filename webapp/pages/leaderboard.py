@@ -1,4 +1,4 @@
-"""Leaderboard: Bradley-Terry ratings with 95% intervals, fix rates, first-try accuracy, charts, filters."""
+"""Leaderboard: Votes (Bradley-Terry, style control), Fixing (fix rates and metrics), Automatic arena."""
 
 import streamlit as st
 
