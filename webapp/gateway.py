@@ -270,31 +270,22 @@ def add_visitor_message(
         raise Refused(f"Your message was not recorded: {exc}") from exc
 
 
-def _grade(battle: BattleView, side: str, text: str) -> tuple[str | None, list[str] | None]:
-    """The grader's label for a reply, when the visitor is following the scenario's script."""
+def _grade(battle: BattleView, side: str, text: str, *, retry: bool) -> tuple[str | None, list[str] | None]:
+    """The grader's label for a reply, graded in its dialogue (``scenarios.grade_dialogue``): the year a
+    visitor has not given yet is an assumption, a correction is graded against the turn it corrects,
+    regressions and recurrences count. None for a free-chat scenario or an off-script request."""
     scenario = scenarios.get_scenario(battle.scenario)
     if not scenario.gradable:
         return None, None
-    turn = _target_turn(battle.sides[side], [t.user for t in scenario.turns])
-    if turn is None:
+    history: list[Any] = list(battle.sides[side].messages)
+    if retry and history and history[-1].kind == "reply":
+        history.pop()  # the reply this one replaces
+    reply = {"role": "assistant", "kind": "reply", "content": text}
+    grades = scenarios.grade_dialogue(scenario, [*history, reply])
+    if not grades or grades[-1].grade is None:
         return None, None
-    grade = scenario.grade(text, target_turn=turn)
-    if grade is None:
-        return None, None
-    return grade.label, [str(m) for m in grade.mistakes]
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split()).rstrip(".")
-
-
-def _target_turn(side: SideView, script: list[str]) -> int | None:
-    """The scripted turn the pending reply answers: the latest request's turn (corrections inherit it)."""
-    wanted = {_norm(u): i + 1 for i, u in enumerate(script)}
-    for message in reversed(side.messages):
-        if message.kind == "request":
-            return wanted.get(_norm(message.content))
-    return None
+    record = grades[-1].as_json()
+    return record["label"], [str(m) for m in record["mistakes"]]
 
 
 def add_reply(
@@ -318,7 +309,7 @@ def _store_reply(
 ) -> None:
     failed = result.finish_reason == "error"
     text = storable(result.text)
-    label, mistakes = (None, None) if failed else _grade(battle, side, text)
+    label, mistakes = (None, None) if failed else _grade(battle, side, text, retry=retry)
     replaces = None
     if retry:
         last = battle.sides[side].messages[-1] if battle.sides[side].messages else None
