@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
+import re
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -44,6 +45,15 @@ def retry_read(fn: Callable[P, T]) -> Callable[P, T]:
 HARD_MAX_CHARS = 200_000
 # Integer columns are 32-bit on PostgreSQL; SQLite would take anything up to 2**63 and store it as is.
 INT_MAX = 2**31 - 1
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str, *, max_chars: int = HARD_MAX_CHARS) -> str:
+    """Model output made storable instead of refused: NUL and lone surrogates (a tokenizer can emit
+    either) become U+FFFD, so the reply is kept and the substitution visible; cut to ``max_chars``."""
+    return _UNSTORABLE.sub("\ufffd", text)[:max_chars]
 
 
 def require_text(value: str, *, what: str, max_chars: int, allow_empty: bool = False) -> str:

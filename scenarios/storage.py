@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from db.battles import append_message, get_battle, open_battle, record_correction, set_correction_outcome
+from db.checks import storable_text
 from db.models import GRADER_LABELS
 from db.repository import upsert_contestant
 from db.views import BattleView
@@ -94,8 +95,9 @@ def _store_reply(engine: Engine, battle_id: str, message: RunMessage) -> int:
         fields = {"finish_reason": SCRIPTED}
     grade = message.grade
     view = append_message(
-        engine, battle_id=battle_id, side="a", kind="reply", content=message.content, max_chars=MAX_CHARS,
-        error=error, grader_label=db_label(grade) if grade is not None else None,
+        engine, battle_id=battle_id, side="a", kind="reply", content=storable_text(message.content),
+        max_chars=MAX_CHARS, error=storable_text(error) if error else None,
+        grader_label=db_label(grade) if grade is not None else None,
         grader_mistakes=[m.value for m in grade.mistakes] if grade is not None else None, **fields,
     )
     return view.id

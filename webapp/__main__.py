@@ -44,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="catalogue whose first two models stream (default: the tiny test models)",
     )
     bench.add_argument("--new-tokens", type=_positive, default=64, help="tokens per reply when streaming")
+    bench.add_argument(
+        "--visitors", type=_positive, default=None,
+        help="instead: a load test with this many simulated visitors on the catalogue's models",
+    )
+    bench.add_argument("--seconds", type=_positive, default=60, help="load test duration (default 60)")
     return parser
 
 
@@ -56,6 +61,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("python -m webapp bench: error: --models must be >= 2", file=sys.stderr)
         return 2
     os.environ.setdefault("KERAS_BACKEND", "jax")
+    if args.visitors is not None:
+        from webapp.load_bench import run_visitors
+
+        load = run_visitors(
+            visitors=args.visitors, seconds=args.seconds,
+            **({"catalogue": args.catalogue} if args.catalogue is not None else {}),
+        )
+        print(json.dumps(load, indent=2))
+        return 0 if load["rows"]["lost"] == 0 and load["rows"]["duplicated"] == 0 else 1
     from webapp.bench import run
 
     report = run(

@@ -26,6 +26,7 @@ from webapp.identity import identity_terms, reveals_identity
 from webapp.inflight import Busy
 from webapp.streaming import StreamJob, stream_pair
 
+BUSY_ERROR = "ModelBusyError"  # a reply refused by a full model line (inference.pool.ModelBusyError)
 REVEALED_WARNING = (
     "One model named itself, so this battle is no longer anonymous: your vote will be recorded but not "
     "counted on the leaderboard."
@@ -111,7 +112,9 @@ def generate(
         unstored = gateway.add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
         if unstored is not None:
             feedback.append(Feedback("error", f"Model {side.upper()}: {unstored}"))
-        if result.finish_reason == "error":
+        if result.finish_reason == "error" and (result.error or "").startswith(BUSY_ERROR):
+            placeholders[side].warning(limits.ARENA_BUSY)  # the line filled up after the check: no fault
+        elif result.finish_reason == "error":
             render.show_error(placeholders[side], result.error or "unknown error")
         else:
             render.reply(placeholders[side], result.text)

@@ -99,14 +99,19 @@ def awaiting_verdict(battle: BattleView, side: str) -> CorrectionView | None:
 def model_history(side: SideView) -> list[ChatMessage]:
     """The conversation the side's model sees: system prompt, then user turns and each turn's final reply.
 
-    A retried reply is superseded by the next reply to the same turn; failed replies are left out.
+    A retried reply is superseded by the next reply to the same turn; failed replies are left out, and
+    the user turns around a failed reply are joined into one (chat templates refuse two user turns in a
+    row: a send after a failed reply would otherwise fail too).
     """
     history: list[ChatMessage] = []
     if side.system_prompt:
         history.append(ChatMessage("system", side.system_prompt))
     for message in side.messages:
         if message.role == "user":
-            history.append(ChatMessage("user", message.content))
+            if history and history[-1].role == "user":
+                history[-1] = ChatMessage("user", f"{history[-1].content}\n\n{message.content}")
+            else:
+                history.append(ChatMessage("user", message.content))
         elif message.error is None and message.finish_reason != "error":
             if history and history[-1].role == "assistant":
                 history[-1] = ChatMessage("assistant", message.content)

@@ -18,12 +18,12 @@ from sqlalchemy.exc import SQLAlchemyError
 import scenarios
 from db import errors as db_errors
 from db import repository as db_repo
+from db.checks import storable_text as storable
 from inference.protocol import ChatModel, GenerationParams, GenerationResult
 from settings import Settings
 from webapp import resources
 from webapp.battle_state import BattleView, CorrectionView, MessageView, SideView
 from webapp.inflight import InFlight
-from webapp.sanitize import storable
 from webapp.visitor import current_address, current_visitor_id
 
 _LOG = logging.getLogger(__name__)

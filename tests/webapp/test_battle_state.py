@@ -81,6 +81,12 @@ def test_history_keeps_the_last_retry_and_skips_errors() -> None:
     assert history_for_retry(_side("a", _user(1, "q1"), _reply(2, "first")))[-1].content == "q1"
 
 
+def test_a_send_after_a_failed_reply_joins_the_user_turns() -> None:
+    """Found by the load test: chat templates refuse two user turns in a row (TemplateError)."""
+    side = _side("a", _user(1, "q1"), _reply(2, "", error="busy"), _user(3, "q2"))
+    assert [(m.role, m.content) for m in model_history(side)] == [("system", "SYS"), ("user", "q1\n\nq2")]
+
+
 def test_turns_and_pending_verdicts() -> None:
     a = _side("a", _user(1, "q"), _reply(2, "r"), _user(3, "c", "correction"), _reply(4, "r2"))
     b = _side("b", _user(5, "q"), _reply(6, "r"))
