@@ -6,6 +6,7 @@ Layers take plain values as arguments where they can; the CLI and the web app pa
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from pathlib import Path
 from typing import Literal
@@ -81,7 +82,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_placeholders(self) -> Settings:
-        if self.environment not in LOCAL_ENVIRONMENTS:
+        if _CHECK_SECRETS.get() and self.environment not in LOCAL_ENVIRONMENTS:
             problems = self.secret_problems()
             if problems:
                 raise ValueError(
@@ -100,7 +101,24 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.data_dir / 'arena.db').as_posix()}"
 
 
+# False while settings are read for a command that uses no secret (see ``get_settings``).
+_CHECK_SECRETS: contextvars.ContextVar[bool] = contextvars.ContextVar("check_secrets", default=True)
+
+
 @functools.lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings (cached; tests build ``Settings(...)`` directly instead)."""
+    """The process-wide settings (cached; tests build ``Settings(...)`` directly instead). Refuses
+    placeholder secrets outside development: the web app and anything that uses a secret read these."""
     return Settings()
+
+
+def get_settings_without_secrets() -> Settings:
+    """Settings for a command that uses neither the admin password nor the salt (``inference``,
+    ``scenarios``, ``ranking``, ``db upgrade``, migrations): secrets are not checked, so an operator's
+    tools work before the public app's secrets are set. Whatever serves visitors or exports visitor ids
+    uses :func:`get_settings`, which fails closed."""
+    token = _CHECK_SECRETS.set(False)
+    try:
+        return Settings()
+    finally:
+        _CHECK_SECRETS.reset(token)

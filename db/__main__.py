@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 
 def _default_url() -> str:
-    from settings import get_settings
+    from settings import get_settings_without_secrets as get_settings
 
     return get_settings().resolved_database_url
 

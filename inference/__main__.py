@@ -142,7 +142,7 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def _settings() -> Any:
-    from settings import get_settings
+    from settings import get_settings_without_secrets as get_settings
 
     return get_settings()
 

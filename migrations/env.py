@@ -21,7 +21,7 @@ def _url() -> str:
     url = config.attributes.get("url")
     if url:
         return str(url)
-    from settings import get_settings
+    from settings import get_settings_without_secrets as get_settings
 
     return get_settings().resolved_database_url
 

@@ -215,7 +215,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     scenario = _gradable(args.scenario)
     if args.url is None:
-        from settings import get_settings
+        from settings import get_settings_without_secrets as get_settings
 
         url = get_settings().resolved_database_url
     else:
@@ -237,7 +237,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from scenarios.arena_cli import RunInputError, run_command
-    from settings import get_settings
+    from settings import get_settings_without_secrets as get_settings
 
     scenario = _gradable(args.scenario)
     if args.repeats < 1:
