@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="one JSON object: {ready, reason, library, products, vector_decode, cache_dir, "
                         "isa, isas, cpu, auto}")
+    p.add_argument("--bench", action="store_true",
+                   help="time every block format through every copy of the kernels this CPU runs beside "
+                        "XLA's float32/bfloat16 dots (SmolLM2's shapes, 1/8/100 rows)")
     p.set_defaults(handler=_cmd_kernels)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
@@ -111,6 +114,8 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
     from inference.engine import kernels
     from inference.engine.weight_policy import auto_verdict
 
+    if args.bench:
+        return _kernel_bench(json_out=args.json)
     reason = kernels.kernel_status()
     try:
         isa: str | None = kernels.selected_isa()
@@ -139,6 +144,20 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
     print(f"weights = \"auto\" serves {verdict.format}{' (native kernels)' if verdict.native else ''}: "
           f"{verdict.why}{' [cached]' if verdict.cached else ''}")
     return 0 if reason is None else 1
+
+
+def _kernel_bench(*, json_out: bool) -> int:
+    from inference.engine.kernel_bench import run_kernel_bench
+
+    out = run_kernel_bench()
+    if json_out:
+        print(json.dumps(out))
+        return 0
+    print(f"{out['cpu']}: copies {', '.join(out['isas'])}; {out['weights'] / 1e6:.1f} M weights per call")
+    print(f"{'path':>16} {'rows':>5} {'ms':>9} {'G weights/s':>12}")
+    for row in out["results"]:
+        print(f"{row['path']:>16} {row['rows']:>5} {row['ms']:>9.3f} {row['gweights_s']:>12.2f}")
+    return 0
 
 
 def _settings() -> Any:

@@ -365,3 +365,16 @@ def test_without_a_compiler_auto_measures_the_xla_formats(tmp_path: Path) -> Non
     report = json.loads(cli.stdout.strip().splitlines()[-1])
     assert report["ready"] is False and "failed" in report["reason"] and report["library"] is None
     assert report["auto"]["format"] in ("float32", "bfloat16") and report["auto"]["cached"] is True
+
+
+def test_kernel_bench_times_every_copy_beside_xla(monkeypatch: pytest.MonkeyPatch) -> None:
+    from inference.engine import kernel_bench
+
+    monkeypatch.setattr(kernel_bench, "SHAPES", ((64, 32), (32, 64)))
+    out = kernel_bench.run_kernel_bench(repeats=2, rows=(1, 3))
+    paths = {row["path"] for row in out["results"]}
+    assert {"float32/xla", "bfloat16/xla"} <= paths
+    for isa in out["isas"]:  # every copy this CPU runs, each block format with and without a8
+        assert {f"{fmt}/{isa}" for fmt in ("q4", "q8", "q4a8", "q8a8")} <= paths
+    assert out["weights"] == 64 * 32 + 32 * 64
+    assert all(row["ms"] > 0 and row["gweights_s"] > 0 for row in out["results"])
