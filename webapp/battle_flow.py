@@ -13,18 +13,18 @@ from typing import Any
 
 from inference.protocol import GenerationResult
 from webapp import gateway, limits, render
-from webapp.battle_state import (
-    BattleView,
-    SideView,
+from webapp.identity import identity_terms, reveals_identity
+from webapp.inflight import Busy
+from webapp.streaming import StreamJob, stream_pair
+from webapp.views import (
+    ShownBattle,
+    ShownSide,
     history_for_retry,
     last_reply,
     model_history,
     turns_taken,
     vote_problem,
 )
-from webapp.identity import identity_terms, reveals_identity
-from webapp.inflight import Busy
-from webapp.streaming import StreamJob, stream_pair
 
 BUSY_ERROR = "ModelBusyError"  # a reply refused by a full model line (inference.pool.ModelBusyError)
 REVEALED_WARNING = (
@@ -42,7 +42,7 @@ class Feedback:
 
 
 def send_problem(
-    ctx: gateway.Context, *, battle: BattleView | None, text: str, targets: tuple[str, ...], correction: bool
+    ctx: gateway.Context, *, battle: ShownBattle | None, text: str, targets: tuple[str, ...], correction: bool
 ) -> str | None:
     """Why this message cannot be sent now (limits, closed battle, nothing to correct), or None."""
     settings = ctx.settings
@@ -75,7 +75,7 @@ def _generation_problem(ctx: gateway.Context, *, planned: int, slugs: Iterable[s
     return rate or limits.line_problem(gateway.line_lengths(ctx), slugs, settings=ctx.settings)
 
 
-def retry_problem(ctx: gateway.Context, *, battle: BattleView, side: str) -> str | None:
+def retry_problem(ctx: gateway.Context, *, battle: ShownBattle, side: str) -> str | None:
     """Why this side cannot regenerate now: a retry is a generation like any other."""
     if not battle.is_open:
         return "This battle is closed. Start a new battle."
@@ -87,7 +87,7 @@ def retry_problem(ctx: gateway.Context, *, battle: BattleView, side: str) -> str
 def generate(
     ctx: gateway.Context,
     *,
-    battle: BattleView,
+    battle: ShownBattle,
     targets: tuple[str, ...],
     placeholders: Mapping[str, Any],
     retry: bool = False,
@@ -130,7 +130,7 @@ def generate(
     return feedback
 
 
-def _names_itself(view: SideView, text: str) -> bool:
+def _names_itself(view: ShownSide, text: str) -> bool:
     terms = identity_terms(slug=view.contestant, display_name=view.display_name, family=view.family)
     return reveals_identity(text, terms)
 

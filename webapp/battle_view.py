@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from webapp import battle_flow, gateway, render
-from webapp.battle_state import BattleView, SideView, awaiting_verdict, last_reply, vote_problem
+from webapp.views import ShownBattle, ShownSide, awaiting_verdict, last_reply, vote_problem
 
 VOTE_BUTTONS = (
     ("a", "👈 A is better"),
@@ -63,7 +63,7 @@ def show(mode: str) -> None:
     _composer(ctx, mode=mode, battle=battle, sides=sides, setup=setup, placeholders=placeholders)
 
 
-def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> gateway.BattleSetup | None:
+def _pickers(ctx: gateway.Context, *, mode: str, battle: ShownBattle | None) -> gateway.BattleSetup | None:
     """Scenario (and, outside the anonymous arena, model) choice; fixed once the battle exists."""
     scenarios = gateway.scenario_choices()
     locked = battle is not None
@@ -113,7 +113,7 @@ def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> g
     )
 
 
-def _title(mode: str, battle: BattleView | None, side: str, view: SideView | None, planned: str) -> str:
+def _title(mode: str, battle: ShownBattle | None, side: str, view: ShownSide | None, planned: str) -> str:
     """The column title: 'Model A' while anonymous; the model's name in named modes and after the vote."""
     named = mode != "anonymous" or (battle is not None and not battle.is_open)
     name = view.display_name if view is not None else planned
@@ -126,7 +126,7 @@ def _columns(
     ctx: gateway.Context,
     *,
     mode: str,
-    battle: BattleView | None,
+    battle: ShownBattle | None,
     sides: tuple[str, ...],
     setup: gateway.BattleSetup,
 ) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def _columns(
 OUTCOME_TEXT = {"fixed": "fixed ✓", "not_fixed": "not fixed ✗"}
 
 
-def _messages(view: SideView, *, show_badges: bool, outcomes: dict[int, str]) -> None:
+def _messages(view: ShownSide, *, show_badges: bool, outcomes: dict[int, str]) -> None:
     for message in view.messages:
         if message.role == "user":
             st.caption(render.turn_caption(role="user", kind=message.kind))
@@ -165,7 +165,7 @@ def _messages(view: SideView, *, show_badges: bool, outcomes: dict[int, str]) ->
             render.reply(st, message.content)
 
 
-def _side_buttons(ctx: gateway.Context, *, mode: str, battle: BattleView, side: str) -> None:
+def _side_buttons(ctx: gateway.Context, *, mode: str, battle: ShownBattle, side: str) -> None:
     pending = awaiting_verdict(battle, side)
     if pending is not None:
         st.caption(f"Did Model {side.upper()} fix its mistake?")
@@ -188,7 +188,7 @@ def _ask_retry(mode: str, side: str) -> None:
     st.session_state[_key(mode, "retry")] = side
 
 
-def _vote_bar(ctx: gateway.Context, *, battle: BattleView) -> None:
+def _vote_bar(ctx: gateway.Context, *, battle: ShownBattle) -> None:
     question = (
         "Which is better?"
         if battle.scenario == gateway.FREE_CHAT
@@ -228,7 +228,7 @@ def _composer(
     ctx: gateway.Context,
     *,
     mode: str,
-    battle: BattleView | None,
+    battle: ShownBattle | None,
     sides: tuple[str, ...],
     setup: gateway.BattleSetup,
     placeholders: dict[str, Any],
@@ -274,7 +274,7 @@ def _composer(
     _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False)
 
 
-def _script_hint(scenario: str, battle: BattleView | None) -> None:
+def _script_hint(scenario: str, battle: ShownBattle | None) -> None:
     """The study's next scripted request, so visitors can follow it (only scripted turns are graded)."""
     script = gateway.scripted_turns(scenario)
     done = 0 if battle is None else sum(1 for m in battle.sides["a"].messages if m.kind == "request")
@@ -285,7 +285,7 @@ def _script_hint(scenario: str, battle: BattleView | None) -> None:
 def _run(
     ctx: gateway.Context,
     *,
-    battle: BattleView,
+    battle: ShownBattle,
     targets: tuple[str, ...],
     placeholders: dict[str, Any],
     retry: bool,
@@ -296,7 +296,7 @@ def _run(
     st.rerun()
 
 
-def _live_slot(placeholder: Any, view: SideView) -> Any:
+def _live_slot(placeholder: Any, view: ShownSide) -> Any:
     """Show the visitor's just-sent message (if the turn has no reply yet) and return the reply's slot."""
     box = placeholder.container()
     if view.messages and view.messages[-1].role == "user":

@@ -22,8 +22,8 @@ from db.checks import storable_text as storable
 from inference.protocol import ChatModel, GenerationParams, GenerationResult
 from settings import Settings
 from webapp import resources
-from webapp.battle_state import BattleView, CorrectionView, MessageView, SideView
 from webapp.inflight import InFlight
+from webapp.views import ShownBattle, shown_battle
 from webapp.visitor import current_address, current_visitor_id
 
 _LOG = logging.getLogger(__name__)
@@ -114,60 +114,11 @@ def choice_label(choice: str) -> str:
 # --- battles ------------------------------------------------------------------------------------------
 
 
-def _to_view(battle: Any) -> BattleView:
-    sides: dict[str, SideView] = {}
-    corrections: list[CorrectionView] = []
-    for side, conv in battle.sides.items():
-        messages = tuple(
-            MessageView(
-                id=m.id,
-                role=m.role,
-                kind=m.kind,
-                content=m.content,
-                label=m.grader_label,
-                error=m.error,
-                finish_reason=m.finish_reason,
-            )
-            for m in conv.messages
-            if not m.superseded
-        )
-        sides[side] = SideView(
-            side=side,
-            contestant=conv.contestant.slug,
-            display_name=conv.contestant.display_name,
-            family=conv.contestant.family,
-            system_prompt=conv.system_prompt,
-            messages=messages,
-            generated=sum(1 for m in conv.messages if m.kind == "reply"),
-        )
-        corrections += [
-            CorrectionView(
-                id=c.id,
-                side=side,
-                faulty_reply_id=c.faulty_message_id,
-                feedback_message_id=c.feedback_message_id,
-                reply_id=c.next_reply_message_id,
-                outcome=c.outcome,
-            )
-            for c in conv.corrections
-        ]
-    return BattleView(
-        id=battle.id,
-        mode=battle.mode,
-        scenario=battle.scenario,
-        status=battle.status,
-        identity_revealed=battle.revealed_before_vote,
-        vote=battle.vote.choice if battle.vote is not None else None,
-        sides=sides,
-        corrections=tuple(sorted(corrections, key=lambda c: c.id)),
-    )
+def load_battle(ctx: Context, *, battle_id: str) -> ShownBattle:
+    return shown_battle(db_repo.get_battle(ctx.engine, battle_id=battle_id))
 
 
-def load_battle(ctx: Context, *, battle_id: str) -> BattleView:
-    return _to_view(db_repo.get_battle(ctx.engine, battle_id=battle_id))
-
-
-def current_battle(ctx: Context, *, mode: str) -> BattleView | None:
+def current_battle(ctx: Context, *, mode: str) -> ShownBattle | None:
     """The battle this tab shows: the one in session state, else the visitor's open one (a reload)."""
     key = _BATTLE_KEY.format(mode=mode)
     battle_id = st.session_state.get(key)
@@ -180,7 +131,7 @@ def current_battle(ctx: Context, *, mode: str) -> BattleView | None:
     if resumed is None:
         return None
     st.session_state[key] = resumed.id
-    return _to_view(resumed)
+    return shown_battle(resumed)
 
 
 def forget_battle(*, mode: str) -> None:
@@ -207,7 +158,7 @@ class Refused(Exception):
 
 def start_battle(
     ctx: Context, *, mode: str, setup: BattleSetup, first_request: str, targets: tuple[str, ...]
-) -> BattleView:
+) -> ShownBattle:
     """Open a battle with the chosen contestants (or a pair from the sampler) and its first request,
     in one transaction: a refused message leaves no empty battle."""
     try:
@@ -218,7 +169,7 @@ def start_battle(
     except (db_errors.DBError, resources.NotEnoughModels) as exc:
         raise Refused(f"Could not start the battle: {exc}") from exc
     st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
-    return _to_view(battle)
+    return shown_battle(battle)
 
 
 def _open(
@@ -252,7 +203,7 @@ def params_for(ctx: Context, slug: str) -> GenerationParams:
 
 
 def add_visitor_message(
-    ctx: Context, *, battle: BattleView, targets: tuple[str, ...], text: str, kind: str
+    ctx: Context, *, battle: ShownBattle, targets: tuple[str, ...], text: str, kind: str
 ) -> None:
     """The visitor's turn to every target side, in one transaction."""
     try:
@@ -270,7 +221,7 @@ def add_visitor_message(
         raise Refused(f"Your message was not recorded: {exc}") from exc
 
 
-def _grade(battle: BattleView, side: str, text: str, *, retry: bool) -> tuple[str | None, list[str] | None]:
+def _grade(battle: ShownBattle, side: str, text: str, *, retry: bool) -> tuple[str | None, list[str] | None]:
     """The grader's label for a reply, graded in its dialogue (``scenarios.grade_dialogue``): the year a
     visitor has not given yet is an assumption, a correction is graded against the turn it corrects,
     regressions and recurrences count. None for a free-chat scenario or an off-script request."""
@@ -289,7 +240,7 @@ def _grade(battle: BattleView, side: str, text: str, *, retry: bool) -> tuple[st
 
 
 def add_reply(
-    ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool
+    ctx: Context, *, battle: ShownBattle, side: str, result: GenerationResult, retry: bool
 ) -> str | None:
     """Write one finished (or failed) reply, graded when the scenario allows, committed at once.
 
@@ -305,7 +256,7 @@ def add_reply(
 
 
 def _store_reply(
-    ctx: Context, *, battle: BattleView, side: str, result: GenerationResult, retry: bool
+    ctx: Context, *, battle: ShownBattle, side: str, result: GenerationResult, retry: bool
 ) -> None:
     failed = result.finish_reason == "error"
     text = storable(result.text)

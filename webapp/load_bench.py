@@ -63,9 +63,9 @@ class Tally:
 def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
     from db import repository as db_repo
     from webapp import battle_flow, gateway, resources
-    from webapp.battle_state import model_history, turns_taken
     from webapp.inflight import Busy
     from webapp.streaming import StreamJob, stream_pair
+    from webapp.views import model_history, turns_taken
 
     battle = None
     while time.monotonic() < stop_at:
