@@ -11,8 +11,10 @@ import secrets
 import pandas as pd
 import streamlit as st
 
-from webapp import gateway, gateway_data, resources
+from webapp import context as run
+from webapp import gateway_data, resources
 from webapp.admin_gate import LoginThrottle, admin_available, check_password
+from webapp.context import Context
 
 _OK = "admin_ok"
 _SESSION = "admin_session"  # a random id per login: who did what in the moderation log
@@ -28,7 +30,7 @@ def _throttle_keys() -> tuple[str, ...]:
     """This session's key and, when the address is known, its salted hash's key."""
     tab = st.session_state.setdefault(_TAB, secrets.token_hex(8))
     keys = [f"session:{tab}"]
-    digest = gateway.address_digest(resources.settings())
+    digest = run.address_digest(resources.settings())
     if digest:
         keys.append(f"address:{digest[:16]}")
     return tuple(keys)
@@ -58,7 +60,7 @@ def _login() -> bool:
 def show() -> None:
     if not _login():
         return
-    ctx = gateway.reader()
+    ctx = run.reader()
     st.button("Log out", key="admin_logout", on_click=lambda: st.session_state.pop(_OK, None))
     _contestants(ctx)
     _flagging(ctx)
@@ -66,7 +68,7 @@ def show() -> None:
     _figures(ctx)
 
 
-def _contestants(ctx: gateway.Context) -> None:
+def _contestants(ctx: Context) -> None:
     st.subheader("Contestants")
     st.caption("Disabled contestants keep their history and leave the pair sampler.")
     ready = set(ctx.pool.ready_slugs())
@@ -83,11 +85,11 @@ def _contestants(ctx: gateway.Context) -> None:
 
 def _toggle(slug: str) -> None:
     enabled = bool(st.session_state[f"admin_enable_{slug}"])
-    gateway_data.set_enabled(gateway.reader(), slug=slug, enabled=enabled)
+    gateway_data.set_enabled(run.reader(), slug=slug, enabled=enabled)
     st.toast(f"{slug} {'enabled' if enabled else 'disabled'}")
 
 
-def _flagging(ctx: gateway.Context) -> None:
+def _flagging(ctx: Context) -> None:
     st.subheader("Recent battles")
     st.caption(
         "A flagged battle's vote leaves the leaderboard; nothing is deleted. Unflag restores the status "
@@ -129,7 +131,7 @@ def _flagging(ctx: gateway.Context) -> None:
         (st.success if outcome.startswith("Battle") else st.error)(outcome)
 
 
-def _moderation_log(ctx: gateway.Context) -> None:
+def _moderation_log(ctx: Context) -> None:
     events = gateway_data.moderation_log(ctx)
     with st.expander(f"Moderation log ({len(events)} latest)", expanded=False):
         if not events:
@@ -152,7 +154,7 @@ def _moderation_log(ctx: gateway.Context) -> None:
         )
 
 
-def _figures(ctx: gateway.Context) -> None:
+def _figures(ctx: Context) -> None:
     st.subheader("Live figures (last 24 hours)")
     since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=24)
     hours, latency = gateway_data.admin_figures(ctx, since=since)

@@ -13,8 +13,12 @@ from typing import Any
 
 import streamlit as st
 
-from webapp import battle_flow, gateway, render
-from webapp.battle_state import BattleView, SideView, awaiting_verdict, last_reply, vote_problem
+from webapp import context as run
+from webapp import render
+from webapp.context import Context
+from webapp.flows import Feedback, Refused, judge, open_battle, send_turn, skip, vote
+from webapp.flows.open_battle import BattleSetup
+from webapp.views import ShownBattle, ShownSide, awaiting_verdict, last_reply, vote_problem
 
 VOTE_BUTTONS = (
     ("a", "👈 A is better"),
@@ -29,7 +33,7 @@ def _key(mode: str, name: str) -> str:
     return f"{mode}:{name}"
 
 
-def _flash(feedback: battle_flow.Feedback) -> None:
+def _flash(feedback: Feedback) -> None:
     st.session_state.setdefault(_FLASH, []).append(feedback)
 
 
@@ -40,10 +44,10 @@ def _show_flashes() -> None:
 
 def show(mode: str) -> None:
     """Render the battle page for ``mode`` ("anonymous", "named" or "direct")."""
-    ctx = gateway.context()
-    if not gateway.show_pool_progress(ctx, needed=1 if mode == "direct" else 2):
+    ctx = run.context()
+    if not show_pool_progress(ctx, needed=1 if mode == "direct" else 2):
         return
-    battle = gateway.current_battle(ctx, mode=mode)
+    battle = open_battle.current_battle(ctx, mode=mode)
     setup = _pickers(ctx, mode=mode, battle=battle)
     if setup is None:
         return
@@ -63,11 +67,11 @@ def show(mode: str) -> None:
     _composer(ctx, mode=mode, battle=battle, sides=sides, setup=setup, placeholders=placeholders)
 
 
-def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> gateway.BattleSetup | None:
+def _pickers(ctx: Context, *, mode: str, battle: ShownBattle | None) -> BattleSetup | None:
     """Scenario (and, outside the anonymous arena, model) choice; fixed once the battle exists."""
-    scenarios = gateway.scenario_choices()
+    scenarios = open_battle.scenario_choices()
     locked = battle is not None
-    current = battle.scenario if battle else gateway.DEFAULT_SCENARIO
+    current = battle.scenario if battle else open_battle.DEFAULT_SCENARIO
     slugs = list(scenarios)
     scenario = st.selectbox(
         "Scenario",
@@ -77,13 +81,13 @@ def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> g
         key=_key(mode, "scenario"),
         disabled=locked,
     )
-    system_prompt = battle.sides["a"].system_prompt if battle else gateway.system_prompt(scenario)
+    system_prompt = battle.sides["a"].system_prompt if battle else open_battle.system_prompt(scenario)
     if system_prompt:
         with st.expander("System prompt the models receive", expanded=False):
             st.code(system_prompt, language=None, wrap_lines=True)
     chosen: tuple[str, ...] = ()
     if mode in ("named", "direct"):
-        ready = gateway.ready_contestants(ctx)
+        ready = open_battle.ready_contestants(ctx)
         names = {c.slug: c.display_name for c in ready}
         count = 1 if mode == "direct" else 2
         if len(names) < count:
@@ -105,7 +109,7 @@ def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> g
                 )
             )
         chosen = tuple(picked)
-    return gateway.BattleSetup(
+    return BattleSetup(
         scenario=scenario,
         system_prompt=system_prompt,
         contestants=chosen,
@@ -113,7 +117,7 @@ def _pickers(ctx: gateway.Context, *, mode: str, battle: BattleView | None) -> g
     )
 
 
-def _title(mode: str, battle: BattleView | None, side: str, view: SideView | None, planned: str) -> str:
+def _title(mode: str, battle: ShownBattle | None, side: str, view: ShownSide | None, planned: str) -> str:
     """The column title: 'Model A' while anonymous; the model's name in named modes and after the vote."""
     named = mode != "anonymous" or (battle is not None and not battle.is_open)
     name = view.display_name if view is not None else planned
@@ -123,12 +127,12 @@ def _title(mode: str, battle: BattleView | None, side: str, view: SideView | Non
 
 
 def _columns(
-    ctx: gateway.Context,
+    ctx: Context,
     *,
     mode: str,
-    battle: BattleView | None,
+    battle: ShownBattle | None,
     sides: tuple[str, ...],
-    setup: gateway.BattleSetup,
+    setup: BattleSetup,
 ) -> dict[str, Any]:
     placeholders: dict[str, Any] = {}
     show_badges = battle is not None and (not battle.is_open or ctx.settings.show_grader_live)
@@ -149,7 +153,7 @@ def _columns(
 OUTCOME_TEXT = {"fixed": "fixed ✓", "not_fixed": "not fixed ✗"}
 
 
-def _messages(view: SideView, *, show_badges: bool, outcomes: dict[int, str]) -> None:
+def _messages(view: ShownSide, *, show_badges: bool, outcomes: dict[int, str]) -> None:
     for message in view.messages:
         if message.role == "user":
             st.caption(render.turn_caption(role="user", kind=message.kind))
@@ -165,7 +169,7 @@ def _messages(view: SideView, *, show_badges: bool, outcomes: dict[int, str]) ->
             render.reply(st, message.content)
 
 
-def _side_buttons(ctx: gateway.Context, *, mode: str, battle: BattleView, side: str) -> None:
+def _side_buttons(ctx: Context, *, mode: str, battle: ShownBattle, side: str) -> None:
     pending = awaiting_verdict(battle, side)
     if pending is not None:
         st.caption(f"Did Model {side.upper()} fix its mistake?")
@@ -181,22 +185,22 @@ def _side_buttons(ctx: gateway.Context, *, mode: str, battle: BattleView, side: 
 
 
 def _judge(correction_id: int, fixed: bool) -> None:
-    _flash(battle_flow.judge(gateway.context(), correction_id=correction_id, fixed=fixed))
+    _flash(judge.judge(run.context(), correction_id=correction_id, fixed=fixed))
 
 
 def _ask_retry(mode: str, side: str) -> None:
     st.session_state[_key(mode, "retry")] = side
 
 
-def _vote_bar(ctx: gateway.Context, *, battle: BattleView) -> None:
+def _vote_bar(ctx: Context, *, battle: ShownBattle) -> None:
     question = (
         "Which is better?"
-        if battle.scenario == gateway.FREE_CHAT
+        if battle.scenario == open_battle.FREE_CHAT
         else ("Which model fixed its mistakes better?")
     )
     st.markdown(f"**{question}**")
     if battle.vote is not None:
-        st.info(f"Your vote: {gateway.choice_label(battle.vote)}")
+        st.info(f"Your vote: {vote.choice_label(battle.vote)}")
         return
     problem = vote_problem(battle)
     for (choice, label), col in zip(VOTE_BUTTONS, st.columns(len(VOTE_BUTTONS)), strict=True):
@@ -213,29 +217,29 @@ def _vote_bar(ctx: gateway.Context, *, battle: BattleView) -> None:
 
 
 def _vote(battle_id: str, choice: str) -> None:
-    _flash(battle_flow.vote(gateway.context(), battle_id=battle_id, choice=choice))
+    _flash(vote.vote(run.context(), battle_id=battle_id, choice=choice))
 
 
 def _skip(mode: str, battle_id: str) -> None:
-    _flash(battle_flow.skip(gateway.context(), mode=mode, battle_id=battle_id))
+    _flash(skip.skip(run.context(), mode=mode, battle_id=battle_id))
 
 
 def _new_battle(mode: str) -> None:
-    gateway.forget_battle(mode=mode)
+    open_battle.forget_battle(mode=mode)
 
 
 def _composer(
-    ctx: gateway.Context,
+    ctx: Context,
     *,
     mode: str,
-    battle: BattleView | None,
+    battle: ShownBattle | None,
     sides: tuple[str, ...],
-    setup: gateway.BattleSetup,
+    setup: BattleSetup,
     placeholders: dict[str, Any],
 ) -> None:
     retry_side = st.session_state.pop(_key(mode, "retry"), None)
     if battle is not None and retry_side in sides:
-        refused = battle_flow.retry_problem(ctx, battle=battle, side=retry_side)
+        refused = send_turn.retry_problem(ctx, battle=battle, side=retry_side)
         if refused is None:
             _run(ctx, battle=battle, targets=(retry_side,), placeholders=placeholders, retry=True)
             return
@@ -253,7 +257,7 @@ def _composer(
     text = st.chat_input("Type a request or a correction…", key=_key(mode, "input"))
     if text is None:
         return
-    problem = battle_flow.send_problem(ctx, battle=battle, text=text, targets=targets, correction=correction)
+    problem = send_turn.send_problem(ctx, battle=battle, text=text, targets=targets, correction=correction)
     if problem:
         st.error(problem)
         return
@@ -263,40 +267,42 @@ def _composer(
     kind = "correction" if correction else "request"
     try:
         if battle is None:
-            battle = gateway.start_battle(ctx, mode=mode, setup=setup, first_request=text, targets=targets)
+            battle = open_battle.start_battle(
+                ctx, mode=mode, setup=setup, first_request=text, targets=targets
+            )
         else:
-            gateway.add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
-    except gateway.Refused as refused:
+            send_turn.add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
+    except Refused as refused:
         st.error(str(refused))
         return
     st.session_state[_key(mode, "reset_correction")] = True
-    battle = gateway.load_battle(ctx, battle_id=battle.id)
+    battle = open_battle.load_battle(ctx, battle_id=battle.id)
     _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False)
 
 
-def _script_hint(scenario: str, battle: BattleView | None) -> None:
+def _script_hint(scenario: str, battle: ShownBattle | None) -> None:
     """The study's next scripted request, so visitors can follow it (only scripted turns are graded)."""
-    script = gateway.scripted_turns(scenario)
+    script = open_battle.scripted_turns(scenario)
     done = 0 if battle is None else sum(1 for m in battle.sides["a"].messages if m.kind == "request")
     if done < len(script):
         st.caption(f"Following the study? Its request {done + 1} of {len(script)} is: {script[done]}")
 
 
 def _run(
-    ctx: gateway.Context,
+    ctx: Context,
     *,
-    battle: BattleView,
+    battle: ShownBattle,
     targets: tuple[str, ...],
     placeholders: dict[str, Any],
     retry: bool,
 ) -> None:
     slots = {side: _live_slot(placeholders[side], battle.sides[side]) for side in targets}
-    for item in battle_flow.generate(ctx, battle=battle, targets=targets, placeholders=slots, retry=retry):
+    for item in send_turn.generate(ctx, battle=battle, targets=targets, placeholders=slots, retry=retry):
         _flash(item)
     st.rerun()
 
 
-def _live_slot(placeholder: Any, view: SideView) -> Any:
+def _live_slot(placeholder: Any, view: ShownSide) -> Any:
     """Show the visitor's just-sent message (if the turn has no reply yet) and return the reply's slot."""
     box = placeholder.container()
     if view.messages and view.messages[-1].role == "user":
@@ -305,3 +311,35 @@ def _live_slot(placeholder: Any, view: SideView) -> Any:
         render.visitor_text(box, last.content)
     box.caption(render.turn_caption(role="assistant", kind="reply"))
     return box.empty()
+
+
+POOL_POLL_S = 2.0
+
+
+def show_pool_progress(ctx: Context, *, needed: int) -> bool:
+    """True once ``needed`` models are usable; until then the page shows each model's loading state.
+
+    The progress is a fragment that the browser reruns every ``POOL_POLL_S`` seconds (``run_every``);
+    once enough models are ready it reruns the whole page, which then gets True here. No script run
+    sleeps or chains ``st.rerun()``: a chain ends for good as soon as one run decides not to go on.
+    """
+    if len(run.pool_snapshot(ctx).usable) >= needed:
+        return True
+    _pool_progress(ctx, needed=needed)
+    return False
+
+
+@st.fragment(run_every=POOL_POLL_S)
+def _pool_progress(ctx: Context, *, needed: int) -> None:
+    snapshot = run.pool_snapshot(ctx)  # one read: the counts and the states below agree
+    if len(snapshot.usable) >= needed:
+        st.rerun(scope="app")  # the page now opens (also when a model finished since the check above)
+    st.info(f"Models are loading and compiling; the page opens as soon as {needed} are ready.")
+    st.caption(f"Serving on {run.serving_devices()}.")
+    total = len(snapshot.rows)
+    st.progress(snapshot.ready / max(1, total), text=f"{snapshot.ready} of {total} models ready")
+    for name, state, message in snapshot.rows:
+        st.text(f"{name}: {state}{' - ' + message if message else ''}")
+    if snapshot.settled:
+        # Still polled: an admin may enable a contestant whose model is ready.
+        st.error("Not enough models could be loaded; see the messages above.")

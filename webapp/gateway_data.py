@@ -17,8 +17,8 @@ import streamlit as st
 from db import errors as db_errors
 from db import repository as db_repo
 from settings import Settings
-from webapp import resources
-from webapp.gateway import Context
+from webapp import context as run
+from webapp.context import Context
 
 _LOG = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def all_contestants(ctx: Context) -> list[Any]:
-    resources.ensure_contestants(ctx)
+    run.ensure_contestants(ctx)
     return list(db_repo.list_contestants(ctx.engine))
 
 

@@ -1,9 +1,9 @@
 """``python -m webapp bench --visitors 50``: simulated visitors on the real pool for a bounded time.
 
 Each visitor is a thread that does what the Arena page does for a turn, through the same functions:
-``battle_flow.send_problem`` (every limit, the in-flight rule and the model lines), ``db`` to open the
+``flows.send_turn.send_problem`` (every limit, the in-flight rule and the model lines), ``db`` to open the
 battle with its first request or append a turn, ``streaming.stream_pair`` for both sides at once,
-``gateway.add_reply`` for each finished side; at the turn limit it votes and starts over. Only the
+``send_turn.add_reply`` for each finished side; at the turn limit it votes and starts over. Only the
 rendering is left out. Afterwards the database is counted against what the visitors were told (every
 turn they were told was sent, every reply they were told was stored): ``lost`` and ``duplicated`` must
 both be 0.
@@ -62,15 +62,16 @@ class Tally:
 
 def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
     from db import repository as db_repo
-    from webapp import battle_flow, gateway, resources
-    from webapp.battle_state import model_history, turns_taken
+    from webapp import context as run
+    from webapp.flows import open_battle, send_turn
     from webapp.inflight import Busy
     from webapp.streaming import StreamJob, stream_pair
+    from webapp.views import model_history, turns_taken
 
     battle = None
     while time.monotonic() < stop_at:
         text = TURNS[0 if battle is None else turns_taken(battle) % len(TURNS)]
-        problem = battle_flow.send_problem(ctx, battle=battle, text=text, targets=BOTH, correction=False)
+        problem = send_turn.send_problem(ctx, battle=battle, text=text, targets=BOTH, correction=False)
         if problem:
             with tally.lock:
                 tally.refusals[reason_of(problem)] += 1
@@ -80,7 +81,7 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
             time.sleep(1.0)  # a person reads the message before trying again
             continue
         if battle is None:
-            picks = resources.sample_pair(ctx)
+            picks = run.sample_pair(ctx)
             opened = db_repo.open_battle(
                 ctx.engine, mode="anonymous", scenario="calendar", contestant_a=picks[0],
                 contestant_b=picks[1], visitor_id=ctx.visitor_id, first_request=text,
@@ -91,19 +92,19 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
             db_repo.append_turn(ctx.engine, battle_id=battle_id, sides=BOTH, kind="request", content=text)
         with tally.lock:
             tally.requests_told += 2
-        battle = gateway.load_battle(ctx, battle_id=battle_id)
+        battle = open_battle.load_battle(ctx, battle_id=battle_id)
         jobs = {
             side: StreamJob(
-                model=gateway.model_for(ctx, view.contestant),
+                model=run.model_for(ctx, view.contestant),
                 messages=model_history(view),
-                params=gateway.params_for(ctx, view.contestant),
+                params=run.params_for(ctx, view.contestant),
             )
             for side, view in battle.sides.items()
         }
         current = battle
 
         def on_result(side: str, result: Any, current: Any = current) -> None:
-            unstored = gateway.add_reply(ctx, battle=current, side=side, result=result, retry=False)
+            unstored = send_turn.add_reply(ctx, battle=current, side=side, result=result, retry=False)
             with tally.lock:
                 if unstored is None:
                     tally.replies_told += 1
@@ -115,18 +116,18 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
                         tally.ttft_ms.append(float(result.ttft_ms))
 
         try:
-            with gateway.in_flight().hold(ctx.visitor_id):
+            with run.in_flight().hold(ctx.visitor_id):
                 stream_pair(jobs, on_delta=lambda side, text: None, on_result=on_result)
         except Busy:
             with tally.lock:
                 tally.refusals["generation_in_flight"] += 1
-        battle = gateway.load_battle(ctx, battle_id=battle_id)
+        battle = open_battle.load_battle(ctx, battle_id=battle_id)
 
 
 def _vote(ctx: Any, battle: Any, tally: Tally) -> None:
-    from webapp import gateway
+    from webapp.flows.vote import record_vote
 
-    if gateway.record_vote(ctx, battle_id=battle.id, choice="tie") is None:
+    if record_vote(ctx, battle_id=battle.id, choice="tie") is None:
         with tally.lock:
             tally.votes += 1
 
@@ -158,7 +159,8 @@ def run_visitors(
     from db import repository as db_repo
     from db.models import Message
     from settings import Settings
-    from webapp import gateway, resources
+    from webapp import context as run
+    from webapp import resources
 
     workdir = Path(tempfile.mkdtemp(prefix="arena-load-"))
     url = f"sqlite:///{(workdir / 'arena.db').as_posix()}"
@@ -168,8 +170,8 @@ def run_visitors(
     )
     settings = Settings()
     engine = resources.engine(url)
-    base = gateway.Context(settings=settings, engine=engine)
-    resources.ensure_contestants(base)
+    base = run.Context(settings=settings, engine=engine)
+    run.ensure_contestants(base)
     pool = base.pool
     ready = pool.wait_ready(count=2, timeout=600)
     if len(ready) < 2:
@@ -181,7 +183,7 @@ def run_visitors(
         digest = db_repo.hash_address(f"198.51.100.{i % groups}", salt=salt)
         row = db_repo.get_or_create_visitor(engine, anon_id=f"load-{i:04d}", address_hash=digest)
         contexts.append(
-            gateway.Context(settings=settings, engine=engine, visitor_id=row.id, anon_id=row.anon_id,
+            run.Context(settings=settings, engine=engine, visitor_id=row.id, anon_id=row.anon_id,
                             address_hash=digest)
         )
     tally = Tally()

@@ -11,9 +11,8 @@ import datetime as dt
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -21,15 +20,9 @@ import streamlit as st
 from db import repository as db_repo
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
-from db.views import ContestantView
 from inference.catalogue import CatalogueEntry, load_catalogue
-from inference.protocol import ChatModel
-from ranking import sample_pair as ranked_pair
 from settings import Settings
 from webapp.inflight import InFlight
-
-if TYPE_CHECKING:
-    from webapp.gateway import Context
 
 _LOG = logging.getLogger(__name__)
 
@@ -70,7 +63,8 @@ def sync_contestants(db_engine: Any, entries: list[CatalogueEntry]) -> None:
 
 
 @st.cache_resource(show_spinner=False)
-def _synced(url: str, path: str) -> bool:
+def synced(url: str, path: str) -> bool:
+    """The catalogue's contestants registered in this database (once per process)."""
     sync_contestants(engine(url), catalogue(path))
     return True
 
@@ -104,30 +98,8 @@ def serving_devices(mesh: str) -> str:
         return f"ARENA_MESH is wrong: {exc}"
 
 
-def ensure_contestants(ctx: Context) -> None:
-    _synced(ctx.settings.resolved_database_url, str(ctx.settings.catalogue_path))
-
-
-def ready_contestants(ctx: Context) -> list[ContestantView]:
-    """Enabled contestants (admin's choice, in the database) whose model is loaded and compiled."""
-    ensure_contestants(ctx)
-    ready = set(ctx.pool.ready_slugs())
-    return [c for c in db_repo.list_contestants(ctx.engine, enabled_only=True) if c.slug in ready]
-
-
-def sample_pair(ctx: Context) -> list[str]:
-    """Two different ready contestants for an anonymous battle, drawn by ``ranking``'s sampler (it
-    favours pairs with few battles so far); the order it returns is the A/B seating."""
-    slugs = [c.slug for c in ready_contestants(ctx)]
-    if len(slugs) < 2:
-        raise NotEnoughModels("fewer than two models are ready")
-    battles = _battle_counts(ctx.settings.resolved_database_url, tuple(slugs))
-    left, right = ranked_pair(battles, np.ones(len(slugs), dtype=bool), np.random.default_rng())
-    return [slugs[left], slugs[right]]
-
-
 @st.cache_data(ttl=60, show_spinner=False)
-def _battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
+def battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
     """Symmetric battles-so-far between ``slugs`` (cached for a minute: the sampler needs no more)."""
     counts = db_repo.pairwise_counts(engine(url), models=list(slugs), modes=None)
     return counts.wins + counts.wins.T + counts.ties + counts.both_bad
@@ -164,68 +136,3 @@ def stale_sweeper(url: str, stale_minutes: int) -> threading.Thread:
     thread = threading.Thread(target=sweep_forever, name="stale-battles", daemon=True)
     thread.start()
     return thread
-
-
-class NotEnoughModels(RuntimeError):
-    """Fewer ready models than the page needs."""
-
-
-def sampling(ctx: Context, slug: str) -> dict[str, Any]:
-    """The catalogue's sampling settings of ``slug``, as stored with the conversation."""
-    params = entry_for(ctx, slug).sampling
-    return {
-        "max_new_tokens": params.max_new_tokens,
-        "temperature": params.temperature,
-        "top_p": params.top_p,
-        "top_k": params.top_k,
-        "seed": params.seed,
-    }
-
-
-def entry_for(ctx: Context, slug: str) -> CatalogueEntry:
-    for entry in catalogue(str(ctx.settings.catalogue_path)):
-        if entry.slug == slug:
-            return entry
-    raise KeyError(f"model {slug!r} is not in the catalogue")
-
-
-def line_lengths(ctx: Context) -> dict[str, int]:
-    """Requests in each model's line now (generating or waiting), by slug."""
-    return {slug: s.outstanding for slug, s in ctx.pool.status().items()}
-
-
-def model(ctx: Context, slug: str) -> ChatModel:
-    chat: ChatModel = ctx.pool.get(slug)
-    return chat
-
-
-_SETTLED = frozenset({"ready", "failed", "refused"})
-
-
-@dataclass(frozen=True)
-class PoolSnapshot:
-    """One look at the pool for the start-up screen: every figure comes from the same ``status()`` read,
-    so a model that finishes loading meanwhile cannot make the counts and the states disagree."""
-
-    rows: tuple[tuple[str, str, str], ...]  # (name, state, message) per model, catalogue order
-    usable: tuple[str, ...]  # enabled contestants (admin's choice) whose model is ready
-
-    @property
-    def ready(self) -> int:
-        return sum(1 for _, state, _ in self.rows if state == "ready")
-
-    @property
-    def settled(self) -> bool:
-        """Every model has stopped loading (ready, failed or refused): nothing more will become ready."""
-        return all(state in _SETTLED for _, state, _ in self.rows)
-
-
-def pool_snapshot(ctx: Context) -> PoolSnapshot:
-    ensure_contestants(ctx)
-    status = ctx.pool.status()
-    ready = {slug for slug, s in status.items() if s.state == "ready"}
-    enabled = db_repo.list_contestants(ctx.engine, enabled_only=True)
-    return PoolSnapshot(
-        rows=tuple((s.name, s.state, s.message) for s in status.values()),
-        usable=tuple(c.slug for c in enabled if c.slug in ready),
-    )

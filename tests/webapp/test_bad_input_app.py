@@ -46,18 +46,19 @@ def test_an_unstorable_reply_is_reported_on_its_side_without_raising(
     arena_env: Callable[..., str], mixed_catalogue: Path
 ) -> None:
     """The storage step itself refuses (the battle was closed meanwhile): a sentence, not an exception."""
-    from webapp import gateway
+    from webapp import context
+    from webapp.flows import open_battle, send_turn
 
     url = arena_env(catalogue=mixed_catalogue)
     at = open_app(ARENA)
     _send(at, TURN_1)
     at.button(key="anonymous:vote_tie").click().run()
-    ctx = gateway.reader()
-    battle = gateway.load_battle(ctx, battle_id=at.session_state["battle_id:anonymous"])
+    ctx = context.reader()
+    battle = open_battle.load_battle(ctx, battle_id=at.session_state["battle_id:anonymous"])
     result = GenerationResult(
         text="late", finish_reason="stop", prompt_tokens=1, new_tokens=1, ttft_ms=1.0, total_ms=2.0
     )
-    problem = gateway.add_reply(ctx, battle=battle, side="a", result=result, retry=False)
+    problem = send_turn.add_reply(ctx, battle=battle, side="a", result=result, retry=False)
     assert problem is not None and "could not be stored" in problem
     assert len(_battle(url, at).sides["a"].replies) == 1
 

@@ -45,21 +45,21 @@ def test_retries_per_side_are_capped(arena_env: Callable[..., str]) -> None:
 
 
 def _context(url: str, visitor: str, address: str | None):  # noqa: ANN202
-    """The gateway context a page builds, for a visitor seen from ``address`` (AppTest has none)."""
-    from webapp import gateway, resources
+    """The context a page builds, for a visitor seen from ``address`` (AppTest has none)."""
+    from webapp import context, resources
 
     settings = resources.settings()
     engine = resources.engine(url)
     digest = db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
     row = db_repo.get_or_create_visitor(engine, anon_id=visitor, address_hash=digest)
-    ctx = gateway.Context(settings=settings, engine=engine, visitor_id=row.id, anon_id=visitor,
+    ctx = context.Context(settings=settings, engine=engine, visitor_id=row.id, anon_id=visitor,
                           address_hash=digest)
-    resources.ensure_contestants(ctx)
+    context.ensure_contestants(ctx)
     return ctx
 
 
 def test_a_new_visitor_id_does_not_reset_the_address_limit(arena_env: Callable[..., str]) -> None:
-    from webapp import battle_flow
+    from webapp.flows import send_turn
 
     url = arena_env(generations_per_minute="2", address_limit_factor="2")
     engine = create_engine(url)
@@ -71,22 +71,23 @@ def test_a_new_visitor_id_does_not_reset_the_address_limit(arena_env: Callable[.
         for side in "ab":
             db_repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="ok")
     fresh = _context(url, "visitor-new", "198.51.100.7")
-    problem = battle_flow.send_problem(fresh, battle=None, text="hello", targets=("a", "b"), correction=False)
+    problem = send_turn.send_problem(fresh, battle=None, text="hello", targets=("a", "b"), correction=False)
     assert problem is not None and "your network" in problem
     elsewhere = _context(url, "visitor-far", "203.0.113.5")
-    assert battle_flow.send_problem(elsewhere, battle=None, text="hello", targets=("a", "b"),
-                                    correction=False) is None
+    assert send_turn.send_problem(elsewhere, battle=None, text="hello", targets=("a", "b"),
+                                  correction=False) is None
 
 
 def test_one_generation_in_flight_per_visitor(arena_env: Callable[..., str]) -> None:
-    from webapp import battle_flow, gateway
+    from webapp import context
+    from webapp.flows import send_turn
 
     url = arena_env()
     ctx = _context(url, "two-tabs", None)
     holding, release = threading.Event(), threading.Event()
 
     def first_tab() -> None:
-        with gateway.in_flight().hold(ctx.visitor_id):
+        with context.in_flight().hold(ctx.visitor_id):
             holding.set()
             release.wait(30)
 
@@ -94,12 +95,12 @@ def test_one_generation_in_flight_per_visitor(arena_env: Callable[..., str]) -> 
     thread.start()
     try:
         assert holding.wait(30)
-        problem = battle_flow.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False)
+        problem = send_turn.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False)
         assert problem is not None and "still being generated" in problem
         other = _context(url, "someone-else", None)
-        assert battle_flow.send_problem(other, battle=None, text="hi", targets=("a",),
-                                        correction=False) is None
+        assert send_turn.send_problem(other, battle=None, text="hi", targets=("a",),
+                                      correction=False) is None
     finally:
         release.set()
         thread.join()
-    assert battle_flow.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False) is None
+    assert send_turn.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False) is None

@@ -17,11 +17,11 @@ from tests.webapp.test_arena_app import TURN_1, _send, _texts
 def test_a_full_line_means_the_arena_is_busy_then_it_opens_again(
     arena_env: Callable[..., str], mixed_catalogue: Path
 ) -> None:
-    from webapp import gateway
+    from webapp import context
 
     arena_env(catalogue=mixed_catalogue, model_queue_limit="1")
-    ctx = gateway.reader()
-    held = gateway.model_for(ctx, "plain-served").stream([ChatMessage("user", "hi")], GenerationParams())
+    ctx = context.reader()
+    held = context.model_for(ctx, "plain-served").stream([ChatMessage("user", "hi")], GenerationParams())
     next(held)  # another visitor's request: in the line until its stream is closed
     try:
         at = open_app("pages/arena.py")

@@ -113,10 +113,10 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
         "Preference pairs (JSONL)",
         "Correction triples (JSONL)",
     }
-    from webapp import gateway, gateway_data  # the lazily-called export behind the buttons
+    from webapp import context, gateway_data  # the lazily-called export behind the buttons
     from webapp.resources import engine, settings
 
-    ctx = gateway.Context(
+    ctx = context.Context(
         settings=settings(),
         engine=engine(settings().resolved_database_url),
         visitor_id=0,

@@ -14,9 +14,9 @@ from tests.webapp.test_arena_app import TURN_1, _send, _texts
 
 
 def _ctx():  # noqa: ANN202
-    from webapp import gateway
+    from webapp import context
 
-    return gateway.reader()
+    return context.reader()
 
 
 def _public_jsonl(scenario: str | None = None) -> bytes:

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from webapp import gateway
+from webapp import context as run
 
 st.title("About Fixit Arena")
 st.markdown(
@@ -36,4 +36,4 @@ of it is kept to limit how many battles and replies one network can ask for, and
 Do not type personal information.
 """
 )
-st.caption(f"Models are served on {gateway.serving_devices()} (ARENA_MESH).")
+st.caption(f"Models are served on {run.serving_devices()} (ARENA_MESH).")

@@ -1,4 +1,5 @@
-"""What a page needs to know about a battle, as plain frozen values (built by ``gateway`` from ``db``).
+"""The web layer's one set of battle views: what a page needs, as plain frozen values built from ``db``'s
+read model (``db.views.BattleView``) in one place, ``shown_battle``.
 
 Pure functions here decide what the UI offers (vote enabled? which corrections await a verdict? what
 history does a side's model see?), so the rules are testable without Streamlit.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from db.views import BattleView
 from inference.protocol import ChatMessage
 
 SIDES = ("a", "b")
@@ -15,7 +17,7 @@ VOTE_CHOICES = ("a", "b", "tie", "both_bad")
 
 
 @dataclass(frozen=True)
-class MessageView:
+class ShownMessage:
     id: int
     role: str  # "user" | "assistant"
     kind: str  # "request" | "correction" | "reply"
@@ -26,7 +28,7 @@ class MessageView:
 
 
 @dataclass(frozen=True)
-class CorrectionView:
+class ShownCorrection:
     id: int
     side: str
     faulty_reply_id: int | None
@@ -36,44 +38,94 @@ class CorrectionView:
 
 
 @dataclass(frozen=True)
-class SideView:
+class ShownSide:
     side: str
     contestant: str  # slug
     display_name: str
     family: str
     system_prompt: str
-    messages: tuple[MessageView, ...] = ()  # the standing ones (superseded retries left out)
+    messages: tuple[ShownMessage, ...] = ()  # the standing ones (superseded retries left out)
     generated: int = 0  # every reply this side generated, superseded retries and failures included
 
 
 @dataclass(frozen=True)
-class BattleView:
+class ShownBattle:
     id: str
     mode: str
     scenario: str
     status: str  # "open" | "voted" | "abandoned" | "flagged"
     identity_revealed: bool
     vote: str | None
-    sides: dict[str, SideView]
-    corrections: tuple[CorrectionView, ...] = field(default_factory=tuple)
+    sides: dict[str, ShownSide]
+    corrections: tuple[ShownCorrection, ...] = field(default_factory=tuple)
 
     @property
     def is_open(self) -> bool:
         return self.status == "open" and self.vote is None
 
 
-def last_reply(side: SideView) -> MessageView | None:
+def shown_battle(battle: BattleView) -> ShownBattle:
+    """The page's view of a stored battle (``db``'s read model): standing messages only, corrections by id."""
+    sides: dict[str, ShownSide] = {}
+    corrections: list[ShownCorrection] = []
+    for side, conv in battle.sides.items():
+        messages = tuple(
+            ShownMessage(
+                id=m.id,
+                role=m.role,
+                kind=m.kind,
+                content=m.content,
+                label=m.grader_label,
+                error=m.error,
+                finish_reason=m.finish_reason,
+            )
+            for m in conv.messages
+            if not m.superseded
+        )
+        sides[side] = ShownSide(
+            side=side,
+            contestant=conv.contestant.slug,
+            display_name=conv.contestant.display_name,
+            family=conv.contestant.family,
+            system_prompt=conv.system_prompt,
+            messages=messages,
+            generated=sum(1 for m in conv.messages if m.kind == "reply"),
+        )
+        corrections += [
+            ShownCorrection(
+                id=c.id,
+                side=side,
+                faulty_reply_id=c.faulty_message_id,
+                feedback_message_id=c.feedback_message_id,
+                reply_id=c.next_reply_message_id,
+                outcome=c.outcome,
+            )
+            for c in conv.corrections
+        ]
+    return ShownBattle(
+        id=battle.id,
+        mode=battle.mode,
+        scenario=battle.scenario,
+        status=battle.status,
+        identity_revealed=battle.revealed_before_vote,
+        vote=battle.vote.choice if battle.vote is not None else None,
+        sides=sides,
+        corrections=tuple(sorted(corrections, key=lambda c: c.id)),
+    )
+
+
+def last_reply(side: ShownSide) -> ShownMessage | None:
     """The side's newest reply if it is the newest message (a retry replaces it in the history)."""
     if side.messages and side.messages[-1].kind == "reply":
         return side.messages[-1]
     return None
 
 
-def has_good_reply(side: SideView) -> bool:
+def has_good_reply(side: ShownSide) -> bool:
     return any(m.kind == "reply" and m.error is None and m.finish_reason != "error" for m in side.messages)
 
 
-def vote_problem(battle: BattleView) -> str | None:
+def vote_problem(battle: ShownBattle) -> str | None:
     """Why a vote cannot be cast now (None: it can)."""
     if battle.vote is not None or battle.status != "open":
         return "This battle already has a vote."
@@ -83,12 +135,12 @@ def vote_problem(battle: BattleView) -> str | None:
     return None
 
 
-def turns_taken(battle: BattleView) -> int:
+def turns_taken(battle: ShownBattle) -> int:
     """Visitor turns so far: the larger side's count of visitor messages (a message to both is one turn)."""
     return max((sum(1 for m in s.messages if m.role == "user") for s in battle.sides.values()), default=0)
 
 
-def awaiting_verdict(battle: BattleView, side: str) -> CorrectionView | None:
+def awaiting_verdict(battle: ShownBattle, side: str) -> ShownCorrection | None:
     """The side's latest correction that has its reply but no person's verdict yet."""
     pending = [
         c for c in battle.corrections if c.side == side and c.reply_id is not None and c.outcome == "unknown"
@@ -96,7 +148,7 @@ def awaiting_verdict(battle: BattleView, side: str) -> CorrectionView | None:
     return pending[-1] if pending else None
 
 
-def model_history(side: SideView) -> list[ChatMessage]:
+def model_history(side: ShownSide) -> list[ChatMessage]:
     """The conversation the side's model sees: system prompt, then user turns and each turn's final reply.
 
     A retried reply is superseded by the next reply to the same turn; failed replies are left out, and
@@ -120,7 +172,7 @@ def model_history(side: SideView) -> list[ChatMessage]:
     return history
 
 
-def history_for_retry(side: SideView) -> list[ChatMessage]:
+def history_for_retry(side: ShownSide) -> list[ChatMessage]:
     """The history to regenerate the last reply: everything up to and including the last user turn."""
     history = model_history(side)
     while history and history[-1].role == "assistant":

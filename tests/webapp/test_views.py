@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from webapp.battle_state import (
-    BattleView,
-    CorrectionView,
-    MessageView,
-    SideView,
+from webapp.views import (
+    ShownBattle,
+    ShownCorrection,
+    ShownMessage,
+    ShownSide,
     awaiting_verdict,
     history_for_retry,
     model_history,
@@ -15,8 +15,8 @@ from webapp.battle_state import (
 )
 
 
-def _side(side: str, *messages: MessageView) -> SideView:
-    return SideView(
+def _side(side: str, *messages: ShownMessage) -> ShownSide:
+    return ShownSide(
         side=side,
         contestant=f"m-{side}",
         display_name=f"M {side}",
@@ -26,12 +26,12 @@ def _side(side: str, *messages: MessageView) -> SideView:
     )
 
 
-def _user(i: int, text: str, kind: str = "request") -> MessageView:
-    return MessageView(id=i, role="user", kind=kind, content=text)
+def _user(i: int, text: str, kind: str = "request") -> ShownMessage:
+    return ShownMessage(id=i, role="user", kind=kind, content=text)
 
 
-def _reply(i: int, text: str, error: str | None = None) -> MessageView:
-    return MessageView(
+def _reply(i: int, text: str, error: str | None = None) -> ShownMessage:
+    return ShownMessage(
         id=i,
         role="assistant",
         kind="reply",
@@ -41,8 +41,8 @@ def _reply(i: int, text: str, error: str | None = None) -> MessageView:
     )
 
 
-def _battle(a: SideView, b: SideView, *, vote: str | None = None, corrections=()) -> BattleView:
-    return BattleView(
+def _battle(a: ShownSide, b: ShownSide, *, vote: str | None = None, corrections=()) -> ShownBattle:
+    return ShownBattle(
         id="x",
         mode="anonymous",
         scenario="calendar",
@@ -90,14 +90,14 @@ def test_a_send_after_a_failed_reply_joins_the_user_turns() -> None:
 def test_turns_and_pending_verdicts() -> None:
     a = _side("a", _user(1, "q"), _reply(2, "r"), _user(3, "c", "correction"), _reply(4, "r2"))
     b = _side("b", _user(5, "q"), _reply(6, "r"))
-    corr = CorrectionView(
+    corr = ShownCorrection(
         id=9, side="a", faulty_reply_id=2, feedback_message_id=3, reply_id=4, outcome="unknown"
     )
     battle = _battle(a, b, corrections=[corr])
     assert turns_taken(battle) == 2
     assert awaiting_verdict(battle, "a") == corr
     assert awaiting_verdict(battle, "b") is None
-    judged = CorrectionView(
+    judged = ShownCorrection(
         id=9, side="a", faulty_reply_id=2, feedback_message_id=3, reply_id=4, outcome="fixed"
     )
     assert awaiting_verdict(_battle(a, b, corrections=[judged]), "a") is None

@@ -1,0 +1,180 @@
+"""The web layer's per-run context, its one door to the process-wide resources.
+
+A page builds one ``Context`` per script run (``context()`` for a visitor's page, ``reader()`` for pages
+that only read): the settings, the shared engine, this visitor and, on demand, the model pool. The flow
+modules (``webapp/flows/``) take it as their first argument; the helpers below answer what a flow needs
+of the pool and the catalogue (ready contestants, the next pair, sampling, lines). ``resources`` only
+holds the process-wide factories keyed by plain values and never sees a ``Context``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from db import repository as db_repo
+from db.views import ContestantView
+from inference.catalogue import CatalogueEntry
+from inference.protocol import ChatModel, GenerationParams
+from ranking import sample_pair as ranked_pair
+from settings import Settings
+from webapp import resources
+from webapp.inflight import InFlight
+from webapp.visitor import current_address, current_visitor_id
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything one script run needs: settings, the shared engine, this visitor, the pool on demand."""
+
+    settings: Settings
+    engine: Any
+    visitor_id: int = 0
+    anon_id: str = ""
+    address_hash: str | None = None  # salted hash of the visitor's address (None when unknown)
+
+    @property
+    def pool(self) -> Any:
+        """The shared model pool (created, and loading started, on first use in the process)."""
+        s = self.settings
+        return resources.pool(str(s.catalogue_path), s.memory_budget_mb, str(s.data_dir), s.mesh)
+
+
+def reader() -> Context:
+    """A context for pages that only read (leaderboard, dataset, admin): no visitor row is written."""
+    settings = resources.settings()
+    return Context(settings=settings, engine=resources.engine(settings.resolved_database_url))
+
+
+def context() -> Context:
+    """The context of a visitor's page: the visitor's row is created on their first action page view."""
+    settings = resources.settings()
+    engine = resources.engine(settings.resolved_database_url)
+    anon = current_visitor_id(salt=settings.hash_salt.get_secret_value())
+    digest = address_digest(settings)
+    visitor = _visitor(engine, anon, digest)
+    resources.stale_sweeper(settings.resolved_database_url, settings.stale_battle_minutes)
+    return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon, address_hash=digest)
+
+
+def address_digest(settings: Settings) -> str | None:
+    """The salted hash of this request's address (None where there is none, e.g. AppTest)."""
+    address = current_address(trusted_proxies=settings.trusted_proxies)
+    return db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
+
+
+def _visitor(engine: Any, anon: str, digest: str | None) -> int:
+    """The visitor's row id, written once per session (not on every rerun)."""
+    cached = st.session_state.get("visitor_row")
+    if cached and cached[0] == anon:
+        return int(cached[1])
+    view = db_repo.get_or_create_visitor(engine, anon_id=anon, address_hash=digest)
+    st.session_state["visitor_row"] = (anon, view.id)
+    return view.id
+
+
+# --- pool and catalogue ---------------------------------------------------------------------------
+
+
+def ensure_contestants(ctx: Context) -> None:
+    resources.synced(ctx.settings.resolved_database_url, str(ctx.settings.catalogue_path))
+
+
+def ready_contestants(ctx: Context) -> list[ContestantView]:
+    """Enabled contestants (admin's choice, in the database) whose model is loaded and compiled."""
+    ensure_contestants(ctx)
+    ready = set(ctx.pool.ready_slugs())
+    return [c for c in db_repo.list_contestants(ctx.engine, enabled_only=True) if c.slug in ready]
+
+
+def sample_pair(ctx: Context) -> list[str]:
+    """Two different ready contestants for an anonymous battle, drawn by ``ranking``'s sampler (it
+    favours pairs with few battles so far); the order it returns is the A/B seating."""
+    slugs = [c.slug for c in ready_contestants(ctx)]
+    if len(slugs) < 2:
+        raise NotEnoughModels("fewer than two models are ready")
+    battles = resources.battle_counts(ctx.settings.resolved_database_url, tuple(slugs))
+    left, right = ranked_pair(battles, np.ones(len(slugs), dtype=bool), np.random.default_rng())
+    return [slugs[left], slugs[right]]
+
+
+class NotEnoughModels(RuntimeError):
+    """Fewer ready models than the page needs."""
+
+
+def sampling(ctx: Context, slug: str) -> dict[str, Any]:
+    """The catalogue's sampling settings of ``slug``, as stored with the conversation."""
+    params = entry_for(ctx, slug).sampling
+    return {
+        "max_new_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k,
+        "seed": params.seed,
+    }
+
+
+def params_for(ctx: Context, slug: str) -> GenerationParams:
+    return entry_for(ctx, slug).sampling
+
+
+def entry_for(ctx: Context, slug: str) -> CatalogueEntry:
+    for entry in resources.catalogue(str(ctx.settings.catalogue_path)):
+        if entry.slug == slug:
+            return entry
+    raise KeyError(f"model {slug!r} is not in the catalogue")
+
+
+def line_lengths(ctx: Context) -> dict[str, int]:
+    """Requests in each model's line now (generating or waiting), by slug."""
+    return {slug: s.outstanding for slug, s in ctx.pool.status().items()}
+
+
+def model_for(ctx: Context, slug: str) -> ChatModel:
+    chat: ChatModel = ctx.pool.get(slug)
+    return chat
+
+
+_SETTLED = frozenset({"ready", "failed", "refused"})
+
+
+@dataclass(frozen=True)
+class PoolSnapshot:
+    """One look at the pool for the start-up screen: every figure comes from the same ``status()`` read,
+    so a model that finishes loading meanwhile cannot make the counts and the states disagree."""
+
+    rows: tuple[tuple[str, str, str], ...]  # (name, state, message) per model, catalogue order
+    usable: tuple[str, ...]  # enabled contestants (admin's choice) whose model is ready
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for _, state, _ in self.rows if state == "ready")
+
+    @property
+    def settled(self) -> bool:
+        """Every model has stopped loading (ready, failed or refused): nothing more will become ready."""
+        return all(state in _SETTLED for _, state, _ in self.rows)
+
+
+def pool_snapshot(ctx: Context) -> PoolSnapshot:
+    ensure_contestants(ctx)
+    status = ctx.pool.status()
+    ready = {slug for slug, s in status.items() if s.state == "ready"}
+    enabled = db_repo.list_contestants(ctx.engine, enabled_only=True)
+    return PoolSnapshot(
+        rows=tuple((s.name, s.state, s.message) for s in status.values()),
+        usable=tuple(c.slug for c in enabled if c.slug in ready),
+    )
+
+
+def in_flight() -> InFlight:
+    """Which visitors have a generation running in this process (one at a time each)."""
+    return resources.in_flight()
+
+
+def serving_devices() -> str:
+    """Where the models are served (``ARENA_MESH``), in words."""
+    return resources.serving_devices(resources.settings().mesh)

@@ -1,0 +1,247 @@
+"""Send a turn: the visitor's message to A, B or both (a request or a correction), a side's Retry, and
+the replies streamed into the page and stored the moment each side finishes.
+
+Every generation counts against the visitor's limits (``webapp.limits``), one in flight per visitor; a
+side's storage failure belongs to that side only. Each reply is graded in its dialogue by ``scenarios``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+import scenarios
+from db import errors as db_errors
+from db import repository as db_repo
+from db.checks import storable_text as storable
+from inference.protocol import GenerationResult
+from webapp import context as run
+from webapp import limits, render
+from webapp.context import Context
+from webapp.flows import Feedback, Refused
+from webapp.identity import identity_terms, reveals_identity
+from webapp.inflight import Busy
+from webapp.streaming import StreamJob, stream_pair
+from webapp.views import (
+    ShownBattle,
+    ShownSide,
+    history_for_retry,
+    last_reply,
+    model_history,
+    turns_taken,
+)
+
+_LOG = logging.getLogger(__name__)
+BUSY_ERROR = "ModelBusyError"  # a reply refused by a full model line (inference.pool.ModelBusyError)
+REVEALED_WARNING = (
+    "One model named itself, so this battle is no longer anonymous: your vote will be recorded but not "
+    "counted on the leaderboard."
+)
+
+
+def send_problem(
+    ctx: Context, *, battle: ShownBattle | None, text: str, targets: tuple[str, ...], correction: bool
+) -> str | None:
+    """Why this message cannot be sent now (limits, closed battle, nothing to correct), or None."""
+    settings = ctx.settings
+    problem = limits.message_problem(text, settings=settings)
+    # A new battle's models are not drawn yet: any full line may be the one it gets.
+    slugs = [battle.sides[s].contestant for s in targets] if battle else list(run.line_lengths(ctx))
+    problem = problem or _generation_problem(ctx, planned=len(targets), slugs=slugs)
+    if problem:
+        return problem
+    if battle is None:
+        return limits.battles_problem(*battles_last_hour(ctx), settings=settings)
+    if not battle.is_open:
+        return "This battle is closed. Start a new battle."
+    problem = limits.turns_problem(turns_taken(battle), settings=settings, mode=battle.mode)
+    if problem:
+        return problem
+    if correction:
+        for side in targets:
+            if last_reply(battle.sides[side]) is None:
+                return f"Model {side.upper()} has no reply to correct yet."
+    return None
+
+
+def _generation_problem(ctx: Context, *, planned: int, slugs: Iterable[str]) -> str | None:
+    """One generation in flight per visitor, the per-minute limits with ``planned`` more, and room in
+    the lines of the models ``slugs``."""
+    if run.in_flight().busy(ctx.visitor_id):
+        return limits.BUSY
+    rate = limits.rate_problem(*generations_last_minute(ctx), planned=planned, settings=ctx.settings)
+    return rate or limits.line_problem(run.line_lengths(ctx), slugs, settings=ctx.settings)
+
+
+def retry_problem(ctx: Context, *, battle: ShownBattle, side: str) -> str | None:
+    """Why this side cannot regenerate now: a retry is a generation like any other."""
+    if not battle.is_open:
+        return "This battle is closed. Start a new battle."
+    view = battle.sides[side]
+    problem = _generation_problem(ctx, planned=1, slugs=[view.contestant])
+    return problem or limits.retries_problem(view.generated, settings=ctx.settings)
+
+
+def generate(
+    ctx: Context,
+    *,
+    battle: ShownBattle,
+    targets: tuple[str, ...],
+    placeholders: Mapping[str, Any],
+    retry: bool = False,
+) -> list[Feedback]:
+    """Stream replies for ``targets`` concurrently, writing each to the database as it completes."""
+    jobs: dict[str, StreamJob] = {}
+    lengths = run.line_lengths(ctx)
+    for side in targets:
+        ahead = lengths.get(battle.sides[side].contestant, 0)
+        if ahead:  # the first streamed text replaces this
+            placeholders[side].info(limits.line_notice(ahead))
+        view = battle.sides[side]
+        history = history_for_retry(view) if retry else model_history(view)
+        model = run.model_for(ctx, view.contestant)
+        jobs[side] = StreamJob(model=model, messages=history, params=run.params_for(ctx, view.contestant))
+    feedback: list[Feedback] = []
+
+    def on_delta(side: str, text: str) -> None:
+        render.reply(placeholders[side], text, cursor=True)
+
+    def on_result(side: str, result: GenerationResult) -> None:
+        unstored = add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+        if unstored is not None:
+            feedback.append(Feedback("error", f"Model {side.upper()}: {unstored}"))
+        if result.finish_reason == "error" and (result.error or "").startswith(BUSY_ERROR):
+            placeholders[side].warning(limits.ARENA_BUSY)  # the line filled up after the check: no fault
+        elif result.finish_reason == "error":
+            render.show_error(placeholders[side], result.error or "unknown error")
+        else:
+            render.reply(placeholders[side], result.text)
+        named = battle.mode == "anonymous" and _names_itself(battle.sides[side], result.text)
+        if named and mark_revealed(ctx, battle_id=battle.id):
+            feedback.append(Feedback("warning", REVEALED_WARNING))
+
+    try:
+        with run.in_flight().hold(ctx.visitor_id):
+            stream_pair(jobs, on_delta=on_delta, on_result=on_result)
+    except Busy:
+        feedback.append(Feedback("error", limits.BUSY))
+    return feedback
+
+
+def _names_itself(view: ShownSide, text: str) -> bool:
+    terms = identity_terms(slug=view.contestant, display_name=view.display_name, family=view.family)
+    return reveals_identity(text, terms)
+
+
+def add_visitor_message(
+    ctx: Context, *, battle: ShownBattle, targets: tuple[str, ...], text: str, kind: str
+) -> None:
+    """The visitor's turn to every target side, in one transaction."""
+    try:
+        db_repo.append_turn(
+            ctx.engine,
+            battle_id=battle.id,
+            sides=targets,
+            kind=kind,
+            content=text,
+            max_chars=ctx.settings.max_message_chars,
+        )
+    except db_errors.BattleClosed as exc:
+        raise Refused("This battle is closed (voted in another tab?). Start a new battle.") from exc
+    except db_errors.DBError as exc:
+        raise Refused(f"Your message was not recorded: {exc}") from exc
+
+
+def _grade(battle: ShownBattle, side: str, text: str, *, retry: bool) -> tuple[str | None, list[str] | None]:
+    """The grader's label for a reply, graded in its dialogue (``scenarios.grade_dialogue``): the year a
+    visitor has not given yet is an assumption, a correction is graded against the turn it corrects,
+    regressions and recurrences count. None for a free-chat scenario or an off-script request."""
+    scenario = scenarios.get_scenario(battle.scenario)
+    if not scenario.gradable:
+        return None, None
+    history: list[Any] = list(battle.sides[side].messages)
+    if retry and history and history[-1].kind == "reply":
+        history.pop()  # the reply this one replaces
+    reply = {"role": "assistant", "kind": "reply", "content": text}
+    grades = scenarios.grade_dialogue(scenario, [*history, reply])
+    if not grades or grades[-1].grade is None:
+        return None, None
+    record = grades[-1].as_json()
+    return record["label"], [str(m) for m in record["mistakes"]]
+
+
+def add_reply(
+    ctx: Context, *, battle: ShownBattle, side: str, result: GenerationResult, retry: bool
+) -> str | None:
+    """Write one finished (or failed) reply, graded when the scenario allows, committed at once.
+
+    Returns None when stored, else why not (in words). A storage failure belongs to its side only: it
+    is logged with its traceback for the operator, and the other side's reply is still written.
+    """
+    try:
+        _store_reply(ctx, battle=battle, side=side, result=result, retry=retry)
+    except (db_errors.DBError, SQLAlchemyError) as exc:
+        _LOG.exception("reply of side %s in battle %s was not stored", side, battle.id)
+        return f"This reply could not be stored ({type(exc).__name__}); please retry this side."
+    return None
+
+
+def _store_reply(
+    ctx: Context, *, battle: ShownBattle, side: str, result: GenerationResult, retry: bool
+) -> None:
+    failed = result.finish_reason == "error"
+    text = storable(result.text)
+    label, mistakes = (None, None) if failed else _grade(battle, side, text, retry=retry)
+    replaces = None
+    if retry:
+        last = battle.sides[side].messages[-1] if battle.sides[side].messages else None
+        replaces = last.id if last is not None and last.kind == "reply" else None
+    db_repo.append_message(
+        ctx.engine,
+        battle_id=battle.id,
+        side=side,
+        kind="reply",
+        content=text,
+        max_chars=max(ctx.settings.max_message_chars, len(text), 1),
+        ttft_ms=result.ttft_ms,
+        total_ms=result.total_ms,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.new_tokens,
+        finish_reason=result.finish_reason,
+        error=storable(result.error or "generation failed", max_chars=10_000) if failed else None,
+        grader_label=label,
+        grader_mistakes=mistakes,
+        replaces_message_id=replaces,
+    )
+
+
+def mark_revealed(ctx: Context, *, battle_id: str) -> bool:
+    """Record that a model named itself; True if this changed the battle (so the visitor is told once)."""
+    before = db_repo.get_battle(ctx.engine, battle_id=battle_id)
+    if before.revealed_before_vote:
+        return False
+    db_repo.mark_revealed(ctx.engine, battle_id=battle_id)
+    return True
+
+
+def battles_last_hour(ctx: Context) -> tuple[int, int]:
+    """Battles this visitor, and everyone from this address, started in the last hour."""
+    return _mine_and_address(ctx, db_repo.count_battles_since, dt.timedelta(hours=1))
+
+
+def generations_last_minute(ctx: Context) -> tuple[int, int]:
+    """Replies generated in the last minute for this visitor, and for everyone from this address."""
+    return _mine_and_address(ctx, db_repo.count_generations_since, dt.timedelta(minutes=1))
+
+
+def _mine_and_address(ctx: Context, count: Callable[..., int], window: dt.timedelta) -> tuple[int, int]:
+    """``count`` over ``window`` for this visitor and for this address (the visitor's own where unknown)."""
+    since = dt.datetime.now(dt.UTC) - window
+    mine = count(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    if ctx.address_hash is None:
+        return mine, mine
+    return mine, count(ctx.engine, address_hash=ctx.address_hash, since=since)

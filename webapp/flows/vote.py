@@ -1,0 +1,48 @@
+"""Vote: record the visitor's choice if the battle allows one (the database refuses a second vote)."""
+
+from __future__ import annotations
+
+from db import errors as db_errors
+from db import repository as db_repo
+from webapp.context import Context
+from webapp.flows import Feedback
+from webapp.flows.open_battle import load_battle
+from webapp.views import vote_problem
+
+CHOICE_LABELS = {"a": "Model A", "b": "Model B", "tie": "Tie", "both_bad": "Both bad"}
+_REFUSALS = {
+    "already_voted": "This battle already has a vote.",
+    "not_ready": "Both models must reply before you vote.",
+    "closed": "This battle is closed.",
+    "not_owner": "This battle belongs to another visitor.",
+}
+
+
+def choice_label(choice: str) -> str:
+    return CHOICE_LABELS.get(choice, choice)
+
+
+def record_vote(ctx: Context, *, battle_id: str, choice: str) -> str | None:
+    """Store the vote; returns None on success or the refusal reason in words."""
+    try:
+        db_repo.record_vote(
+            ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id, accept_revealed=True
+        )
+    except db_errors.VoteRefused as refused:
+        return _REFUSALS.get(refused.reason, str(refused))
+    return None
+
+
+def vote(ctx: Context, *, battle_id: str, choice: str) -> Feedback:
+    """Record the vote if the battle allows one; the database refuses a second vote in any case."""
+    battle = load_battle(ctx, battle_id=battle_id)
+    problem = vote_problem(battle)
+    if problem:
+        return Feedback("error", problem)
+    refusal = record_vote(ctx, battle_id=battle_id, choice=choice)
+    if refusal:
+        return Feedback("error", refusal)
+    battle = load_battle(ctx, battle_id=battle_id)
+    if battle.identity_revealed:
+        return Feedback("warning", "Vote recorded, but not counted: a model revealed its identity.")
+    return Feedback("success", "Thanks! Your vote is recorded.")
