@@ -185,6 +185,58 @@ def correction_links(
     return links
 
 
+def _mistake_flag(kind: str) -> ColumnElement[int]:
+    """1 when a reply's stored mistakes include ``kind`` (the JSON list read as text: both backends)."""
+    return case((cast(Message.grader_mistakes, String).like(f'%"{kind}"%'), 1), else_=0)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFlags:
+    """Per model (in ``models`` order): current graded replies, and those with a regression or chatty."""
+
+    models: tuple[str, ...]
+    graded: tuple[int, ...]
+    regressions: tuple[int, ...]
+    chatty: tuple[int, ...]
+
+
+def _graded_where() -> ColumnElement[bool]:
+    return and_(Message.kind == "reply", Message.grader_label.is_not(None), Message.superseded.is_(False))
+
+
+@retry_read
+def reply_flags(
+    engine: Engine,
+    *,
+    scenario: str | None = None,
+    modes: Sequence[str] | None = HUMAN_MODES,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    exclude_flagged: bool = True,
+    models: Sequence[str] | None = None,
+) -> ReplyFlags:
+    """One ``GROUP BY`` per model: graded replies, regressions, chatty replies."""
+    _check_filters(modes, since, until)
+    query = (
+        select(Conversation.contestant_id, func.count(), func.sum(_mistake_flag("regression")),
+               func.sum(_mistake_flag("chatty")))
+        .select_from(Message)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .join(Battle, Battle.id == Conversation.battle_id)
+        .where(_graded_where(), *_battle_filters(scenario, modes, since, until, exclude_flagged))
+        .group_by(Conversation.contestant_id)
+    )
+    with read_session(engine) as session:
+        slugs, index = _model_index(session, models)
+        rows = session.execute(query).all()
+    cells = [[0, 0, 0] for _ in slugs]
+    for contestant_id, *values in rows:
+        i = index.get(contestant_id)
+        if i is not None:
+            cells[i] = [int(v or 0) for v in values]
+    return ReplyFlags(slugs, *(tuple(c[k] for c in cells) for k in range(3)))
+
+
 @retry_read
 def graded_replies(
     engine: Engine,
@@ -194,17 +246,29 @@ def graded_replies(
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
     exclude_flagged: bool = True,
+    min_replies: int = 1,
 ) -> list[GradedReply]:
-    """Current (not superseded) graded replies with their mistakes, in conversation order."""
+    """Current (not superseded) graded replies with their mistakes, in conversation order, of the
+    conversations with at least ``min_replies`` of them (a recurrence needs three: made, cleared, back)."""
     _check_filters(modes, since, until)
+    where = [_graded_where(), *_battle_filters(scenario, modes, since, until, exclude_flagged)]
     query = (
         select(Conversation.contestant_id, Message.conversation_id, Message.grader_mistakes)
         .join(Conversation, Conversation.id == Message.conversation_id)
         .join(Battle, Battle.id == Conversation.battle_id)
-        .where(and_(Message.grader_label.is_not(None), Message.superseded.is_(False)),
-               *_battle_filters(scenario, modes, since, until, exclude_flagged))
+        .where(*where)
         .order_by(Message.conversation_id, Message.position)
     )
+    if min_replies > 1:
+        long_enough = (
+            select(Message.conversation_id)
+            .join(Conversation, Conversation.id == Message.conversation_id)
+            .join(Battle, Battle.id == Conversation.battle_id)
+            .where(*where)
+            .group_by(Message.conversation_id)
+            .having(func.count() >= min_replies)
+        )
+        query = query.where(Message.conversation_id.in_(long_enough))
     with read_session(engine) as session:
         slugs, index = _model_index(session, None)
         rows = session.execute(query).all()
@@ -336,7 +400,7 @@ def vote_style_features(
     """The votes the Votes board counts (same filters as ``pairwise_counts``) with style features."""
     where = _vote_filters(scenario, modes, since, until, corrections_only, exclude_flagged, exclude_revealed)
     text = func.lower(Message.content)
-    chatty = case((cast(Message.grader_mistakes, String).like('%"chatty"%'), 1.0), else_=0.0)
+    chatty = _mistake_flag("chatty")
     apology = case((or_(text.like("%sorry%"), text.like("%apolog%")), 1.0), else_=0.0)
     multiline = case((func.trim(Message.content).contains("\n"), 1.0), else_=0.0)
     query = (

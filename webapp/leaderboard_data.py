@@ -255,19 +255,18 @@ def _judged_counts(engine: Engine, filters: Filters, judge: db_fixing.Judge) -> 
     for link in db_fixing.correction_links(engine, judge=judge, **window):
         links.setdefault(link.model, []).append((link.faulty_message_id, link.next_reply_message_id,
                                                  link.fixed))
+    flags = db_fixing.reply_flags(engine, models=outcomes.models, **window)
     replies: dict[str, dict[int, list[tuple[str, ...]]]] = {}
-    for reply in db_fixing.graded_replies(engine, **window):
+    for reply in db_fixing.graded_replies(engine, min_replies=3, **window):
         replies.setdefault(reply.model, {}).setdefault(reply.conversation_id, []).append(reply.mistakes)
     counts = []
     for m, model in enumerate(outcomes.models):
-        sequences = list(replies.get(model, {}).values())
-        flat = [mistakes for sequence in sequences for mistakes in sequence]
         correct, attempts = int(first.successes[m]), int(first.trials[m])
         counts.append(FixingCounts(
             model=model, fixed=int(outcomes.successes[m]), judged=int(outcomes.trials[m]),
             first_correct=correct, first_attempts=attempts, tasks=((correct, attempts),),
-            graded=len(flat), regressions=sum("regression" in x for x in flat),
-            recurrences=count_recurrences(sequences), chatty=sum("chatty" in x for x in flat),
+            graded=flags.graded[m], regressions=flags.regressions[m], chatty=flags.chatty[m],
+            recurrences=count_recurrences(replies.get(model, {}).values()),
             episodes=tuple(fix_episodes(links.get(model, []))),
         ))
     return counts

@@ -1,6 +1,6 @@
-"""The leaderboard page: filters, then three tabs: Votes (Bradley-Terry, optional style control and
-bootstrap intervals), Fixing (fix rates and their metrics from people, the grader or the automatic
-arena) and Automatic arena (the study's emoji tables from stored runs).
+"""The leaderboard page: filters, then one of three boards (tabs): Votes (Bradley-Terry, optional style
+control and bootstrap intervals), Fixing (fix rates and their metrics from people, the grader or the
+automatic arena) and Automatic arena (the study's emoji tables from stored runs).
 
 Every board is cached for a short TTL keyed by the database URL and the choices, so a burst of visitors
 costs one computation (a bootstrap is computed once per filter set); the page says when it was computed
@@ -27,6 +27,7 @@ from webapp.leaderboard_data import (
 )
 
 CACHE_TTL_S = 60
+BOARDS = {"votes": "🗳️ Votes", "fixing": "🛠️ Fixing", "auto": "🤖 Automatic arena"}
 BOOTSTRAP_ROUNDS = 1000
 INTERVALS = {"sandwich": "Sandwich (analytic)", "bootstrap": f"Bootstrap ({BOOTSTRAP_ROUNDS} rounds)"}
 _CHART_COLUMNS = {"Model": "model", "Rating": "rating", "95% low": "lower", "95% high": "upper"}
@@ -79,13 +80,11 @@ def show() -> None:
     ctx = gateway.reader()
     chosen = filters()
     url = ctx.settings.resolved_database_url
-    votes, fixing, auto = st.tabs(["Votes", "Fixing", "Automatic arena"])
-    with votes:
-        _votes(url, chosen)
-    with fixing:
-        _fixing(url, chosen)
-    with auto:
-        _automatic(url, chosen)
+    # A selector, not st.tabs: Streamlit runs every tab's code on every render, and the Fixing board
+    # reads per-reply rows (seconds at a million replies); only the board on screen is computed.
+    board = st.radio("Board", list(BOARDS), format_func=BOARDS.__getitem__, horizontal=True,
+                     key="lb_board", label_visibility="collapsed")
+    {"votes": _votes, "fixing": _fixing, "auto": _automatic}[board](url, chosen)
 
 
 def _votes(url: str, chosen: Filters) -> None:

@@ -128,3 +128,12 @@ def test_counted_votes_one_by_one_with_their_visitor(engine: Engine) -> None:
     assert (list(votes.model_a), list(votes.model_b)) == ([0, 1], [1, 0])
     assert list(votes.outcome) == [1, 2] and list(votes.visitor) == [visitor.id, -1]
     assert fixing.counted_votes(engine, modes=None).outcome.size == 3
+
+
+def test_reply_flags_aggregate_and_long_conversations_only(populated: Engine) -> None:
+    flags = fixing.reply_flags(populated)
+    assert flags.models == ("m1", "m2")
+    assert (flags.graded, flags.regressions, flags.chatty) == ((4, 3), (1, 0), (3, 0))
+    assert fixing.reply_flags(populated, modes=("auto",)).graded == (0, 1)
+    long_ones = fixing.graded_replies(populated, min_replies=4)
+    assert {r.model for r in long_ones} == {"m1"} and len(long_ones) == 4

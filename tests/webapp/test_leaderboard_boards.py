@@ -99,25 +99,32 @@ def _open() -> AppTest:
     return at
 
 
+def _board(at: AppTest, board: str) -> AppTest:
+    at.radio(key="lb_board").set_value(board).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_three_tabs_render_from_the_database(board_db: Engine) -> None:
     at = _open()
-    assert [t.label for t in at.tabs] == ["Votes", "Fixing", "Automatic arena"]
+    assert at.radio(key="lb_board").options == ["🗳️ Votes", "🛠️ Fixing", "🤖 Automatic arena"]
     votes = _frame_with(at, "Rating")
     assert set(votes["Model"]) == {"Verbose", "Terse"} and votes["Votes"].tolist() == [12, 12]
+    assert not any("Corrections" in frame.columns for frame in _frames(at)), "only the chosen board"
     # Fixing, people by default: terse 2 of 4 judged fixed, verbose 0 of 1.
-    fixing = _frame_with(at, "Corrections")
+    fixing = _frame_with(_board(at, "fixing"), "Corrections")
     terse = fixing.set_index("Model").loc["Terse"]
     assert terse["Fix rate"].startswith("50% (") and terse["Corrections"] == 4
     assert terse["Turns to fix (1/2/3+/never)"] == "2 / 0 / 0 / 2"
     assert terse["κ person–grader"] == "0.50 (-0.35–1.00, n=4)"  # person and grader disagree once
     assert fixing["Model"].tolist()[0] == "Terse"
-    markdown = "\n".join(m.value for m in at.markdown)
+    markdown = "\n".join(m.value for m in _board(at, "auto").markdown)
     assert "| perfect | ✓✓✓✓✓ |" in markdown and "## Fixing pre-made mistakes" in markdown
     assert "| qwen-like (hint) |" in markdown
 
 
 def test_fixing_sources_and_styles(board_db: Engine) -> None:
-    at = _open()
+    at = _board(_open(), "fixing")
     at.radio(key="lb_fix_source").set_value("grader").run()
     grader = _frame_with(at, "Corrections").set_index("Model")
     assert grader.loc["Terse", "Fix rate"].startswith("75% (")  # three of four next replies correct
