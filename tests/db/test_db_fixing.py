@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -226,7 +227,7 @@ def test_bulk_seeded_roll_ups_equal_the_per_row_definitions(tmp_path: Path) -> N
     try:
         _bulk_votes(engine, seed_contestants(engine, 4), 300)
         assert seed_graded_replies(engine, replies=2_000) == 2_000
-        window = {"scenario": "bench", "modes": ("anonymous",)}
+        window: dict[str, Any] = {"scenario": "bench", "modes": ("anonymous",)}
         flags = fixing.reply_flags(engine, **window)
         sequences: dict[str, dict[int, list[tuple[str, ...]]]] = {}
         for reply in fixing.graded_replies(engine, **window):
@@ -234,8 +235,8 @@ def test_bulk_seeded_roll_ups_equal_the_per_row_definitions(tmp_path: Path) -> N
         assert sum(flags.graded) == 2_000 and sum(flags.recurrences) > 0
         assert flags.recurrences == tuple(count_recurrences(sequences[m].values()) for m in flags.models)
         for judge in ("person", "grader"):
-            counted = fixing.turns_to_fix_counts(engine, judge=judge, **window)  # type: ignore[arg-type]
-            links = fixing.correction_links(engine, judge=judge, **window)  # type: ignore[arg-type]
+            counted = fixing.turns_to_fix_counts(engine, judge=judge, **window)
+            links = fixing.correction_links(engine, judge=judge, **window)
             for model, buckets in zip(counted.models, counted.buckets, strict=True):
                 assert buckets == _turns_one_by_one(links, model)
             assert sum(counted.buckets[0].values()) > 0

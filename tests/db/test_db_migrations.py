@@ -140,8 +140,10 @@ def test_0005_fills_side_stats_from_stored_rows(db_url: str) -> None:
             repo.upsert_contestant(engine, slug=slug, display_name=slug, family="test")
         battle = repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
                                   contestant_b="m2")
-        script = {"a": [("partial", ["chatty"]), ("partial", ["wrong_time"]), ("correct", [])],
-                  "b": [("correct", [])]}
+        script: dict[str, list[tuple[str, list[str]]]] = {
+            "a": [("partial", ["chatty"]), ("partial", ["wrong_time"]), ("correct", [])],
+            "b": [("correct", [])],
+        }
         for side, replies in script.items():
             repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="Add")
             for n, (label, mistakes) in enumerate(replies):
