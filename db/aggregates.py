@@ -30,8 +30,8 @@ from db.models import (
     Battle,
     Contestant,
     Conversation,
-    Correction,
     Message,
+    SideStats,
     Visitor,
     Vote,
 )
@@ -123,6 +123,26 @@ def pairwise_counts(
     return PairCounts(models=slugs, wins=wins, ties=ties, both_bad=both_bad)
 
 
+def _fact_filters(
+    facts: tuple[Any, Any, Any, ColumnElement[bool]],
+    scenario: str | None,
+    modes: Sequence[str] | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    exclude_flagged: bool,
+) -> list[ColumnElement[bool]]:
+    """The leaderboard filters on ``facts``: (start time, scenario, mode columns, "not flagged")."""
+    started, scenario_column, mode_column, not_flagged = facts
+    where = _window(started, since, until)
+    if scenario is not None:
+        where.append(scenario_column == scenario)
+    if modes is not None:
+        where.append(mode_column.in_(list(modes)))
+    if exclude_flagged:
+        where.append(not_flagged)
+    return where
+
+
 def _battle_filters(
     scenario: str | None,
     modes: Sequence[str] | None,
@@ -130,14 +150,20 @@ def _battle_filters(
     until: dt.datetime | None,
     exclude_flagged: bool,
 ) -> list[ColumnElement[bool]]:
-    where = _window(Battle.created_at, since, until)
-    if scenario is not None:
-        where.append(Battle.scenario == scenario)
-    if modes is not None:
-        where.append(Battle.mode.in_(list(modes)))
-    if exclude_flagged:
-        where.append(Battle.status != "flagged")
-    return where
+    facts = (Battle.created_at, Battle.scenario, Battle.mode, Battle.status != "flagged")
+    return _fact_filters(facts, scenario, modes, since, until, exclude_flagged)
+
+
+def side_filters(
+    scenario: str | None,
+    modes: Sequence[str] | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    exclude_flagged: bool,
+) -> list[ColumnElement[bool]]:
+    """``_battle_filters`` on the battle facts copied into ``side_stats``."""
+    facts = (SideStats.started_at, SideStats.scenario, SideStats.mode, SideStats.flagged.is_(False))
+    return _fact_filters(facts, scenario, modes, since, until, exclude_flagged)
 
 
 def _model_counts(
@@ -167,20 +193,21 @@ def fix_counts(
     exclude_flagged: bool = True,
     models: Sequence[str] | None = None,
 ) -> ModelCounts:
-    """Per model: corrections judged ``fixed`` out of those judged fixed or not fixed."""
+    """Per model: corrections judged ``fixed`` out of those judged fixed or not fixed (by any judge),
+    summed from the per-side roll-up (``side_stats``)."""
     _check_filters(modes, since, until)
     query = (
-        select(Conversation.contestant_id, Correction.outcome, func.count())
-        .join(Conversation, Conversation.id == Correction.conversation_id)
-        .join(Battle, Battle.id == Correction.battle_id)
-        .where(
-            Correction.outcome != "unknown",
-            *_battle_filters(scenario, modes, since, until, exclude_flagged),
-        )
-        .group_by(Conversation.contestant_id, Correction.outcome)
+        select(SideStats.contestant_id, func.sum(SideStats.judged_fixed), func.sum(SideStats.judged))
+        .where(SideStats.judged > 0, *side_filters(scenario, modes, since, until, exclude_flagged))
+        .group_by(SideStats.contestant_id)
     )
     with read_session(engine) as session:
-        return _model_counts(session, models, session.execute(query).all(), "fixed")
+        rows = session.execute(query).all()
+        split = []
+        for contestant_id, fixed, judged in rows:
+            split += [(contestant_id, "fixed", int(fixed or 0)),
+                      (contestant_id, "not_fixed", int(judged or 0) - int(fixed or 0))]
+        return _model_counts(session, models, split, "fixed")
 
 
 @retry_read
@@ -196,16 +223,14 @@ def first_try_counts(
 ) -> ModelCounts:
     """Per model: first replies of a conversation labelled ``correct`` out of those the grader labelled."""
     _check_filters(modes, since, until)
+    # The first try's label is rolled up with its side (db.reply_stats): one narrow row per side, no join.
     query = (
-        select(Conversation.contestant_id, Message.grader_label, func.count())
-        .join(Conversation, Conversation.id == Message.conversation_id)
-        .join(Battle, Battle.id == Conversation.battle_id)
+        select(SideStats.contestant_id, SideStats.first_try_label, func.count())
         .where(
-            Message.first_try.is_(True),
-            Message.grader_label.is_not(None),
-            *_battle_filters(scenario, modes, since, until, exclude_flagged),
+            SideStats.first_try_label.is_not(None),
+            *side_filters(scenario, modes, since, until, exclude_flagged),
         )
-        .group_by(Conversation.contestant_id, Message.grader_label)
+        .group_by(SideStats.contestant_id, SideStats.first_try_label)
     )
     with read_session(engine) as session:
         return _model_counts(session, models, session.execute(query).all(), "correct")

@@ -44,6 +44,7 @@ from db.models import (
     utcnow,
 )
 from db.reading import battle_view, correction_view, get_battle, message_view, resume_open_battle
+from db.reply_stats import refresh_side_stats
 from db.views import BattleView, CorrectionView, MessageView
 
 __all__ = [  # get_battle / resume_open_battle live in db.reading; kept importable from here too
@@ -251,6 +252,7 @@ def _append(
             pending = pending.where(Correction.next_reply_message_id.is_(None))
         for corr in session.scalars(pending):
             corr.next_reply_message_id = message.id
+        refresh_side_stats(session, conv.id)
     else:
         session.add(message)
         session.flush()
@@ -360,7 +362,7 @@ def set_correction_outcome(
         corr.outcome = outcome
         corr.judged_by = judged_by
         corr.judged_at = utcnow()
-        session.flush()
+        refresh_side_stats(session, corr.conversation_id)
         return correction_view(corr, _side_of(session, corr.conversation_id))
 
 
@@ -380,7 +382,7 @@ def set_grader_label(
             raise InvalidInput("only replies carry grader labels")
         msg.grader_label = label
         msg.grader_mistakes = list(mistakes) if mistakes is not None else None
-        session.flush()
+        refresh_side_stats(session, msg.conversation_id)
         return message_view(msg, _side_of(session, msg.conversation_id))
 
 

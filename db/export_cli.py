@@ -28,6 +28,8 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--scenario", default=None, help="only battles of this scenario slug")
     p.add_argument("--since", default=None, help="battles created on/after DATE (YYYY-MM-DD or ISO datetime)")
     p.add_argument("--until", default=None, help="battles created up to DATE (a bare date includes that day)")
+    p.add_argument("--mode", default=None, metavar="MODES",
+                   help="only battles of these modes, comma-separated: anonymous,named,direct,auto")
     p.add_argument("--corrections-only", action="store_true", help="only battles with a correction")
     p.add_argument("--include-open", action="store_true",
                    help="also battles still open (left out by default: their contestants are not public yet)")
@@ -68,6 +70,7 @@ def _filters(args: argparse.Namespace) -> ExportFilters:
         until=parse_date(args.until, end=True) if args.until else None,
         corrections_only=args.corrections_only,
         include_open=args.include_open,
+        modes=tuple(m.strip() for m in args.mode.split(",") if m.strip()) if args.mode is not None else None,
     )
 
 

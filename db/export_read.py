@@ -47,7 +47,7 @@ from sqlalchemy.types import NullType
 
 from db.errors import DBError
 from db.export_schema import ROWS, TS
-from db.models import Battle, Contestant, Conversation, Correction, Message, Visitor, Vote
+from db.models import MODES, Battle, Contestant, Conversation, Correction, Message, Visitor, Vote
 
 DEFAULT_CHUNK_SIZE = 1_000  # battles per page: ~10k messages for typical battles, a few MB of rows
 
@@ -72,6 +72,7 @@ class ExportFilters:
     corrections_only: bool = False
     include_open: bool = False
     closed_before: dt.datetime | None = None
+    modes: tuple[str, ...] | None = None  # battle modes to keep (None: every mode)
 
     def __post_init__(self) -> None:
         for name in ("since", "until", "closed_before"):
@@ -82,6 +83,10 @@ class ExportFilters:
             raise ExportError("since must be before until")
         if self.scenario is not None and not self.scenario.strip():
             raise ExportError("scenario is empty")
+        if self.modes is not None:
+            unknown = [m for m in self.modes if m not in MODES]
+            if unknown or not self.modes:
+                raise ExportError(f"unknown mode(s) {', '.join(unknown) or '(none)'}: use {','.join(MODES)}")
 
     def describe(self) -> dict[str, Any]:
         """The filters as plain JSON-able values (for the dataset card)."""
@@ -92,6 +97,7 @@ class ExportFilters:
             "corrections_only": self.corrections_only,
             "include_open": self.include_open,
             "closed_before": self.closed_before.isoformat() if self.closed_before else None,
+            "modes": list(self.modes) if self.modes is not None else None,
         }
 
 
@@ -215,6 +221,8 @@ def _conditions(filters: ExportFilters) -> list[Any]:
     conditions: list[Any] = []
     if filters.scenario is not None:
         conditions.append(Battle.scenario == filters.scenario)
+    if filters.modes is not None:
+        conditions.append(Battle.mode.in_(list(filters.modes)))
     if filters.since is not None:
         conditions.append(Battle.created_at >= filters.since)
     if filters.until is not None:

@@ -1,13 +1,14 @@
-"""Queries behind the Fixing leaderboard: correction outcomes by judge, person-vs-grader pairs, the
-grader's mistakes per reply, correction chains, automatic-arena battles; and the per-vote style
-features of the Votes board's style control.
+"""Queries behind the Fixing leaderboard: correction outcomes by judge, person-vs-grader pairs, turns
+to fix, the per-model reply flags, correction links and graded replies one by one (for tests and
+research; the board reads only aggregates), automatic-arena battles. The Votes board's per-vote
+queries are in ``db.vote_features``.
 
 Two judges of one correction: the **person** (``Correction.outcome`` with ``judged_by = "person"``) and
 the **grader**, whose verdict is the label of the reply that followed (``correct`` = fixed). The grader's
 verdict needs no column of its own: it is the next reply's stored label, which the web app and the
-automatic arena grade in the dialogue's context. Counts are SQL ``GROUP BY``s (rows grow with models);
-the mistake sequences and chains are one row per graded reply / correction, for the measures that
-follow a conversation (recurrence, turns to fix).
+automatic arena grade in the dialogue's context. Every figure the board shows is an SQL ``GROUP BY``
+(result rows grow with models): the measures that follow a conversation (recurrence, turns to fix)
+read what ``db.reply_stats`` rolled up when the rows were written.
 
 Filters as in ``db.aggregates``: ``scenario``, ``modes`` (None for all), ``since``/``until`` on the
 battle's start (UTC, half-open), ``exclude_flagged``.
@@ -20,18 +21,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-from sqlalchemy import ColumnElement, Engine, String, and_, case, cast, func, or_, select
+from sqlalchemy import ColumnElement, Engine, String, and_, case, cast, func, select
 from sqlalchemy.orm import aliased
 
-from db.aggregates import DEFAULT_MODES, _battle_filters, _check_filters, _model_counts, _model_index, _window
+from db.aggregates import _battle_filters, _check_filters, _model_counts, _model_index
 from db.checks import retry_read
 from db.engine import read_session
-from db.models import Battle, Conversation, Correction, Message, Vote
+from db.models import Battle, Conversation, Correction, Message
+from db.side_totals import HUMAN_MODES, FixingTotals, fixing_totals
 from db.views import ModelCounts
 
 Judge = Literal["person", "grader"]
-HUMAN_MODES: tuple[str, ...] = ("anonymous", "named", "direct")
 
 _Next = aliased(Message)
 
@@ -185,18 +185,57 @@ def correction_links(
     return links
 
 
-def _mistake_flag(kind: str) -> ColumnElement[int]:
+TURN_BUCKETS: tuple[str, ...] = ("1", "2", "3+", "never")  # ranking.fixing's buckets
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsToFix:
+    """Per model (in ``models`` order): chains of corrections by the turn that fixed them
+    (``TURN_BUCKETS`` → count)."""
+
+    models: tuple[str, ...]
+    buckets: tuple[dict[str, int], ...]
+
+
+def turns_to_fix_counts(
+    engine: Engine,
+    *,
+    judge: Judge,
+    scenario: str | None = None,
+    modes: Sequence[str] | None = HUMAN_MODES,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    exclude_flagged: bool = True,
+    models: Sequence[str] | None = None,
+) -> TurnsToFix:
+    """``ranking.fixing.fix_episodes`` summed from the per-side roll-up (``db.side_totals``)."""
+    _check(judge)
+    totals = fixing_totals(engine, scenario=scenario, modes=modes, since=since, until=until,
+                           exclude_flagged=exclude_flagged, models=models)
+    return turns_from_totals(totals, judge)
+
+
+def turns_from_totals(totals: FixingTotals, judge: Judge) -> TurnsToFix:
+    columns = [totals.column(f"{judge}_{suffix}") for suffix in ("turns_1", "turns_2", "turns_3", "never")]
+    return TurnsToFix(totals.models, tuple(
+        dict(zip(TURN_BUCKETS, cells, strict=True)) for cells in zip(*columns, strict=True)
+    ))
+
+
+def mistake_flag(kind: str) -> ColumnElement[int]:
     """1 when a reply's stored mistakes include ``kind`` (the JSON list read as text: both backends)."""
     return case((cast(Message.grader_mistakes, String).like(f'%"{kind}"%'), 1), else_=0)
 
 
 @dataclass(frozen=True, slots=True)
 class ReplyFlags:
-    """Per model (in ``models`` order): current graded replies, and those with a regression or chatty."""
+    """Per model (in ``models`` order): current graded replies, and those with a regression, a recurrence
+    (a mistake kind back after a later reply had cleared it) or chatty text."""
 
     models: tuple[str, ...]
     graded: tuple[int, ...]
     regressions: tuple[int, ...]
+    recurrences: tuple[int, ...]
     chatty: tuple[int, ...]
 
 
@@ -204,7 +243,6 @@ def _graded_where() -> ColumnElement[bool]:
     return and_(Message.kind == "reply", Message.grader_label.is_not(None), Message.superseded.is_(False))
 
 
-@retry_read
 def reply_flags(
     engine: Engine,
     *,
@@ -215,26 +253,15 @@ def reply_flags(
     exclude_flagged: bool = True,
     models: Sequence[str] | None = None,
 ) -> ReplyFlags:
-    """One ``GROUP BY`` per model: graded replies, regressions, chatty replies."""
-    _check_filters(modes, since, until)
-    query = (
-        select(Conversation.contestant_id, func.count(), func.sum(_mistake_flag("regression")),
-               func.sum(_mistake_flag("chatty")))
-        .select_from(Message)
-        .join(Conversation, Conversation.id == Message.conversation_id)
-        .join(Battle, Battle.id == Conversation.battle_id)
-        .where(_graded_where(), *_battle_filters(scenario, modes, since, until, exclude_flagged))
-        .group_by(Conversation.contestant_id)
-    )
-    with read_session(engine) as session:
-        slugs, index = _model_index(session, models)
-        rows = session.execute(query).all()
-    cells = [[0, 0, 0] for _ in slugs]
-    for contestant_id, *values in rows:
-        i = index.get(contestant_id)
-        if i is not None:
-            cells[i] = [int(v or 0) for v in values]
-    return ReplyFlags(slugs, *(tuple(c[k] for c in cells) for k in range(3)))
+    """Graded replies, regressions, recurrences, chatty replies per model, from the per-side roll-up."""
+    totals = fixing_totals(engine, scenario=scenario, modes=modes, since=since, until=until,
+                           exclude_flagged=exclude_flagged, models=models)
+    return flags_from_totals(totals)
+
+
+def flags_from_totals(totals: FixingTotals) -> ReplyFlags:
+    return ReplyFlags(totals.models, totals.column("graded_replies"), totals.column("regression_replies"),
+                      totals.column("recurrence_replies"), totals.column("chatty_replies"))
 
 
 @retry_read
@@ -295,141 +322,3 @@ def auto_battle_ids(
     with read_session(engine) as session:
         rows = session.execute(query).all()
     return [battle_id for battle_id, _ in sorted(rows, key=lambda row: (row[1], row[0]))]
-
-
-STYLE_COLUMNS: tuple[str, ...] = ("length", "chatty", "apology", "multiline")
-VOTE_CODES: dict[str, int] = {"a": 0, "b": 1, "tie": 2, "both_bad": 3}  # ranking.counts' outcome codes
-
-
-def _vote_filters(
-    scenario: str | None,
-    modes: Sequence[str] | None,
-    since: dt.datetime | None,
-    until: dt.datetime | None,
-    corrections_only: bool,
-    exclude_flagged: bool,
-    exclude_revealed: bool,
-) -> list[ColumnElement[bool]]:
-    """The counted-vote predicate of ``db.aggregates.pairwise_counts``."""
-    _check_filters(modes, since, until)
-    where: list[ColumnElement[bool]] = _window(Vote.created_at, since, until)
-    if scenario is not None:
-        where.append(Vote.scenario == scenario)
-    if modes is not None:
-        where.append(Vote.mode.in_(list(modes)))
-    if corrections_only:
-        where.append(Vote.with_corrections.is_(True))
-    if exclude_flagged:
-        where.append(Vote.flagged == False)  # noqa: E712
-    if exclude_revealed:
-        where.append(Vote.revealed == False)  # noqa: E712
-    return where
-
-
-@dataclass(frozen=True)
-class CountedVotes:
-    """The counted votes one by one, oldest first: model indices into ``models``, ``VOTE_CODES`` outcome,
-    visitor id (-1 when unknown)."""
-
-    models: tuple[str, ...]
-    model_a: np.ndarray
-    model_b: np.ndarray
-    outcome: np.ndarray
-    visitor: np.ndarray
-
-
-@retry_read
-def counted_votes(
-    engine: Engine,
-    *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = DEFAULT_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    corrections_only: bool = False,
-    exclude_flagged: bool = True,
-    exclude_revealed: bool = True,
-    models: Sequence[str] | None = None,
-) -> CountedVotes:
-    """The votes ``pairwise_counts`` counts, one row each (for the anomalous-voter test)."""
-    where = _vote_filters(scenario, modes, since, until, corrections_only, exclude_flagged, exclude_revealed)
-    query = (
-        select(Vote.model_a_id, Vote.model_b_id, Vote.choice, Vote.visitor_id)
-        .where(*where)
-        .order_by(Vote.created_at, Vote.id)
-    )
-    with read_session(engine) as session:
-        slugs, index = _model_index(session, models)
-        rows = [r for r in session.execute(query).all() if r[0] in index and r[1] in index]
-    return CountedVotes(
-        models=slugs,
-        model_a=np.array([index[r[0]] for r in rows], dtype=np.int64),
-        model_b=np.array([index[r[1]] for r in rows], dtype=np.int64),
-        outcome=np.array([VOTE_CODES[r[2]] for r in rows], dtype=np.int64),
-        visitor=np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64),
-    )
-
-
-@dataclass(frozen=True)
-class StyleBattles:
-    """One row per counted vote: model indices into ``models``, outcome (1 a won, 0 b won, 0.5 tie or
-    both bad) and per-side means over the side's current replies of ``STYLE_COLUMNS``: characters, share
-    graded ``chatty``, share apologising ("sorry", "apolog"), share longer than one line."""
-
-    models: tuple[str, ...]
-    model_a: np.ndarray
-    model_b: np.ndarray
-    outcome: np.ndarray
-    features_a: np.ndarray
-    features_b: np.ndarray
-
-
-@retry_read
-def vote_style_features(
-    engine: Engine,
-    *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = DEFAULT_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    corrections_only: bool = False,
-    exclude_flagged: bool = True,
-    exclude_revealed: bool = True,
-    models: Sequence[str] | None = None,
-) -> StyleBattles:
-    """The votes the Votes board counts (same filters as ``pairwise_counts``) with style features."""
-    where = _vote_filters(scenario, modes, since, until, corrections_only, exclude_flagged, exclude_revealed)
-    text = func.lower(Message.content)
-    chatty = _mistake_flag("chatty")
-    apology = case((or_(text.like("%sorry%"), text.like("%apolog%")), 1.0), else_=0.0)
-    multiline = case((func.trim(Message.content).contains("\n"), 1.0), else_=0.0)
-    query = (
-        select(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side,
-               func.avg(func.length(Message.content)), func.avg(chatty), func.avg(apology),
-               func.avg(multiline))
-        .join(Conversation, Conversation.battle_id == Vote.battle_id)
-        .join(Message, Message.conversation_id == Conversation.id)
-        .where(Message.kind == "reply", Message.superseded.is_(False), *where)
-        .group_by(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side)
-        .order_by(Vote.id)
-    )
-    with read_session(engine) as session:
-        slugs, index = _model_index(session, models)
-        rows = session.execute(query).all()
-    pairs: dict[int, tuple[int, int, float]] = {}
-    sides: dict[tuple[int, str], list[float]] = {}
-    outcome = {"a": 1.0, "b": 0.0}  # tie and both_bad: 0.5
-    for vote_id, a_id, b_id, choice, side, *values in rows:
-        if a_id in index and b_id in index:
-            pairs[vote_id] = (index[a_id], index[b_id], outcome.get(choice, 0.5))
-            sides[(vote_id, side)] = [float(v or 0.0) for v in values]
-    keep = [v for v in pairs if (v, "a") in sides and (v, "b") in sides]  # both sides replied
-    width = len(STYLE_COLUMNS)
-    return StyleBattles(
-        models=slugs,
-        model_a=np.array([pairs[v][0] for v in keep], dtype=np.int64),
-        model_b=np.array([pairs[v][1] for v in keep], dtype=np.int64),
-        outcome=np.array([pairs[v][2] for v in keep], dtype=np.float64),
-        features_a=np.array([sides[(v, "a")] for v in keep], dtype=np.float64).reshape(len(keep), width),
-        features_b=np.array([sides[(v, "b")] for v in keep], dtype=np.float64).reshape(len(keep), width),
-    )

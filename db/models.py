@@ -176,7 +176,6 @@ class Conversation(Base):
     contestant_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"), index=True)
     system_prompt: Mapped[str] = mapped_column(Text, default="")
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-
     battle: Mapped[Battle] = relationship(back_populates="conversations")
     contestant: Mapped[Contestant] = relationship()
 
@@ -280,3 +279,59 @@ class ModerationEvent(Base):
     admin_session: Mapped[str] = mapped_column(String(64), default="")
     prior_status: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+SIDE_COUNTS: tuple[str, ...] = (
+    "graded_replies", "regression_replies", "recurrence_replies", "chatty_replies",
+    "judged", "judged_fixed", "person_fixed", "person_judged", "grader_fixed", "grader_judged",
+    "both_fixed", "person_only_fixed", "grader_only_fixed", "neither_fixed",
+    "person_turns_1", "person_turns_2", "person_turns_3", "person_never",
+    "grader_turns_1", "grader_turns_2", "grader_turns_3", "grader_never",
+)
+
+
+class SideStats(Base):
+    """One side's Fixing figures rolled up (``db.reply_stats`` rewrites the row on every write that
+    changes them; migration 0005 filled it in), with copies of the battle's facts the board filters on,
+    as ``Vote`` has: the Fixing board is one scan of this narrow table, never of replies or corrections.
+
+    Counts: current graded replies and those with a regression / recurrence / chatty text; corrections
+    with a stored outcome (any judge: the Votes board's fix rate), those judged by the person and by the
+    grader (the next reply's label) and how many each found fixed; the
+    person-vs-grader 2x2 table; chains of corrections by the turn that fixed them (1, 2, 3+, never), per
+    judge. ``first_try_label`` is the grader's label of the side's first reply."""
+
+    __tablename__ = "side_stats"
+    # No index on contestant_id: SQLite would walk it for the GROUP BY, a random row read per side
+    # (0.4 s per 200k sides, against 0.14 s for the plain scan and a small sort).
+
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"), primary_key=True)
+    battle_id: Mapped[str] = mapped_column(ForeignKey("battles.id"), index=True)
+    contestant_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"))
+    mode: Mapped[str] = mapped_column(String(16))
+    scenario: Mapped[str] = mapped_column(String(100))
+    started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    flagged: Mapped[bool] = mapped_column(Boolean, default=False)
+    first_try_label: Mapped[str | None] = mapped_column(String(16))
+    graded_replies: Mapped[int] = mapped_column(Integer, default=0)
+    regression_replies: Mapped[int] = mapped_column(Integer, default=0)
+    recurrence_replies: Mapped[int] = mapped_column(Integer, default=0)
+    chatty_replies: Mapped[int] = mapped_column(Integer, default=0)
+    judged: Mapped[int] = mapped_column(Integer, default=0)
+    judged_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    person_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    person_judged: Mapped[int] = mapped_column(Integer, default=0)
+    grader_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    grader_judged: Mapped[int] = mapped_column(Integer, default=0)
+    both_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    person_only_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    grader_only_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    neither_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    person_turns_1: Mapped[int] = mapped_column(Integer, default=0)
+    person_turns_2: Mapped[int] = mapped_column(Integer, default=0)
+    person_turns_3: Mapped[int] = mapped_column(Integer, default=0)
+    person_never: Mapped[int] = mapped_column(Integer, default=0)
+    grader_turns_1: Mapped[int] = mapped_column(Integer, default=0)
+    grader_turns_2: Mapped[int] = mapped_column(Integer, default=0)
+    grader_turns_3: Mapped[int] = mapped_column(Integer, default=0)
+    grader_never: Mapped[int] = mapped_column(Integer, default=0)

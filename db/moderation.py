@@ -14,7 +14,7 @@ from db.battles import lock_battle
 from db.checks import require_int, require_text, retry_read
 from db.engine import read_session, write_session
 from db.errors import InvalidInput
-from db.models import Battle, Contestant, Conversation, Message, ModerationEvent, Vote, utcnow
+from db.models import Battle, Contestant, Conversation, Message, ModerationEvent, SideStats, Vote, utcnow
 from db.reading import battle_view
 from db.views import BattleSummaryView, BattleView, ModerationEventView
 
@@ -45,6 +45,7 @@ def flag_battle(engine: Engine, *, battle_id: str, reason: str, admin_session: s
         battle.flag_reason = reason
         battle.updated_at = now
         session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=True))
+        session.execute(update(SideStats).where(SideStats.battle_id == battle_id).values(flagged=True))
         session.flush()
         return battle_view(session, battle)
 
@@ -79,6 +80,7 @@ def unflag_battle(
         battle.flag_reason = None
         battle.updated_at = now
         session.execute(update(Vote).where(Vote.battle_id == battle_id).values(flagged=False))
+        session.execute(update(SideStats).where(SideStats.battle_id == battle_id).values(flagged=False))
         session.flush()
         return battle_view(session, battle)
 

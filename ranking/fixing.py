@@ -210,6 +210,7 @@ class FixingCounts:
     recurrences: int = 0
     chatty: int = 0
     episodes: tuple[int | None, ...] = ()
+    turns: dict[str, int] | None = None  # the turns-to-fix histogram when counted elsewhere (db aggregates)
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,8 @@ def fixing_table(counts: Sequence[FixingCounts], *, k: int = 5) -> tuple[FixingR
             model=c.model, rank=0, fix_rate=fix_rate(c.fixed, c.judged),
             pass_at_1=pass_at_1(c.first_correct, c.first_attempts), pass_hat_k=pass_hat_k(c.tasks, k),
             regression=flag_rate(c.regressions, c.graded), recurrence=flag_rate(c.recurrences, c.graded),
-            chatty=flag_rate(c.chatty, c.graded), turns_to_fix=turns_to_fix(c.episodes),
+            chatty=flag_rate(c.chatty, c.graded),
+            turns_to_fix=dict(c.turns) if c.turns is not None else turns_to_fix(c.episodes),
         ))
     low = np.array([r.fix_rate.low if r.fix_rate.n else 0.0 for r in rows])
     high = np.array([r.fix_rate.high if r.fix_rate.n else 0.0 for r in rows])

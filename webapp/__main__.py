@@ -21,6 +21,10 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive(text)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2
         print(f"{self.prog}: error: {message}", file=sys.stderr)
@@ -33,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="leaderboard render time at scale; concurrent streaming check")
     bench.add_argument("--votes", type=_positive, default=1_000_000, help="votes to seed (default 1,000,000)")
     bench.add_argument("--models", type=_positive, default=100, help="contestants (default 100)")
+    bench.add_argument("--replies", type=_non_negative, default=0,
+                       help="graded replies to seed with the votes (five per side; default 0)")
     bench.add_argument("--rounds", type=_positive, default=3, help="cold renders to time (default 3)")
     bench.add_argument("--database", type=Path, help="reuse this SQLite file (seeded when missing)")
     bench.add_argument("--skip-streaming", action="store_true", help="leave out the streaming check")
@@ -80,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         skip_streaming=args.skip_streaming,
         skip_leaderboard=args.skip_leaderboard,
         new_tokens=args.new_tokens,
+        replies=args.replies,
         **({"catalogue": args.catalogue} if args.catalogue is not None else {}),
     )
     print(json.dumps(report, indent=2))

@@ -4,7 +4,9 @@ at the same time.
 1. Leaderboard: a SQLite file seeded with ``votes`` votes over ``models`` contestants (db's bulk seeder),
    then the Leaderboard page rendered by Streamlit's AppTest (the real page script: SQL counts,
    Bradley-Terry fit, table, three Altair charts) with the data cache cleared (cold) and warm.
-   Target: cold render <= 1.5 s at 1M votes over 100 contestants.
+   Target: cold render <= 1.5 s at 1M votes over 100 contestants. The same page showing the Fixing
+   board, and that board's queries one by one; ``replies`` graded replies (db.bench_replies) are seeded
+   with the votes (target: <= 1.5 s at 1M votes and 1M replies).
 2. Streaming: two tiny random keras models from the real pool answer the same prompt, first one after
    the other, then through :func:`webapp.streaming.stream_pair`; overlap and the wall-time ratio show
    that the two sides generate concurrently.
@@ -38,18 +40,21 @@ def seed(url: str, *, votes: int, models: int) -> float:
     return time.perf_counter() - started
 
 
-def render_leaderboard(url: str, *, rounds: int) -> dict[str, Any]:
-    """Render the Leaderboard page ``rounds`` times cold (cache cleared) and once warm."""
+def render_leaderboard(url: str, *, rounds: int, board: str = "votes") -> dict[str, Any]:
+    """Render the Leaderboard page ``rounds`` times cold (cache cleared) and once warm, showing ``board``
+    (``votes``, the page's default, or ``fixing``)."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     os.environ["ARENA_DATABASE_URL"] = url
+    os.environ.setdefault("ARENA_ENVIRONMENT", "development")  # placeholder secrets are fine for a bench
     script = str(REPO / "webapp" / "pages" / "leaderboard.py")
     cold: list[float] = []
     votes_caption = ""
     for _ in range(rounds):
         st.cache_data.clear()
         app = AppTest.from_file(script, default_timeout=600)
+        app.session_state["lb_board"] = board
         started = time.perf_counter()
         app.run()
         cold.append(time.perf_counter() - started)
@@ -92,6 +97,29 @@ def board_breakdown(url: str) -> dict[str, float]:
         "build_board_s": round(done - fitted, 3),
         "rated_models": float(len(board.table)),
     }
+
+
+def fixing_breakdown(url: str) -> dict[str, float]:
+    """The Fixing board's two queries, then the whole board per judge."""
+    from db import repository as db_repo
+    from db.engine import make_engine
+    from db.side_totals import HUMAN_MODES, fixing_totals
+    from webapp.leaderboard_data import Filters, build_fixing_board
+
+    engine = make_engine(url)
+    steps: dict[str, Any] = {
+        "fixing_totals_s": lambda: fixing_totals(engine),
+        "first_try_counts_s": lambda: db_repo.first_try_counts(engine, modes=HUMAN_MODES),
+        "board_people_s": lambda: build_fixing_board(engine, Filters(), "people"),
+        "board_grader_s": lambda: build_fixing_board(engine, Filters(), "grader"),
+    }
+    report: dict[str, float] = {}
+    for name, step in steps.items():
+        started = time.perf_counter()
+        step()
+        report[name] = round(time.perf_counter() - started, 3)
+    engine.dispose()
+    return report
 
 
 def streaming_overlap(
@@ -139,6 +167,18 @@ def streaming_overlap(
     }
 
 
+def seed_replies(url: str, *, replies: int) -> float:
+    """Add ``replies`` graded replies (five per side, two corrections each) to the voted battles."""
+    from db.bench_replies import seed_graded_replies
+    from db.engine import make_engine
+
+    engine = make_engine(url, durability="none")
+    started = time.perf_counter()
+    seed_graded_replies(engine, replies=replies)
+    engine.dispose()
+    return time.perf_counter() - started
+
+
 def run(
     *,
     votes: int,
@@ -149,6 +189,7 @@ def run(
     skip_leaderboard: bool = False,
     catalogue: Path = TINY_CATALOGUE,
     new_tokens: int = 64,
+    replies: int = 0,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="webapp-bench-") as tmp:
         path = database or Path(tmp) / "bench.db"
@@ -158,8 +199,12 @@ def run(
             report.update(votes=votes, models=models, database="sqlite")
             if database is None or not path.exists():
                 report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
+                if replies:
+                    report["seed_replies_s"] = round(seed_replies(url, replies=replies), 1)
             report["leaderboard"] = render_leaderboard(url, rounds=rounds)
             report["breakdown"] = board_breakdown(url)
+            report["leaderboard_fixing"] = render_leaderboard(url, rounds=rounds, board="fixing")
+            report["fixing_breakdown"] = fixing_breakdown(url)
         if not skip_streaming:
             data_dir = Path(os.environ.get("ARENA_DATA_DIR", tmp))
             budget = int(os.environ.get("ARENA_MEMORY_BUDGET_MB", "8000"))

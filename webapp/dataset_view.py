@@ -11,6 +11,7 @@ import streamlit as st
 
 from webapp import gateway, gateway_data
 
+EXPORT_MODES = ("anonymous", "named", "direct", "auto")  # db.models.MODES, as the export CLI lists them
 DOWNLOADS = (
     # (label, format, view, file name)
     ("Battles (JSONL)", "jsonl", "battles", "fixit-arena-battles.jsonl"),
@@ -23,16 +24,19 @@ DOWNLOADS = (
 
 def _filters(ctx: gateway.Context) -> Any:
     choices = {"": "All scenarios", **gateway.scenario_choices()}
-    c1, c2, c3 = st.columns([2, 1, 2])
+    c1, c2, c3, c4 = st.columns([2, 2, 1, 2])
     scenario = c1.selectbox("Scenario", list(choices), format_func=choices.__getitem__, key="ds_scenario")
-    corrections = c2.toggle("Corrections only", value=False, key="ds_corrections")
-    dates = c3.date_input("Date range", value=[], key="ds_dates")
+    modes = c2.multiselect("Modes", list(EXPORT_MODES), default=list(EXPORT_MODES), key="ds_modes",
+                           help="as `python -m db export --mode`")
+    corrections = c3.toggle("Corrections only", value=False, key="ds_corrections")
+    dates = c4.date_input("Date range", value=[], key="ds_dates")
     since = until = None
     if isinstance(dates, tuple | list) and len(dates) == 2:
         since = dt.datetime.combine(dates[0], dt.time(), tzinfo=dt.UTC)
         until = dt.datetime.combine(dates[1], dt.time(), tzinfo=dt.UTC) + dt.timedelta(days=1)
     return gateway_data.public_filters(
-        ctx.settings, scenario=scenario or None, since=since, until=until, corrections_only=corrections
+        ctx.settings, scenario=scenario or None, since=since, until=until, corrections_only=corrections,
+        modes=None if set(modes) == set(EXPORT_MODES) or not modes else tuple(modes),
     )
 
 

@@ -84,6 +84,7 @@ def public_filters(
     until: dt.datetime | None,
     corrections_only: bool,
     now: dt.datetime | None = None,
+    modes: tuple[str, ...] | None = None,
 ) -> ExportFilters:
     """The Dataset page's filters: never an open battle, and only battles closed at least
     ``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago (0: closed battles at once). The cut-off is rounded down to
@@ -99,6 +100,7 @@ def public_filters(
         corrections_only=corrections_only,
         include_open=False,
         closed_before=cutoff,
+        modes=modes,
     )
 
 

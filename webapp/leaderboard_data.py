@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,12 +20,13 @@ from sqlalchemy import Engine
 import scenarios
 from db import fixing as db_fixing
 from db import repository as db_repo
-from db.views import PairCounts
+from db import side_totals as db_side
+from db import vote_features as db_votes
+from db.views import ModelCounts, PairCounts
 from ranking import fit_style_bt, fixing_table, leaderboard, tally, wilson_interval
 from ranking.fixing import (
     TURN_BUCKETS,
     FixingCounts,
-    count_recurrences,
     fix_episodes,
     fix_rate,
     kappa_from_table,
@@ -38,7 +38,7 @@ from scenarios.records import RunRecord
 from scenarios.report import build_report, render_markdown
 from scenarios.storage import load_runs
 
-STYLE_COLUMNS = db_fixing.STYLE_COLUMNS
+STYLE_COLUMNS = db_votes.STYLE_COLUMNS
 HEATMAP_MODELS = 15  # heatmaps show the top models only: a 100 x 100 grid is unreadable
 
 
@@ -70,7 +70,7 @@ class Board:
 def _without_anomalous_voters(engine: Engine, filters: Filters) -> tuple[PairCounts, OutlierResult]:
     """Pair counts from the counted votes less those of visitors the sequential test flags."""
     f = filters
-    votes = db_fixing.counted_votes(engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until,
+    votes = db_votes.counted_votes(engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until,
                                     corrections_only=f.corrections_only)
     known = votes.visitor >= 0
     result = anomalous_visitors(votes.model_a[known], votes.model_b[known], votes.outcome[known],
@@ -191,7 +191,7 @@ def build_style_board(engine: Engine, filters: Filters) -> StyleBoard:
     """The contextual Bradley-Terry (``ranking.fit_style_bt``) on the votes the plain board counts, and each
     model's rank with and without style control (ranks by interval overlap, as on the plain board)."""
     f = filters
-    battles = db_fixing.vote_style_features(engine, scenario=f.scenario, modes=f.modes, since=f.since,
+    battles = db_votes.vote_style_features(engine, scenario=f.scenario, modes=f.modes, since=f.since,
                                             until=f.until, corrections_only=f.corrections_only)
     names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
     empty = StyleBoard(pd.DataFrame(), pd.DataFrame(), 0)
@@ -246,41 +246,35 @@ def _human_modes(filters: Filters) -> tuple[str, ...]:
     return db_fixing.HUMAN_MODES
 
 
-def _judged_counts(engine: Engine, filters: Filters, judge: db_fixing.Judge) -> list[FixingCounts]:
-    f, modes = filters, _human_modes(filters)
-    window: dict[str, Any] = {"scenario": f.scenario, "modes": modes, "since": f.since, "until": f.until}
-    outcomes = db_fixing.fix_outcomes(engine, judge=judge, **window)
-    first = db_repo.first_try_counts(engine, models=outcomes.models, **window)
-    links: dict[str, list[tuple[int, int, bool | None]]] = {}
-    for link in db_fixing.correction_links(engine, judge=judge, **window):
-        links.setdefault(link.model, []).append((link.faulty_message_id, link.next_reply_message_id,
-                                                 link.fixed))
-    flags = db_fixing.reply_flags(engine, models=outcomes.models, **window)
-    replies: dict[str, dict[int, list[tuple[str, ...]]]] = {}
-    for reply in db_fixing.graded_replies(engine, min_replies=3, **window):
-        replies.setdefault(reply.model, {}).setdefault(reply.conversation_id, []).append(reply.mistakes)
+def _totals(engine: Engine, filters: Filters) -> db_side.FixingTotals:
+    f = filters
+    return db_side.fixing_totals(engine, scenario=f.scenario, modes=_human_modes(f), since=f.since,
+                                 until=f.until)
+
+
+def _judged_counts(
+    totals: db_side.FixingTotals, first: ModelCounts, judge: db_fixing.Judge
+) -> list[FixingCounts]:
+    """One model's row from the per-side roll-up (one scan) and first-try counts (one scan)."""
+    fixed, judged = totals.column(f"{judge}_fixed"), totals.column(f"{judge}_judged")
+    flags = db_fixing.flags_from_totals(totals)
+    turns = db_fixing.turns_from_totals(totals, judge)
     counts = []
-    for m, model in enumerate(outcomes.models):
+    for m, model in enumerate(totals.models):
         correct, attempts = int(first.successes[m]), int(first.trials[m])
         counts.append(FixingCounts(
-            model=model, fixed=int(outcomes.successes[m]), judged=int(outcomes.trials[m]),
+            model=model, fixed=fixed[m], judged=judged[m],
             first_correct=correct, first_attempts=attempts, tasks=((correct, attempts),),
             graded=flags.graded[m], regressions=flags.regressions[m], chatty=flags.chatty[m],
-            recurrences=count_recurrences(replies.get(model, {}).values()),
-            episodes=tuple(fix_episodes(links.get(model, []))),
+            recurrences=flags.recurrences[m], turns=turns.buckets[m],
         ))
     return counts
 
 
-def _kappas(engine: Engine, filters: Filters) -> dict[str, str]:
-    f = filters
-    table = db_fixing.judge_table(engine, scenario=f.scenario, modes=_human_modes(f), since=f.since,
-                                  until=f.until)
-    return {
-        model: kappa_from_table(table.both_fixed[m], table.person_only[m], table.grader_only[m],
-                                table.neither[m]).text()
-        for m, model in enumerate(table.models)
-    }
+def _kappas(totals: db_side.FixingTotals) -> dict[str, str]:
+    cells = [totals.column(name) for name in ("both_fixed", "person_only_fixed", "grader_only_fixed",
+                                              "neither_fixed")]
+    return {model: kappa_from_table(*(c[m] for c in cells)).text() for m, model in enumerate(totals.models)}
 
 
 def auto_records(engine: Engine, filters: Filters) -> list[RunRecord]:
@@ -316,8 +310,12 @@ def build_fixing_board(engine: Engine, filters: Filters, source: str) -> FixingB
             for t in run_totals(records, by_style=True)
         ])
     else:
-        counts = _judged_counts(engine, filters, "person" if source == "people" else "grader")
-        kappas = _kappas(engine, filters)
+        totals = _totals(engine, filters)
+        f = filters
+        first = db_repo.first_try_counts(engine, scenario=f.scenario, modes=_human_modes(f), since=f.since,
+                                         until=f.until, models=totals.models)
+        counts = _judged_counts(totals, first, "person" if source == "people" else "grader")
+        kappas = _kappas(totals)
     rows = [r for r in fixing_table(counts, k=PASS_K) if r.fix_rate.n or r.pass_at_1.n]
     now = dt.datetime.now(dt.UTC)
     label = {r.model: names.get(r.model, r.model) for r in rows}

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
-from db import fixing
+from db import fixing, vote_features
 from db import repository as repo
+from ranking.fixing import count_recurrences, fix_episodes, turns_to_fix
 from tests.db.conftest import Arena
 
 
@@ -102,7 +105,7 @@ def test_vote_style_features_per_side(engine: Engine) -> None:
     tie = arena.battle("m3", "m1")
     repo.record_vote(engine, battle_id=tie.id, choice="both_bad")
     arena.battle("m2", "m3")  # no vote: not counted
-    style = fixing.vote_style_features(engine)
+    style = vote_features.vote_style_features(engine)
     assert style.models == ("m1", "m2", "m3") and list(style.outcome) == [0.0, 0.5]
     assert (list(style.model_a), list(style.model_b)) == ([0, 2], [1, 0])
     long_reply = len(replies["a"][0])
@@ -110,7 +113,7 @@ def test_vote_style_features_per_side(engine: Engine) -> None:
     assert list(style.features_a[0]) == [(long_reply + 2) / 2, 0.5, 0.5, 0.5]
     assert list(style.features_b[0]) == [float(len("action.y()")), 1.0, 0.0, 0.0]
     assert list(style.features_a[1]) == [2.0, 0.0, 0.0, 0.0]
-    assert fixing.vote_style_features(engine, scenario="chess").outcome.size == 0
+    assert vote_features.vote_style_features(engine, scenario="chess").outcome.size == 0
 
 
 def test_counted_votes_one_by_one_with_their_visitor(engine: Engine) -> None:
@@ -123,17 +126,130 @@ def test_counted_votes_one_by_one_with_their_visitor(engine: Engine) -> None:
     repo.record_vote(engine, battle_id=second.id, choice="tie")
     named = arena.battle("m1", "m2", mode="named")
     repo.record_vote(engine, battle_id=named.id, choice="a")
-    votes = fixing.counted_votes(engine)
+    votes = vote_features.counted_votes(engine)
     assert votes.models == ("m1", "m2")
     assert (list(votes.model_a), list(votes.model_b)) == ([0, 1], [1, 0])
     assert list(votes.outcome) == [1, 2] and list(votes.visitor) == [visitor.id, -1]
-    assert fixing.counted_votes(engine, modes=None).outcome.size == 3
+    assert vote_features.counted_votes(engine, modes=None).outcome.size == 3
 
 
 def test_reply_flags_aggregate_and_long_conversations_only(populated: Engine) -> None:
     flags = fixing.reply_flags(populated)
     assert flags.models == ("m1", "m2")
     assert (flags.graded, flags.regressions, flags.chatty) == ((4, 3), (1, 0), (3, 0))
+    assert flags.recurrences == (1, 0)  # m1's chatty: made, cleared by the fix, back
+    sequences: dict[str, dict[int, list[tuple[str, ...]]]] = {}
+    for reply in fixing.graded_replies(populated):
+        sequences.setdefault(reply.model, {}).setdefault(reply.conversation_id, []).append(reply.mistakes)
+    assert flags.recurrences == tuple(count_recurrences(sequences.get(m, {}).values()) for m in flags.models)
     assert fixing.reply_flags(populated, modes=("auto",)).graded == (0, 1)
     long_ones = fixing.graded_replies(populated, min_replies=4)
     assert {r.model for r in long_ones} == {"m1"} and len(long_ones) == 4
+
+
+def test_roll_up_follows_retries_and_relabels(arena: Arena) -> None:
+    """The per-conversation roll-up the aggregates sum is rewritten by a retry and by a late label."""
+    engine = arena.engine
+    arena.contestants("m1", "m2")
+    battle = arena.battle("m1", "m2", replies=False)
+    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
+    first = _reply(engine, battle.id, "a", "partial", ["wrong_year"])
+    _correct(engine, battle.id, "a", label="correct", mistakes=[], person=None)
+    back = _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_year", "regression"],
+                    person=None)
+    flags = fixing.reply_flags(engine)
+    assert (flags.graded[0], flags.regressions[0], flags.recurrences[0]) == (3, 1, 1)
+    assert list(repo.first_try_counts(engine, modes=None, models=("m1", "m2")).trials) == [1, 0]
+    # Retrying the last reply (it is superseded) with a clean one removes the recurrence and regression.
+    last = fixing.correction_links(engine, judge="grader")[-1]
+    assert back and last.next_reply_message_id
+    repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
+                        grader_label="correct", grader_mistakes=[],
+                        replaces_message_id=last.next_reply_message_id)
+    flags = fixing.reply_flags(engine)
+    assert (flags.graded[0], flags.regressions[0], flags.recurrences[0]) == (3, 0, 0)
+    # Relabelling the first try changes first-try accuracy at once.
+    assert list(repo.first_try_counts(engine, modes=None, models=("m1", "m2")).successes) == [0, 0]
+    repo.set_grader_label(engine, message_id=first, label="correct", mistakes=[])
+    assert list(repo.first_try_counts(engine, modes=None, models=("m1", "m2")).successes) == [1, 0]
+
+
+def _turns_one_by_one(links: list[fixing.CorrectionLink], model: str) -> dict[str, int]:
+    """ranking.fixing's turns to fix from the correction links read one row each."""
+    mine = [(k.faulty_message_id, k.next_reply_message_id, k.fixed) for k in links if k.model == model]
+    return turns_to_fix(fix_episodes(mine))
+
+
+@pytest.mark.parametrize("judge", ["person", "grader"])
+def test_turns_to_fix_in_sql_equal_the_chains_read_one_by_one(populated: Engine, judge: str) -> None:
+    counted = fixing.turns_to_fix_counts(populated, judge=judge)  # type: ignore[arg-type]
+    links = fixing.correction_links(populated, judge=judge)  # type: ignore[arg-type]
+    for model, buckets in zip(counted.models, counted.buckets, strict=True):
+        assert buckets == _turns_one_by_one(links, model)
+    # people: m1 fixed at the second correction; m2's first correction not fixed, the second unjudged.
+    # grader: m1 fixed at the second correction, m2 at the first.
+    expected = {"person": ({"1": 0, "2": 1, "3+": 0, "never": 0}, {"1": 0, "2": 0, "3+": 0, "never": 1}),
+                "grader": ({"1": 0, "2": 1, "3+": 0, "never": 0}, {"1": 1, "2": 0, "3+": 0, "never": 0})}
+    assert counted.buckets == expected[judge]
+
+
+def test_chains_follow_corrections_of_corrections(arena: Arena) -> None:
+    """A correction of the reply that answered a correction continues its chain, across a retry."""
+    engine = arena.engine
+    arena.contestants("m1", "m2")
+    battle = arena.battle("m1", "m2", replies=False)
+    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
+    _reply(engine, battle.id, "a", "partial", ["wrong_time"])
+    _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_time"], person="not_fixed")
+    retried = fixing.correction_links(engine, judge="person")[-1].next_reply_message_id
+    repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
+                        grader_label="partial", grader_mistakes=["wrong_time"], replaces_message_id=retried)
+    _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_time"], person="not_fixed")
+    _correct(engine, battle.id, "a", label="correct", mistakes=[], person="fixed")
+    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Another one")
+    _reply(engine, battle.id, "a", "partial", ["wrong_year"])
+    _correct(engine, battle.id, "a", label="correct", mistakes=[], person="fixed")
+    counted = fixing.turns_to_fix_counts(engine, judge="person", models=("m1",))
+    assert counted.buckets == ({"1": 1, "2": 0, "3+": 1, "never": 0},)
+
+
+def test_bulk_seeded_roll_ups_equal_the_per_row_definitions(tmp_path: Path) -> None:
+    """Random graded dialogues bulk-loaded (db.bench_replies, the refill functions of migration 0005): the
+    aggregates equal recurrence and turns to fix recomputed from the rows one by one."""
+    from db.bench import _bulk_votes, seed_contestants
+    from db.bench_replies import seed_graded_replies
+    from db.engine import make_engine
+    from db.migrate import upgrade_to_head
+
+    url = f"sqlite:///{tmp_path / 'seeded.db'}"
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    try:
+        _bulk_votes(engine, seed_contestants(engine, 4), 300)
+        assert seed_graded_replies(engine, replies=2_000) == 2_000
+        window: dict[str, Any] = {"scenario": "bench", "modes": ("anonymous",)}
+        flags = fixing.reply_flags(engine, **window)
+        sequences: dict[str, dict[int, list[tuple[str, ...]]]] = {}
+        for reply in fixing.graded_replies(engine, **window):
+            sequences.setdefault(reply.model, {}).setdefault(reply.conversation_id, []).append(reply.mistakes)
+        assert sum(flags.graded) == 2_000 and sum(flags.recurrences) > 0
+        assert flags.recurrences == tuple(count_recurrences(sequences[m].values()) for m in flags.models)
+        for judge in ("person", "grader"):
+            counted = fixing.turns_to_fix_counts(engine, judge=judge, **window)
+            links = fixing.correction_links(engine, judge=judge, **window)
+            for model, buckets in zip(counted.models, counted.buckets, strict=True):
+                assert buckets == _turns_one_by_one(links, model)
+            assert sum(counted.buckets[0].values()) > 0
+    finally:
+        engine.dispose()
+
+
+def test_a_flagged_battle_leaves_the_fixing_figures_and_comes_back_unflagged(populated: Engine) -> None:
+    graded = fixing.reply_flags(populated).graded
+    assert graded == (4, 3)
+    battle = next(b for b in repo.recent_battles(populated, limit=10) if b.mode == "anonymous")
+    repo.flag_battle(populated, battle_id=battle.id, reason="spam")
+    assert fixing.reply_flags(populated).graded == (0, 0)
+    assert fixing.reply_flags(populated, exclude_flagged=False).graded == graded
+    repo.unflag_battle(populated, battle_id=battle.id)
+    assert fixing.reply_flags(populated).graded == graded

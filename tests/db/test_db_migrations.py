@@ -10,14 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from db import repository as repo
 from db.__main__ import build_parser, main
 from db.engine import make_engine
-from db.migrate import current_revision, downgrade_to_base, head_revision, upgrade_to_head
+from db.migrate import alembic_config, current_revision, downgrade_to_base, head_revision, upgrade_to_head
 from db.models import Base
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -128,3 +129,48 @@ def test_every_cli_command_is_documented_in_readme() -> None:
     commands = next(a for a in parser._actions if a.dest == "command").choices
     for name in commands:
         assert f"python -m db {name}" in section, f"`python -m db {name}` is not documented in README.md"
+
+
+def test_0005_fills_side_stats_from_stored_rows(db_url: str) -> None:
+    """Downgraded to 0004 and upgraded again, each side's roll-up is recomputed from its rows."""
+    upgrade_to_head(db_url)
+    engine = make_engine(db_url)
+    try:
+        for slug in ("m1", "m2"):
+            repo.upsert_contestant(engine, slug=slug, display_name=slug, family="test")
+        battle = repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                                  contestant_b="m2")
+        script: dict[str, list[tuple[str, list[str]]]] = {
+            "a": [("partial", ["chatty"]), ("partial", ["wrong_time"]), ("correct", [])],
+            "b": [("correct", [])],
+        }
+        for side, replies in script.items():
+            repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="Add")
+            for n, (label, mistakes) in enumerate(replies):
+                if n:  # side a: corrected twice in a row, a chain of two
+                    correction = repo.record_correction(engine, battle_id=battle.id, side=side, content="No.")
+                repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="call",
+                                    grader_label=label, grader_mistakes=mistakes)
+                if n:
+                    repo.set_correction_outcome(engine, correction_id=correction.id,
+                                                outcome="fixed" if label == "correct" else "not_fixed",
+                                                judged_by="person")
+        read = text("SELECT * FROM side_stats ORDER BY conversation_id")
+        with engine.connect() as conn:
+            before = [dict(row._mapping) for row in conn.execute(read)]
+        a = before[0]
+        assert (a["graded_replies"], a["recurrence_replies"], a["person_judged"], a["person_fixed"],
+                a["grader_judged"], a["person_turns_2"], a["grader_turns_2"], a["first_try_label"]) == \
+            (3, 0, 2, 1, 2, 1, 1, "partial")
+        assert before[1]["graded_replies"] == 1 and before[1]["person_judged"] == 0
+    finally:
+        engine.dispose()
+    command.downgrade(alembic_config(db_url), "0004")
+    assert "side_stats" not in _tables(db_url)
+    upgrade_to_head(db_url)
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            assert [dict(row._mapping) for row in conn.execute(read)] == before
+    finally:
+        engine.dispose()

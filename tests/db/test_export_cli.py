@@ -166,3 +166,23 @@ def test_open_battles_are_left_out_unless_include_open(
     code, stdout, _ = _run(capsys, "export", "--url", db_file, "--format", "jsonl", "--out", str(out),
                            "--include-open")
     assert code == 0 and json.loads(stdout)["counts"]["battles"] == 3 and live.id in out.read_text()
+
+
+def test_mode_filter_keeps_only_the_listed_modes(
+    db_file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = make_engine(db_file)
+    direct = repo.open_battle(engine, mode="direct", scenario="calendar", contestant_a="m1")
+    repo.append_message(engine, battle_id=direct.id, side="a", kind="request", content="hello")
+    repo.abandon_battle(engine, battle_id=direct.id)
+    engine.dispose()
+    out = tmp_path / "modes.jsonl"
+    code, stdout, _ = _run(capsys, "export", "--url", db_file, "--format", "jsonl", "--out", str(out),
+                           "--mode", "direct")
+    assert code == 0 and json.loads(stdout)["counts"]["battles"] == 1 and direct.id in out.read_text()
+    code, stdout, _ = _run(capsys, "export", "--url", db_file, "--format", "jsonl", "--out", str(out),
+                           "--mode", "anonymous,named")
+    assert code == 0 and json.loads(stdout)["counts"]["battles"] == 2 and direct.id not in out.read_text()
+    code, _, stderr = _run(capsys, "export", "--url", db_file, "--format", "jsonl", "--out", str(out),
+                           "--mode", "anonymous,robot")
+    assert code == 2 and "unknown mode(s) robot" in stderr and stderr.strip().count("\n") == 0

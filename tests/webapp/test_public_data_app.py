@@ -69,3 +69,17 @@ def test_a_public_download_is_built_once_per_filter_set(arena_env: Callable[...,
     assert gateway_data.BUILDS["jsonl/battles"] == before + 1, "five clicks, one build"
     _public_jsonl("free-chat")
     assert gateway_data.BUILDS["jsonl/battles"] == before + 2, "another filter set is its own build"
+
+
+def test_the_mode_filter_on_the_dataset_page(arena_env: Callable[..., str]) -> None:
+    """The page's Modes choice is the export's ``--mode``: an anonymous vote is gone with "direct" only."""
+    arena_env(public_export_delay_hours="0")
+    arena = open_app("pages/arena.py")
+    _send(arena, TURN_1)
+    arena.button(key="anonymous:vote_a").click().run()
+    page = open_app("pages/dataset.py")
+    assert any("1 battles match" in c for c in _texts(page.caption))
+    page.multiselect(key="ds_modes").set_value(["direct"]).run()
+    assert any("0 battles match" in c for c in _texts(page.caption))
+    page.multiselect(key="ds_modes").set_value(["anonymous", "direct"]).run()
+    assert any("1 battles match" in c for c in _texts(page.caption))
