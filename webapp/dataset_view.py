@@ -9,7 +9,8 @@ from typing import Any
 
 import streamlit as st
 
-from webapp import gateway, gateway_data
+from webapp import context, gateway_data
+from webapp.flows import open_battle
 
 EXPORT_MODES = ("anonymous", "named", "direct", "auto")  # db.models.MODES, as the export CLI lists them
 DOWNLOADS = (
@@ -22,8 +23,8 @@ DOWNLOADS = (
 )
 
 
-def _filters(ctx: gateway.Context) -> Any:
-    choices = {"": "All scenarios", **gateway.scenario_choices()}
+def _filters(ctx: context.Context) -> Any:
+    choices = {"": "All scenarios", **open_battle.scenario_choices()}
     c1, c2, c3, c4 = st.columns([2, 2, 1, 2])
     scenario = c1.selectbox("Scenario", list(choices), format_func=choices.__getitem__, key="ds_scenario")
     modes = c2.multiselect("Modes", list(EXPORT_MODES), default=list(EXPORT_MODES), key="ds_modes",
@@ -41,7 +42,7 @@ def _filters(ctx: gateway.Context) -> Any:
 
 
 def show() -> None:
-    ctx = gateway.reader()
+    ctx = context.reader()
     counts = gateway_data.table_counts(ctx)
     cols = st.columns(4)
     for col, (label, table) in zip(

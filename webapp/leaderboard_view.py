@@ -13,7 +13,8 @@ import datetime as dt
 
 import streamlit as st
 
-from webapp import charts, gateway, resources
+from webapp import charts, context, resources
+from webapp.flows import open_battle
 from webapp.leaderboard_data import (
     FIXING_SOURCES,
     Board,
@@ -34,7 +35,7 @@ _CHART_COLUMNS = {"Model": "model", "Rating": "rating", "95% low": "lower", "95%
 
 
 def filters() -> Filters:
-    choices = {"": "All scenarios", **gateway.scenario_choices()}
+    choices = {"": "All scenarios", **open_battle.scenario_choices()}
     c1, c2, c3, c4 = st.columns([2, 1, 1, 2])
     scenario = c1.selectbox("Scenario", list(choices), format_func=choices.__getitem__, key="lb_scenario")
     anonymous = c2.toggle("Anonymous only", value=True, key="lb_anonymous")
@@ -77,7 +78,7 @@ def _computed(count: int, noun: str, at: dt.datetime) -> None:
 
 
 def show() -> None:
-    ctx = gateway.reader()
+    ctx = context.reader()
     chosen = filters()
     url = ctx.settings.resolved_database_url
     # A selector, not st.tabs: Streamlit runs every tab's code on every render, and the Fixing board
