@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     messages_per_minute: int = Field(default=20, ge=1)
     show_grader_live: bool = False
 
-    memory_budget_mb: int = Field(default=8_000, ge=1)
+    memory_budget_mb: int = Field(default=16_000, ge=1)  # the four bundled models on a 24 GB machine
     remote_api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # contestant slug -> key (JSON)
     compilation_cache: bool = True
 
