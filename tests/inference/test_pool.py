@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from inference.builder import build_chat_model
+from inference.builder import MemoryEstimate, build_chat_model
 from inference.catalogue import CatalogueEntry, load_catalogue
 from inference.local import LocalChatModel
 from inference.pool import ModelNotReadyError, ModelPool, ModelStatus
@@ -256,3 +256,19 @@ remote_model = "served-name"
         )
         failed = complete(p.get("far-away"), MESSAGES, GenerationParams(max_new_tokens=2))
         assert failed.finish_reason == "error" and failed.error  # nothing listens there: a clean error result
+
+
+def test_a_model_loads_when_its_peak_fits_and_then_holds_its_resident_share(tmp_path: Path) -> None:
+    """Budget 100: the first model peaks at 90 and keeps 30; the second's peak of 70 fits the 70 left."""
+    estimates = {"tiny-llama": MemoryEstimate(peak_mb=90, resident_mb=30),
+                 "tiny-gemma3": MemoryEstimate(peak_mb=70, resident_mb=30)}
+    def estimator(entry: CatalogueEntry) -> MemoryEstimate:
+        return estimates[entry.slug]
+
+    with ModelPool(ENTRIES, memory_budget_mb=100, cache_dir=tmp_path, estimator=estimator) as p:
+        assert p.wait_ready(timeout=300) == ["tiny-llama", "tiny-gemma3"]
+        assert {s.slug: s.memory_mb for s in p.status().values()} == {"tiny-llama": 30, "tiny-gemma3": 30}
+    estimates["tiny-gemma3"] = MemoryEstimate(peak_mb=71, resident_mb=30)
+    with ModelPool(ENTRIES, memory_budget_mb=100, cache_dir=tmp_path, estimator=estimator) as p:
+        assert p.wait_ready(timeout=300) == ["tiny-llama"]
+        assert "needs ~71 MB but only 70 MB" in p.status()["tiny-gemma3"].message
