@@ -142,7 +142,10 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         _send(page, TURN_1)
         vote_a = page.get_by_role("button", name="👈 A is better")
         expect(vote_a).to_be_enabled(timeout=120_000)
-        assert "v=" in page.url, "the visitor id travels in the URL"
+        assert "v=" not in page.url, "no identity in a URL that could be shared"
+        cookies = {c["name"]: c for c in page.context.cookies()}
+        assert "fixit_visitor" in cookies and "." in cookies["fixit_visitor"]["value"]  # id.HMAC
+        assert cookies["fixit_visitor"]["sameSite"] == "Strict"
 
         page.reload()  # a reload resumes the open battle
         _wait_for_models(page)
