@@ -281,10 +281,10 @@ def run_concurrency_bench(
     }
     if anchor_python is not None:
         from inference import anchor
-        from inference.sources import resolve_source
+        from inference.builder import entry_file
 
         del model  # its threads and memory are not the anchor's
-        path = resolve_source(entry.source, cache_dir=cache_dir)
+        path = entry_file(entry, cache_dir=cache_dir)
         out["anchor"] = anchor.run_anchor(path, ids, new_tokens=new_tokens, runs=runs,
                                           python=anchor_python or None)
         out["ratios"] = anchor.ratios(out, out["anchor"])
