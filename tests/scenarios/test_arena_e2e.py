@@ -28,8 +28,11 @@ TABLES = ("## Reliability", "## Full dialogue", "## Fixing pre-made mistakes", "
 
 
 def _settings(tmp_path: Path, catalogue: Path) -> Settings:
+    # mesh="off": the tests' 8 virtual CPU devices would shard every model (ARENA_MESH=auto), and two
+    # sharded models loading and stepping at once on virtual CPU devices can stall XLA's collectives
+    # past its 40 s rendezvous limit, which aborts the process.
     return Settings(environment="test", data_dir=tmp_path, catalogue_path=catalogue, compilation_cache=False,
-                    database_url=f"sqlite:///{tmp_path / 'arena.db'}")
+                    database_url=f"sqlite:///{tmp_path / 'arena.db'}", mesh="off")
 
 
 def _check_outcome(outcome, settings: Settings, slugs: list[str], *, repeats: int, fixing: int = 3) -> None:
