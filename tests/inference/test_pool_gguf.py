@@ -56,7 +56,7 @@ def test_cli_generate_json_answers_paris(tmp_path: Path) -> None:
     messages.write_text(json.dumps([{"role": "user", "content": "What is the capital of France?"}]))
     cmd = [sys.executable, "-m", "inference", "generate", "--model", "smollm2-135m-instruct"]
     cmd += ["--messages", str(messages), "--temperature", "0", "--max-new-tokens", "32", "--json"]
-    env = dict(os.environ, ARENA_CATALOGUE_PATH=str(DEFAULT_CATALOGUE))
+    env = dict(os.environ, ARENA_CATALOGUE_PATH=str(DEFAULT_CATALOGUE), ARENA_MESH="off")
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
