@@ -126,6 +126,22 @@ def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str, isa: str) -> None
         np.testing.assert_array_equal(np.asarray(_native(fmt, isa)(x[:size], *weights)), batch[:size])
 
 
+@pytest.mark.parametrize("fmt", ["q8a8", "q4a8"])
+def test_integer_products_give_the_same_bits_on_every_vector_copy(fmt: str) -> None:
+    # The a8 products are exact integers (VNNI's dpbusd on the avx512bf16 copy, maddubs + madd on the
+    # others) summed in floats in one order, so every vector copy the CPU runs must agree to the bit.
+    copies = [isa for isa in kernels.supported_isas() if isa != "scalar"]
+    if len(copies) < 2:
+        pytest.skip("this CPU runs one vector copy of the kernels")
+    weights = _weights(fmt, n=40, k=128, seed=9)
+    x = jnp.asarray(np.random.default_rng(11).normal(size=(9, 128)).astype("float32"))
+    for rows in (1, 4, 9):
+        want = np.asarray(_native(fmt, "avx2")(x[:rows], *weights))
+        for isa in copies:
+            got = np.asarray(_native(fmt, isa)(x[:rows], *weights))
+            np.testing.assert_array_equal(got, want, err_msg=isa)
+
+
 def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
     rng = np.random.default_rng(7)
     n, k = 24, 128
@@ -266,7 +282,7 @@ def test_the_cpu_decides_which_copy_runs(monkeypatch: pytest.MonkeyPatch) -> Non
     flags = kernels.cpu_flags()
     expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
     if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
-        expected = "avx512bf16" if "avx512_bf16" in flags else "avx512"
+        expected = "avx512bf16" if {"avx512_bf16", "avx512_vnni"} <= flags else "avx512"
     assert kernels.selected_isa() == expected or "ARENA_KERNEL_ISA" in os.environ
     assert kernels.vector_decode("scalar") is False
     monkeypatch.setenv("ARENA_KERNEL_ISA", "scalar")

@@ -56,13 +56,15 @@ class KernelUnavailable(RuntimeError):
 # asks the CPU itself, before anything is registered, whether it can run (``fixit_runnable``).
 ISAS: tuple[str, ...] = ("avx512bf16", "avx512", "avx2", "scalar")
 _ISA_FLAGS: dict[str, tuple[str, ...]] = {
-    "avx512bf16": ("-march=x86-64-v4", "-mavx512bf16", "-mtune=generic"),
+    "avx512bf16": ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni", "-mtune=generic"),  # + VNNI
     "avx512": ("-march=x86-64-v4", "-mtune=generic"),  # AVX-512 F, BW, CD, DQ, VL
     "avx2": ("-march=x86-64-v3", "-mtune=generic"),  # AVX2, FMA, F16C
     "scalar": ("-march=x86-64", "-mtune=generic"),  # SSE2: weights widened by scalar loops
 }
 _ISA_CPU_FLAGS: dict[str, frozenset[str]] = {
-    "avx512bf16": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "fma", "f16c"}),
+    "avx512bf16": frozenset(
+        {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni", "fma", "f16c"}
+    ),
     "avx512": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma", "f16c"}),
     "avx2": frozenset({"avx2", "fma", "f16c"}),
     "scalar": frozenset(),

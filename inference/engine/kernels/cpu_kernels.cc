@@ -435,6 +435,13 @@ inline Integers block_integers(const Problem& p, int64_t n, int64_t b) {
 template <bool Q4>
 inline __m256 block_dot(Integers w, const int8_t* xq) {  // Σ w·x over the block, 8 int32 lanes as floats
   const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  // VNNI: one instruction sums each lane's four byte products into int32. The integers are the ones
+  // maddubs + madd give (|products| stay below int16's limit), so every copy's bits agree.
+  const __m256i zero = _mm256_setzero_si256();
+  if constexpr (Q4) return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(zero, w, x));
+  return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(zero, _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)));
+#else
   __m256i pairs;
   if constexpr (Q4) {
     pairs = _mm256_maddubs_epi16(w, x);
@@ -442,6 +449,7 @@ inline __m256 block_dot(Integers w, const int8_t* xq) {  // Σ w·x over the blo
     pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
   }
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
 }
 
 inline float hsum8(__m256 v) {
@@ -805,6 +813,9 @@ extern "C" FIXIT_BASELINE int fixit_runnable() {
 #if defined(__AVX512F__)
   ok = ok && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+#if defined(__AVX512VNNI__)
+  ok = ok && __builtin_cpu_supports("avx512vnni");
 #endif
 #if defined(__AVX512BF16__)
   ok = ok && __builtin_cpu_supports("avx512bf16");
