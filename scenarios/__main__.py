@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--url", default=None, help="SQLAlchemy URL (default: ARENA_DATABASE_URL / ./var)")
     p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
     p.add_argument("--json", action="store_true", help='print {"cells": {model: {column: text}}, "summary"}')
+    p.add_argument("--all-runs", action="store_true",
+                   help="every stored run in the tables (default: each model's latest run per protocol)")
     p.set_defaults(handler=_cmd_report)
 
     p = sub.add_parser("bench", help="grader speed on the labeled replies and on hostile input (JSON)")
@@ -220,7 +222,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         url = get_settings().resolved_database_url
     else:
         url = args.url
-    report, markdown = stored_report(url=url, scenario=scenario)
+    report, markdown = stored_report(url=url, scenario=scenario, all_runs=args.all_runs)
     if not report.models:
         print(f"no automatic runs of {scenario.slug!r} stored", file=sys.stderr)
     if args.json:

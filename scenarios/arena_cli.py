@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from scenarios.base import Scenario
 from scenarios.corrections import Style
 from scenarios.premade import load_premade
 from scenarios.records import ProtocolName, RunRecord
-from scenarios.report import Report, build_report, render_markdown
+from scenarios.report import Report, build_report, latest_runs, render_markdown
 from scenarios.runner import Progress, RunnerConfig, planned_runs, run_arena
 from settings import Settings
 
@@ -78,6 +79,7 @@ def run_and_store(
     except CatalogueError as exc:
         raise RunInputError(str(exc)) from exc
     cases = load_premade()
+    run_id = uuid.uuid4().hex  # every record of this invocation: `scenarios report` shows the latest run
     engine = _database(settings) if store else None
     outcome = ArenaOutcome()
     if engine is not None:
@@ -117,7 +119,7 @@ def run_and_store(
                 if engine is not None:
                     from scenarios.storage import store_run
 
-                    outcome.battle_ids.append(store_run(engine, record))
+                    outcome.battle_ids.append(store_run(engine, dataclasses.replace(record, run=run_id)))
 
             def progress(event: Progress) -> None:
                 bar.set_description(f"{event.model} {event.protocol}")
@@ -202,9 +204,10 @@ def run_command(
     return 0 if outcome.records else 1
 
 
-def stored_report(*, url: str, scenario: Scenario) -> tuple[Report, str]:
+def stored_report(*, url: str, scenario: Scenario, all_runs: bool = False) -> tuple[Report, str]:
     """The study's tables from the ``auto`` battles stored at ``url`` (what the Leaderboard's Automatic
-    arena tab shows): the report and its Markdown."""
+    arena tab shows): each model's latest run per protocol, or every stored run with ``all_runs``; the
+    report and its Markdown."""
     from db.fixing import auto_battle_ids
     from scenarios.storage import load_runs
 
@@ -214,5 +217,5 @@ def stored_report(*, url: str, scenario: Scenario) -> tuple[Report, str]:
                             scenario=scenario)
     finally:
         engine.dispose()
-    report = build_report(records, scenario=scenario)
+    report = build_report(records if all_runs else latest_runs(records), scenario=scenario)
     return report, render_markdown(report, scenario=scenario, cases=load_premade())

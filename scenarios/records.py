@@ -62,6 +62,7 @@ class RunRecord:
     params: GenerationParams
     case: str = ""  # fixing: the pre-made mistake kind ("wrong_time", ...)
     style: str = ""  # dialogue: the correction writer's style ("fix", "hint", "explicit")
+    run: str = ""  # the invocation that produced it (one id per `scenarios run`; "" for older stored runs)
     messages: list[RunMessage] = field(default_factory=list)
     corrections: list[RunCorrection] = field(default_factory=list)
 

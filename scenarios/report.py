@@ -58,6 +58,16 @@ class Report:
         return out
 
 
+def latest_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """Each model's latest run of each protocol: the records of the run (one ``scenarios run``) that
+    wrote that (model, protocol)'s last record, in their order. Records stored before runs had ids share
+    the id "" and count as one run."""
+    latest: dict[tuple[str, str], str] = {}
+    for record in records:  # oldest first: a later record's run wins
+        latest[(record.model, record.protocol)] = record.run
+    return [r for r in records if latest[(r.model, r.protocol)] == r.run]
+
+
 def build_report(records: Sequence[RunRecord], *, scenario: Scenario) -> Report:
     """Fold records into table cells; attempts are ordered by their ``attempt`` index."""
     report = Report(models=list(dict.fromkeys(r.model for r in records)))

@@ -56,6 +56,7 @@ def store_run(engine: Engine, record: RunRecord) -> str:
         "attempt": record.attempt,
         "case": record.case,
         "style": record.style,
+        "run": record.run,
         "reply_turns": [m.target_turn for m in record.messages if m.kind == "reply"],
     }
     params: dict[str, Any] = {**dataclasses.asdict(record.params), "auto": meta}
@@ -146,5 +147,6 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
         protocol=meta["protocol"], model=conv.contestant.slug, scenario=battle.scenario,
         attempt=int(meta["attempt"]), system_prompt=conv.system_prompt,
         params=GenerationParams(**params), case=meta["case"], style=str(meta.get("style", "")),
+        run=str(meta.get("run", "")),
         messages=messages, corrections=corrections,
     )

@@ -35,7 +35,7 @@ from ranking.outliers import OutlierResult, anomalous_visitors
 from scenarios.metrics import RunTotals, run_totals
 from scenarios.premade import load_premade
 from scenarios.records import RunRecord
-from scenarios.report import build_report, render_markdown
+from scenarios.report import build_report, latest_runs, render_markdown
 from scenarios.storage import load_runs
 
 STYLE_COLUMNS = db_votes.STYLE_COLUMNS
@@ -359,5 +359,5 @@ def automatic_arena_markdown(engine: Engine, filters: Filters) -> str:
     if not records:
         return ""
     scenario = scenarios.get_scenario(records[0].scenario)
-    report = build_report(records, scenario=scenario)
+    report = build_report(latest_runs(records), scenario=scenario)
     return render_markdown(report, scenario=scenario, cases=load_premade(), title="Automatic arena")

@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 from db.aggregates import first_try_counts, fix_counts
 from db.battles import get_battle
 from db.engine import make_engine
+from db.fixing import auto_battle_ids as fixing_ids
 from db.migrate import upgrade_to_head
 from scenarios.premade import load_premade
 from scenarios.records import RunRecord
@@ -161,3 +162,35 @@ def test_report_command_reads_the_stored_runs(tmp_path: Path, capsys: pytest.Cap
     figures = json.loads(capsys.readouterr().out)
     assert figures["cells"] == build_report(live, scenario=CALENDAR).text()
     assert set(figures["summary"]) == {"chatty", "stubborn", "broken"}
+
+
+def test_the_report_shows_each_models_latest_run_per_protocol(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dataclasses
+
+    from scenarios.__main__ import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    ensure_contestant(engine, slug="chatty", name="Chatty")
+
+    def run(behaviour: object, run_id: str, protocols: tuple[str, ...]) -> list[RunRecord]:
+        model = ScriptedModel("chatty", behaviour)  # type: ignore[arg-type]
+        return run_arena(scenario=CALENDAR, models=[model], protocols=protocols,  # type: ignore[arg-type]
+                         config=RunnerConfig(repeats=2), cases=CASES,
+                         sink=lambda r: store_run(engine, dataclasses.replace(r, run=run_id)))
+
+    first = run(always_chatty, "first", ("reliability", "dialogue"))
+    second = run(perfect, "second", ("reliability",))  # a later run of one protocol only
+    reread = load_runs(engine, battle_ids=fixing_ids(engine), scenario=CALENDAR)
+    engine.dispose()
+    assert [r.run for r in reread] == ["first"] * len(first) + ["second"] * len(second)
+    assert main(["report", "--url", url, "--json"]) == 0
+    cells = json.loads(capsys.readouterr().out)["cells"]["chatty"]
+    latest = build_report([*second, *[r for r in first if r.protocol == "dialogue"]], scenario=CALENDAR)
+    assert cells == latest.text()["chatty"]
+    assert main(["report", "--url", url, "--json", "--all-runs"]) == 0
+    every = json.loads(capsys.readouterr().out)["cells"]["chatty"]
+    assert every == build_report([*first, *second], scenario=CALENDAR).text()["chatty"] != cells
