@@ -27,8 +27,8 @@ from db.export import (
     export_bytes,
     visitor_hash,
 )
-from db.export_card import MARKER
-from db.export_read import read_ahead
+from db.export.card import MARKER
+from db.export.read import chunk_reader, read_ahead
 from db.models import Battle, Conversation, Correction, Message, Vote, utcnow
 
 SALT = "pepper-for-tests"
@@ -339,7 +339,8 @@ def test_refusals_write_nothing(world: World, engine: Engine, tmp_path: Path) ->
 
 def test_reader_thread_stops_early_and_hands_errors_over(world: World, engine: Engine,
                                                         tmp_path: Path) -> None:
-    with read_ahead(engine, filters=ExportFilters(), salt=SALT, chunk_size=1) as (selected, pages):
+    count, chunks = chunk_reader(filters=ExportFilters(), salt=SALT, chunk_size=1)
+    with read_ahead(engine, count=count, pages=chunks) as (selected, pages):
         first = next(pages)
         assert selected == 5 and first.battles.column("id").to_pylist() == [world.b1]
     assert not [t for t in threading.enumerate() if t.name == "export-reader"]  # left early: stopped

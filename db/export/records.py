@@ -1,6 +1,6 @@
 """Shaping a page of rows into export records: nested battles, flat tables, and the two training views.
 
-Pure functions over one :class:`~db.export_read.Chunk` of Arrow tables: no database access. The nested
+Pure functions over one :class:`~db.export.read.Chunk` of Arrow tables: no database access. The nested
 battles are built column-wise in Arrow (list offsets, no Python object per message), which is what
 keeps a million-message Parquet export within seconds; JSONL and the views go through Python records
 (``to_pylist``) only after that.
@@ -38,8 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from db.export_read import Chunk
-from db.export_schema import (
+from db.export.read import Chunk
+from db.export.schema import (
     CORRECTION_FIELDS,
     MESSAGE_FIELDS,
     SCHEMAS,
@@ -105,7 +105,7 @@ def battle_table(chunk: Chunk) -> pa.Table:
     messages = _lists_per_conversation(chunk.messages, MESSAGE_FIELDS, conv_ids)
     corrections = _lists_per_conversation(chunk.corrections, CORRECTION_FIELDS, conv_ids)
     side_arrays = [convs.column(n).combine_chunks() for n, _ in SIDE_FIELDS] + [messages, corrections]
-    sides_type = SCHEMAS["battles"].field("sides").type
+    sides_type = SCHEMAS["dialogues"].field("sides").type
     sides = pa.ListArray.from_arrays(
         _offsets(convs.column("battle_id"), chunk.battles.column("id")),
         pa.StructArray.from_arrays(side_arrays, fields=list(sides_type.value_type)))
@@ -116,7 +116,7 @@ def battle_table(chunk: Chunk) -> pa.Table:
     vote = pa.StructArray.from_arrays(
         [column.take(picks) for column in vote_columns], fields=list(VOTE_TYPE), mask=picks.is_null())
     battles = chunk.battles.rename_columns(["battle_id", *chunk.battles.column_names[1:]])
-    return battles.append_column("vote", vote).append_column("sides", sides).cast(SCHEMAS["battles"])
+    return battles.append_column("vote", vote).append_column("sides", sides).cast(SCHEMAS["dialogues"])
 
 
 def _turns(side: Record) -> list[dict[str, str]]:
@@ -180,7 +180,7 @@ def correction_records(battles: list[Record]) -> Iterator[Record]:
 
 
 def flat_tables(chunk: Chunk) -> dict[str, pa.Table]:
-    """The page as flat tables (``db.export_schema.TABLE_COLUMNS``); votes gain ``counted``."""
+    """The page as flat tables (``db.export.schema.TABLE_COLUMNS``); votes gain ``counted``."""
     tables = {name: getattr(chunk, name) for name in ("battles", "conversations", "messages", "corrections")}
     tables["votes"] = chunk.votes.append_column("counted", _counted(chunk.votes))
     return tables

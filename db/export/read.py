@@ -1,4 +1,4 @@
-"""Reading the database for the export: filters, keyset pages of battles and everything hanging off them.
+"""Reading the database for the export: keyset pages of battles and everything hanging off them.
 
 The export never loads the whole database. Battles are read in pages ordered by ``(created_at, id)``
 and continued with a keyset condition (``> last key``), not ``OFFSET``, so each page costs the same
@@ -17,15 +17,13 @@ hashes) are never selected at all.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import hmac
 import json
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from sqlalchemy import (
@@ -36,7 +34,6 @@ from sqlalchemy import (
     Select,
     String,
     and_,
-    exists,
     func,
     literal,
     or_,
@@ -45,89 +42,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import NullType
 
-from db.errors import DBError
-from db.export_schema import ROWS, TS
-from db.models import MODES, Battle, Contestant, Conversation, Correction, Message, Visitor, Vote
+from db.export.filters import ExportError, ExportFilters, conditions, visitor_hash
+from db.export.schema import ROWS, TS
+from db.models import Battle, Contestant, Conversation, Correction, Message, Visitor, Vote
 
+Page = TypeVar("Page")
 DEFAULT_CHUNK_SIZE = 1_000  # battles per page: ~10k messages for typical battles, a few MB of rows
-
-
-class ExportError(DBError, ValueError):
-    """Bad export input (format, view, dates, salt, output path). The CLI turns it into exit 2."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExportFilters:
-    """Which battles to export. ``since`` is inclusive, ``until`` exclusive; both timezone-aware UTC.
-
-    ``corrections_only`` keeps battles in which at least one correction was sent (either side).
-    Open battles are left out unless ``include_open``: a live anonymous battle's contestants would be
-    public before its visitor voted. ``closed_before`` (the public page's delay) also leaves out battles
-    closed at or after that time.
-    """
-
-    scenario: str | None = None
-    since: dt.datetime | None = None
-    until: dt.datetime | None = None
-    corrections_only: bool = False
-    include_open: bool = False
-    closed_before: dt.datetime | None = None
-    modes: tuple[str, ...] | None = None  # battle modes to keep (None: every mode)
-
-    def __post_init__(self) -> None:
-        for name in ("since", "until", "closed_before"):
-            value = getattr(self, name)
-            if value is not None and value.tzinfo is None:
-                raise ExportError(f"{name} is a naive datetime: pass a timezone-aware (UTC) one")
-        if self.since is not None and self.until is not None and self.since >= self.until:
-            raise ExportError("since must be before until")
-        if self.scenario is not None and not self.scenario.strip():
-            raise ExportError("scenario is empty")
-        if self.modes is not None:
-            unknown = [m for m in self.modes if m not in MODES]
-            if unknown or not self.modes:
-                raise ExportError(f"unknown mode(s) {', '.join(unknown) or '(none)'}: use {','.join(MODES)}")
-
-    def describe(self) -> dict[str, Any]:
-        """The filters as plain JSON-able values (for the dataset card)."""
-        return {
-            "scenario": self.scenario,
-            "since": self.since.isoformat() if self.since else None,
-            "until": self.until.isoformat() if self.until else None,
-            "corrections_only": self.corrections_only,
-            "include_open": self.include_open,
-            "closed_before": self.closed_before.isoformat() if self.closed_before else None,
-            "modes": list(self.modes) if self.modes is not None else None,
-        }
-
-
-def parse_date(text: str, *, end: bool = False) -> dt.datetime:
-    """``YYYY-MM-DD`` or an ISO 8601 datetime, as aware UTC (naive values are taken as UTC).
-
-    A bare date used as an upper bound (``end=True``) means the end of that day, so ``--until
-    2026-11-30`` includes the 30th: that is what a person typing a date means.
-    """
-    try:
-        if len(text.strip()) == 10:
-            day = dt.date.fromisoformat(text.strip())
-            start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
-            return start + dt.timedelta(days=1) if end else start
-        value = dt.datetime.fromisoformat(text.strip())
-    except ValueError as exc:
-        raise ExportError(f"bad date {text!r}: use YYYY-MM-DD or an ISO 8601 datetime") from exc
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-
-
-def visitor_hash(anon_id: str | None, *, salt: str) -> str | None:
-    """A stable salted hash of a visitor's anonymous id (HMAC-SHA256, 32 hex chars); None stays None.
-
-    The ``visitor:`` domain prefix keeps these hashes unrelated to the address hashes the app stores
-    with the same salt, so an exported hash can never be matched against an address hash.
-    """
-    if anon_id is None:
-        return None
-    digest = hmac.new(salt.encode(), b"visitor:" + anon_id.encode(), hashlib.sha256)
-    return digest.hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +67,7 @@ class Chunk:
     votes: pa.Table
 
 
-def _raw(column: Any) -> Any:
+def raw(column: Any) -> Any:
     """The column without SQLAlchemy's per-value result processing: Arrow converts whole columns faster.
 
     SQLite then hands over timestamps as text, booleans as 0/1 and JSON as text; PostgreSQL hands over
@@ -161,10 +81,10 @@ def _json_or_null(conn: Connection, column: Any) -> Any:
     values are left to parse (PostgreSQL's driver already turns JSON null into None)."""
     if conn.dialect.name == "sqlite":
         return type_coerce(func.nullif(column, "null"), NullType()).label(column.key)
-    return _raw(column)
+    return raw(column)
 
 
-def _aware(value: Any) -> dt.datetime:
+def aware(value: Any) -> dt.datetime:
     """A raw timestamp (SQLite: naive UTC text; PostgreSQL: aware datetime) as an aware datetime."""
     if isinstance(value, str):
         return dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC)
@@ -182,7 +102,7 @@ def _json_values(values: Sequence[Any]) -> Sequence[Any]:
 
 
 def _arrow(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
-    """One column of raw driver values as an Arrow array of ``typ`` (see :func:`_raw`)."""
+    """One column of raw driver values as an Arrow array of ``typ`` (see :func:`raw`)."""
     if typ == TS:
         sample = next((v for v in values if v is not None), None)
         if isinstance(sample, str):  # SQLite: naive UTC text
@@ -195,7 +115,7 @@ def _arrow(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
     return pa.array(values, typ)
 
 
-def _table(rows: Sequence[Any], schema: pa.Schema, *, salt: str | None = None) -> pa.Table:
+def arrow_table(rows: Sequence[Any], schema: pa.Schema, *, salt: str | None = None) -> pa.Table:
     columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
     if "params" in schema.names:  # JSON: text on SQLite, parsed by the driver on PostgreSQL
         at = schema.names.index("params")
@@ -210,42 +130,21 @@ def _table(rows: Sequence[Any], schema: pa.Schema, *, salt: str | None = None) -
 
 def _battle_query(filters: ExportFilters) -> Select[Any]:
     query = select(
-        *(_raw(c) for c in (Battle.id, Battle.created_at, Battle.updated_at, Battle.closed_at, Battle.mode,
+        *(raw(c) for c in (Battle.id, Battle.created_at, Battle.updated_at, Battle.closed_at, Battle.mode,
                             Battle.scenario, Battle.status, Battle.revealed_before_vote, Battle.revealed_at)),
-        _raw(Visitor.anon_id).label("visitor"),
+        raw(Visitor.anon_id).label("visitor"),
     ).outerjoin(Visitor, Visitor.id == Battle.visitor_id)
-    return query.where(*_conditions(filters))
-
-
-def _conditions(filters: ExportFilters) -> list[Any]:
-    conditions: list[Any] = []
-    if filters.scenario is not None:
-        conditions.append(Battle.scenario == filters.scenario)
-    if filters.modes is not None:
-        conditions.append(Battle.mode.in_(list(filters.modes)))
-    if filters.since is not None:
-        conditions.append(Battle.created_at >= filters.since)
-    if filters.until is not None:
-        conditions.append(Battle.created_at < filters.until)
-    if filters.corrections_only:
-        conditions.append(exists().where(Correction.battle_id == Battle.id))
-    if not filters.include_open:
-        conditions.append(Battle.status != "open")
-    if filters.closed_before is not None:
-        # closed_at is set by every close (vote, skip, expiry); updated_at covers rows from before that.
-        closed = func.coalesce(Battle.closed_at, Battle.updated_at)
-        conditions.append(and_(Battle.status != "open", closed < filters.closed_before))
-    return conditions
+    return query.where(*conditions(filters))
 
 
 def count_battles(conn: Connection, filters: ExportFilters) -> int:
     """How many battles the filters select (for the progress bar and the dataset card)."""
-    query = select(func.count()).select_from(Battle).where(*_conditions(filters))
+    query = select(func.count()).select_from(Battle).where(*conditions(filters))
     return int(conn.scalar(query) or 0)
 
 
-def _rows(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
-    """All rows as the driver's plain tuples. The columns are :func:`_raw`, so SQLAlchemy would only
+def fetch_rows(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
+    """All rows as the driver's plain tuples. The columns are :func:`raw`, so SQLAlchemy would only
     wrap each tuple in a Row; fetching from its DBAPI cursor skips that per-row cost."""
     result = conn.execute(query)
     try:
@@ -254,7 +153,7 @@ def _rows(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
         result.close()
 
 
-def _listed(conn: Connection, values: list[str] | list[int]) -> Select[Any]:
+def listed(conn: Connection, values: list[str] | list[int]) -> Select[Any]:
     """``SELECT`` of a list of ids passed as ONE parameter (a JSON array on SQLite, an array on
     PostgreSQL). Expanding a thousand ids into bound parameters cost SQLAlchemy more than the query,
     and re-running the page query as a subquery cost the database as much again per table."""
@@ -271,18 +170,18 @@ def _related(conn: Connection, battle_ids: list[str], salt: str) -> dict[str, pa
     database, the nested builder reorders.
     """
     rank = {battle_id: i for i, battle_id in enumerate(battle_ids)}
-    in_page = _listed(conn, battle_ids)
-    conversations = sorted(_rows(conn,
-        select(_raw(Conversation.id), _raw(Conversation.battle_id), _raw(Conversation.side),
-               _raw(Contestant.slug).label("contestant"),
-               _raw(Contestant.display_name).label("contestant_name"),
-               _raw(Contestant.family), _raw(Conversation.system_prompt), _raw(Conversation.params))
+    in_page = listed(conn, battle_ids)
+    conversations = sorted(fetch_rows(conn,
+        select(raw(Conversation.id), raw(Conversation.battle_id), raw(Conversation.side),
+               raw(Contestant.slug).label("contestant"),
+               raw(Contestant.display_name).label("contestant_name"),
+               raw(Contestant.family), raw(Conversation.system_prompt), raw(Conversation.params))
         .join(Contestant, Contestant.id == Conversation.contestant_id)
         .where(Conversation.battle_id.in_(in_page))
     ), key=lambda row: (rank[row[1]], row[2]))
-    conversation_ids = _listed(conn, [row[0] for row in conversations])
-    messages = _rows(conn,
-        select(*(_raw(c) for c in (
+    conversation_ids = listed(conn, [row[0] for row in conversations])
+    messages = fetch_rows(conn,
+        select(*(raw(c) for c in (
             Message.conversation_id, Message.id, Message.position, Message.role, Message.kind,
             Message.content, Message.created_at, Message.first_try, Message.superseded, Message.ttft_ms,
             Message.total_ms, Message.prompt_tokens, Message.completion_tokens, Message.finish_reason,
@@ -290,27 +189,48 @@ def _related(conn: Connection, battle_ids: list[str], salt: str) -> dict[str, pa
         .where(Message.conversation_id.in_(conversation_ids))
         .order_by(Message.conversation_id, Message.position)
     )
-    corrections = _rows(conn,
-        select(*(_raw(c) for c in (
+    corrections = fetch_rows(conn,
+        select(*(raw(c) for c in (
             Correction.id, Correction.battle_id, Correction.conversation_id, Correction.faulty_message_id,
             Correction.feedback_message_id, Correction.next_reply_message_id, Correction.outcome,
             Correction.judged_by, Correction.created_at, Correction.judged_at)))
         .where(Correction.battle_id.in_(in_page))
         .order_by(Correction.conversation_id, Correction.id)
     )
-    votes = _rows(conn,
-        select(*(_raw(c) for c in (Vote.battle_id, Vote.choice, Vote.created_at)),
-               _raw(Visitor.anon_id).label("visitor"),
-               *(_raw(c) for c in (Vote.revealed, Vote.flagged, Vote.with_corrections)))
+    votes = fetch_rows(conn,
+        select(*(raw(c) for c in (Vote.battle_id, Vote.choice, Vote.created_at)),
+               raw(Visitor.anon_id).label("visitor"),
+               *(raw(c) for c in (Vote.revealed, Vote.flagged, Vote.with_corrections)))
         .outerjoin(Visitor, Visitor.id == Vote.visitor_id)
         .where(Vote.battle_id.in_(in_page))
     )
     return {
-        "conversations": _table(conversations, ROWS["conversations"]),
-        "messages": _table(messages, ROWS["messages"]),
-        "corrections": _table(corrections, ROWS["corrections"]),
-        "votes": _table(votes, ROWS["votes"], salt=salt),
+        "conversations": arrow_table(conversations, ROWS["conversations"]),
+        "messages": arrow_table(messages, ROWS["messages"]),
+        "corrections": arrow_table(corrections, ROWS["corrections"]),
+        "votes": arrow_table(votes, ROWS["votes"], salt=salt),
     }
+
+
+def battle_pages(conn: Connection, query: Select[Any], *, chunk_size: int) -> Iterator[list[tuple[Any, ...]]]:
+    """``query``'s rows (battle id and created_at first) in keyset pages of ``chunk_size``, oldest first."""
+    if chunk_size < 1:
+        raise ExportError("chunk size must be >= 1")
+    base = query.order_by(Battle.created_at, Battle.id).limit(chunk_size)
+    last: tuple[dt.datetime, str] | None = None
+    while True:
+        page = base
+        if last is not None:
+            page = page.where(
+                or_(Battle.created_at > last[0], and_(Battle.created_at == last[0], Battle.id > last[1]))
+            )
+        rows = fetch_rows(conn, page)
+        if not rows:
+            return
+        yield rows
+        if len(rows) < chunk_size:
+            return
+        last = (aware(rows[-1][1]), rows[-1][0])
 
 
 def iter_chunks(
@@ -322,25 +242,9 @@ def iter_chunks(
     """
     if not salt:
         raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
-    if chunk_size < 1:
-        raise ExportError("chunk size must be >= 1")
-    base = _battle_query(filters).order_by(Battle.created_at, Battle.id).limit(chunk_size)
-    last: tuple[dt.datetime, str] | None = None
-    while True:
-        query = base
-        if last is not None:
-            query = query.where(
-                or_(Battle.created_at > last[0], and_(Battle.created_at == last[0], Battle.id > last[1]))
-            )
-        rows = _rows(conn, query)
-        if not rows:
-            return
-        battles = _table(rows, ROWS["battles"], salt=salt)
-        related = _related(conn, [row[0] for row in rows], salt)
-        yield Chunk(battles=battles, **related)
-        if len(rows) < chunk_size:
-            return
-        last = (_aware(rows[-1][1]), rows[-1][0])
+    for rows in battle_pages(conn, _battle_query(filters), chunk_size=chunk_size):
+        battles = arrow_table(rows, ROWS["battles"], salt=salt)
+        yield Chunk(battles=battles, **_related(conn, [row[0] for row in rows], salt))
 
 
 def snapshot(engine: Engine) -> Connection:
@@ -352,11 +256,23 @@ def snapshot(engine: Engine) -> Connection:
     return conn
 
 
+def chunk_reader(
+    *, filters: ExportFilters, salt: str, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> tuple[Callable[[Connection], int], Callable[[Connection], Iterator[Chunk]]]:
+    """What :func:`read_ahead` runs for the dialogue views: the battle count and the pages of rows."""
+    return (lambda conn: count_battles(conn, filters),
+            lambda conn: iter_chunks(conn, filters=filters, salt=salt, chunk_size=chunk_size))
+
+
 @contextmanager
 def read_ahead(
-    engine: Engine, *, filters: ExportFilters, salt: str, chunk_size: int = DEFAULT_CHUNK_SIZE, depth: int = 2
-) -> Iterator[tuple[int, Iterator[Chunk]]]:
-    """``(battles selected, pages)``, with the pages read by a background thread ``depth`` ahead.
+    engine: Engine,
+    *,
+    count: Callable[[Connection], int],
+    pages: Callable[[Connection], Iterator[Page]],
+    depth: int = 2,
+) -> Iterator[tuple[int, Iterator[Page]]]:
+    """``(count(conn), pages(conn))`` on one snapshot, the pages read by a background thread ``depth`` ahead.
 
     Reading (SQLite stepping, the driver, Arrow conversion) and writing (Arrow nesting, Parquet
     encoding and compression, which release the GIL) then overlap on two cores instead of taking
@@ -378,10 +294,10 @@ def read_ahead(
     def produce() -> None:
         try:
             with snapshot(engine) as conn:
-                if not put(("count", count_battles(conn, filters))):
+                if not put(("count", count(conn))):
                     return
-                for chunk in iter_chunks(conn, filters=filters, salt=salt, chunk_size=chunk_size):
-                    if not put(("chunk", chunk)):
+                for page in pages(conn):
+                    if not put(("page", page)):
                         return
             put(("end", None))
         except BaseException as exc:  # noqa: BLE001 - handed over and raised in the caller
@@ -393,14 +309,14 @@ def read_ahead(
             raise value
         return None if kind == "end" else value
 
-    def pages() -> Iterator[Chunk]:
-        while (chunk := take()) is not None:
-            yield chunk
+    def taken() -> Iterator[Page]:
+        while (page := take()) is not None:
+            yield page
 
     thread = threading.Thread(target=produce, name="export-reader", daemon=True)
     thread.start()
     try:
-        yield take(), pages()
+        yield take(), taken()
     finally:
         stop.set()
         thread.join()

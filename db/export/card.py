@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from db.export_schema import SCHEMAS, TABLE_COLUMNS
+from db.export.schema import SCHEMAS, TABLE_COLUMNS
 
 MARKER = "<!-- fixit-arena dataset card: written by python -m db export -->"
 DEFAULT_LICENCE = "CC-BY-4.0"
