@@ -30,6 +30,7 @@ Training views use only *standing* messages (a reply that was retried is ``super
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -47,6 +48,8 @@ from db.export.schema import (
     VOTE_FIELDS,
     VOTE_TYPE,
 )
+from db.fixing import FIXED_LABEL
+from db.reply_stats import recurrence_flags
 
 Record = dict[str, Any]
 
@@ -149,15 +152,30 @@ def preference_records(battles: list[Record]) -> Iterator[Record]:
         }
 
 
+def _correction_style(params: str | None) -> str | None:
+    """The automatic arena's correction style (``params.auto.style``: fix | hint); None for people."""
+    auto = (json.loads(params) if params else {}).get("auto")
+    style = auto.get("style") if isinstance(auto, dict) else None
+    return str(style) if style else None
+
+
 def correction_records(battles: list[Record]) -> Iterator[Record]:
     """Correction triples (context, faulty reply, feedback, next reply, outcome), one per correction."""
     for battle in battles:
         for side in battle["sides"]:
             by_id = {m["id"]: m for m in side["messages"]}
+            graded_replies = [m for m in side["messages"] if m["kind"] == "reply" and not m["superseded"]
+                              and m["grader_label"] is not None]
+            flags = recurrence_flags(m["grader_mistakes"] or () for m in graded_replies)
+            recurring = {m["id"]: flag for m, flag in zip(graded_replies, flags, strict=True)}
+            style = _correction_style(side["params"])
             for corr in side["corrections"]:
                 faulty = by_id[corr["faulty_message_id"]]
                 feedback = by_id[corr["feedback_message_id"]]
                 following = by_id.get(corr["next_reply_message_id"] or -1)
+                graded: Record = {} if following is None or following["grader_label"] is None else {
+                    "id": following["id"], "label": following["grader_label"],
+                    "mistakes": following["grader_mistakes"] or []}
                 context = [t for t in _turns(side) if t["role"] == "system"]
                 context += [
                     {"role": m["role"], "content": m["content"]}
@@ -172,7 +190,11 @@ def correction_records(battles: list[Record]) -> Iterator[Record]:
                     "next_reply": following["content"] if following is not None else None,
                     "outcome": corr["outcome"], "judged_by": corr["judged_by"],
                     "faulty_grader_label": faulty["grader_label"],
-                    "next_grader_label": following["grader_label"] if following is not None else None,
+                    "next_grader_label": graded.get("label"),
+                    "grader_fixed": None if not graded else graded["label"] == FIXED_LABEL,
+                    "regression": None if not graded else "regression" in graded["mistakes"],
+                    "recurrence": None if not graded else recurring.get(graded["id"], False),
+                    "correction_style": style,
                 }
 
 

@@ -87,5 +87,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("context", pa.list_(TURN)), ("faulty_reply", pa.string()), ("feedback", pa.string()),
         ("next_reply", pa.string()), ("outcome", pa.string()), ("judged_by", pa.string()),
         ("faulty_grader_label", pa.string()), ("next_grader_label", pa.string()),
+        ("grader_fixed", pa.bool_()), ("regression", pa.bool_()), ("recurrence", pa.bool_()),
+        ("correction_style", pa.string()),
     ]),
 }

@@ -85,8 +85,8 @@ def voted(engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def _export(capsys: pytest.CaptureFixture[str], url: str, out: Path, *extra: str) -> dict[str, object]:
-    code = db_main(["export", "--url", url, "--format", out.suffix[1:], "--view", "battles", "--out", str(out),
-                    "--no-progress", "--chunk-size", "7", *extra])
+    code = db_main(["export", "--url", url, "--format", out.suffix[1:], "--view", "battles",
+                    "--out", str(out), "--no-progress", "--chunk-size", "7", *extra])
     stdout, stderr = capsys.readouterr()
     assert code == 0, stderr
     summary: dict[str, object] = json.loads(stdout)
@@ -120,7 +120,8 @@ def test_ranking_fit_reads_the_export_and_agrees_with_the_database(
     from_file = _fit(capsys, tmp_path / "anon" / "battles.parquet", "--interval", "sandwich")
     assert _fit(capsys, tmp_path / "anon-csv" / "battles.csv", "--interval", "sandwich") == from_file
     pairs = pairwise_counts(engine)
-    board = leaderboard(pairs.models, pairs.wins, pairs.ties, pairs.both_bad, bootstrap=0, interval="sandwich")
+    board = leaderboard(pairs.models, pairs.wins, pairs.ties, pairs.both_bad, bootstrap=0,
+                        interval="sandwich")
     assert set(from_file) == {row.model for row in board.rows}
     for row in board.rows:
         assert from_file[row.model]["rating"] == pytest.approx(row.rating, abs=1e-6)
