@@ -234,7 +234,8 @@ def test_corrections_view_grader_verdict_regression_recurrence_style(arena: Any,
     """An automatic run (style ``hint``): wrong year -> fixed but the Fred meeting broken (regression) ->
     the year wrong again (recurrence: cleared by the reply before); the grader's verdict per correction."""
     battle = repo.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m1",
-                              params_a={"temperature": 0.0, "auto": {"style": "hint", "protocol": "dialogue"}})
+                              params_a={"temperature": 0.0,
+                                        "auto": {"style": "hint", "protocol": "dialogue"}})
     repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Lunch on the 3rd")
     repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="add(year=2023)",
                         grader_label="partial", grader_mistakes=["wrong_year"])
@@ -330,7 +331,8 @@ def test_card_counts_filters_and_licence(world: World, engine: Engine, tmp_path:
                    filters=ExportFilters(scenario="calendar"), licence="CC0-1.0")
     card = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert "| `x.parquet` | 4 |" in card and "- battles: 4" in card and "scenario=calendar" in card
-    assert "CC0-1.0" in card and "license: cc0-1.0" in card and "- `sides` (`list<item: struct<side: string" in card
+    assert "CC0-1.0" in card and "license: cc0-1.0" in card
+    assert "- `sides` (`list<item: struct<side: string" in card
 
 
 # --- refusals ---------------------------------------------------------------------------------------------

@@ -63,7 +63,8 @@ def test_bundled_models_match_the_catalogue_requirements_and_readme() -> None:
     for slug, entry in enabled.items():
         terms, source = card[slug]
         assert terms in entry["description"], f"{slug}: the catalogue records another licence"
-        modules = [part.split("/")[0] for part in entry.get("parts", [])] or [entry["source"][4:].split("/")[0]]
+        parts = entry.get("parts") or [entry["source"].removeprefix("pkg:")]
+        modules = [part.split("/")[0] for part in parts]
         wheels = [m.replace("_", "-") for m in modules]
         for wheel in wheels:
             assert versions.get(wheel) and versions[wheel] in source, f"{slug}: {wheel} version"
