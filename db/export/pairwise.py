@@ -73,8 +73,9 @@ def _style(conn: Connection, battle_ids: list[str]) -> dict[tuple[str, str], tup
     return {(row[0], row[1]): tuple(row[2:]) for row in fetch_rows(conn, query)}
 
 
-def _page(rows: list[tuple[Any, ...]], style: dict[tuple[str, str], tuple[Any, ...]], salt: str) -> pa.Table:
-    pairs = arrow_table(rows, _PAIRS, salt=salt)
+def _page(rows: list[tuple[Any, ...]], style: dict[tuple[str, str], tuple[Any, ...]], salt: str,
+          dialect: str) -> pa.Table:
+    pairs = arrow_table(rows, _PAIRS, dialect=dialect, salt=salt)
     columns: dict[str, Any] = {name: pairs.column(name) for name in _PAIRS.names}
     ids = [row[0] for row in rows]
     width = len(STYLE_FIELDS) // 2
@@ -92,4 +93,4 @@ def iter_pairs(
     if not salt:
         raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
     for rows in battle_pages(conn, _pair_query(filters), chunk_size=chunk_size):
-        yield _page(rows, _style(conn, [row[0] for row in rows]), salt)
+        yield _page(rows, _style(conn, [row[0] for row in rows]), salt, conn.dialect.name)

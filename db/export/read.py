@@ -33,7 +33,9 @@ from sqlalchemy import (
     Integer,
     Select,
     String,
+    Text,
     and_,
+    cast,
     func,
     literal,
     or_,
@@ -101,31 +103,38 @@ def _json_values(values: Sequence[Any]) -> Sequence[Any]:
     return [None if v is None else next(parsed) for v in values]
 
 
-def _arrow(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
-    """One column of raw driver values as an Arrow array of ``typ`` (see :func:`raw`)."""
-    if typ == TS:
-        sample = next((v for v in values if v is not None), None)
-        if isinstance(sample, str):  # SQLite: naive UTC text
-            return pa.array(values, pa.string()).cast(pa.timestamp("us")).cast(TS)
-        return pa.array(values, TS)
-    if typ == pa.bool_():
-        return pa.array(values).cast(pa.bool_())
-    if pa.types.is_list(typ):
-        return pa.array(_json_values(values), typ)
-    return pa.array(values, typ)
+def _driver_type(typ: pa.DataType, dialect: str) -> pa.DataType:
+    """How the driver hands a column of ``typ`` over (see :func:`raw`)."""
+    if dialect == "postgresql":
+        return typ
+    if typ == TS or pa.types.is_list(typ):
+        return pa.string()  # naive UTC text; JSON text
+    return pa.int64() if typ == pa.bool_() else typ
 
 
-def arrow_table(rows: Sequence[Any], schema: pa.Schema, *, salt: str | None = None) -> pa.Table:
-    columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
-    if "params" in schema.names:  # JSON: text on SQLite, parsed by the driver on PostgreSQL
-        at = schema.names.index("params")
-        columns[at] = [v if v is None or isinstance(v, str) else json.dumps(v) for v in columns[at]]
+def arrow_table(rows: Sequence[Any], schema: pa.Schema, *, dialect: str, salt: str | None = None) -> pa.Table:
+    """The driver's row tuples as a table of ``schema``.
+
+    The tuples go to Arrow as one struct array in one call (converted in C++), then each column is cast
+    to its type: building a Python list per column first (``zip(*rows)``) and converting those lists
+    cost 4-5x as much, about a third of the export's read side.
+    """
+    driver = pa.struct([(f.name, _driver_type(f.type, dialect)) for f in schema])
+    columns = pa.array(rows, type=driver).flatten() if rows else [pa.array([], t.type) for t in driver]
+    out: list[pa.Array] = []
+    for column, field in zip(columns, schema, strict=True):
+        if column.type == field.type:
+            out.append(column)
+        elif field.type == TS:
+            out.append(column.cast(pa.timestamp("us")).cast(TS))
+        elif pa.types.is_list(field.type):
+            out.append(pa.array(_json_values(column.to_pylist()), field.type))
+        else:
+            out.append(column.cast(field.type))
     if salt is not None:
         at = schema.names.index("visitor")
-        columns[at] = [visitor_hash(v, salt=salt) for v in columns[at]]
-    return pa.Table.from_arrays(
-        [_arrow(values, field.type) for values, field in zip(columns, schema, strict=True)], schema=schema
-    )
+        out[at] = pa.array([visitor_hash(v, salt=salt) for v in out[at].to_pylist()], pa.string())
+    return pa.Table.from_arrays(out, schema=schema)
 
 
 def _battle_query(filters: ExportFilters) -> Select[Any]:
@@ -170,12 +179,14 @@ def _related(conn: Connection, battle_ids: list[str], salt: str) -> dict[str, pa
     database, the nested builder reorders.
     """
     rank = {battle_id: i for i, battle_id in enumerate(battle_ids)}
+    dialect = conn.dialect.name
     in_page = listed(conn, battle_ids)
     conversations = sorted(fetch_rows(conn,
         select(raw(Conversation.id), raw(Conversation.battle_id), raw(Conversation.side),
                raw(Contestant.slug).label("contestant"),
                raw(Contestant.display_name).label("contestant_name"),
-               raw(Contestant.family), raw(Conversation.system_prompt), raw(Conversation.params))
+               raw(Contestant.family), raw(Conversation.system_prompt),
+               type_coerce(cast(Conversation.params, Text), NullType()).label("params"))
         .join(Contestant, Contestant.id == Conversation.contestant_id)
         .where(Conversation.battle_id.in_(in_page))
     ), key=lambda row: (rank[row[1]], row[2]))
@@ -205,10 +216,10 @@ def _related(conn: Connection, battle_ids: list[str], salt: str) -> dict[str, pa
         .where(Vote.battle_id.in_(in_page))
     )
     return {
-        "conversations": arrow_table(conversations, ROWS["conversations"]),
-        "messages": arrow_table(messages, ROWS["messages"]),
-        "corrections": arrow_table(corrections, ROWS["corrections"]),
-        "votes": arrow_table(votes, ROWS["votes"], salt=salt),
+        "conversations": arrow_table(conversations, ROWS["conversations"], dialect=dialect),
+        "messages": arrow_table(messages, ROWS["messages"], dialect=dialect),
+        "corrections": arrow_table(corrections, ROWS["corrections"], dialect=dialect),
+        "votes": arrow_table(votes, ROWS["votes"], dialect=dialect, salt=salt),
     }
 
 
@@ -243,7 +254,7 @@ def iter_chunks(
     if not salt:
         raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
     for rows in battle_pages(conn, _battle_query(filters), chunk_size=chunk_size):
-        battles = arrow_table(rows, ROWS["battles"], salt=salt)
+        battles = arrow_table(rows, ROWS["battles"], dialect=conn.dialect.name, salt=salt)
         yield Chunk(battles=battles, **_related(conn, [row[0] for row in rows], salt))
 
 
