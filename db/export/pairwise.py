@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Select, func, select
 from sqlalchemy.orm import aliased
 
 from db.export.filters import ExportError, ExportFilters, conditions
-from db.export.read import arrow_table, battle_pages, fetch_rows, listed, raw
+from db.export.read import battle_pages, fetch_rows, listed, raw
 from db.export.schema import SCHEMAS, STYLE_FIELDS
 from db.models import Battle, Contestant, Conversation, Message, Visitor, Vote
 from db.vote_features import STYLED_REPLIES, side_style
@@ -73,11 +73,9 @@ def _style(conn: Connection, battle_ids: list[str]) -> dict[tuple[str, str], tup
     return {(row[0], row[1]): tuple(row[2:]) for row in fetch_rows(conn, query)}
 
 
-def _page(rows: list[tuple[Any, ...]], style: dict[tuple[str, str], tuple[Any, ...]], salt: str,
-          dialect: str) -> pa.Table:
-    pairs = arrow_table(rows, _PAIRS, dialect=dialect, salt=salt)
+def _page(pairs: pa.Table, style: dict[tuple[str, str], tuple[Any, ...]]) -> pa.Table:
     columns: dict[str, Any] = {name: pairs.column(name) for name in _PAIRS.names}
-    ids = [row[0] for row in rows]
+    ids = pairs.column("battle_id").to_pylist()
     width = len(STYLE_FIELDS) // 2
     for side in ("a", "b"):
         values = [style.get((battle_id, side), (None,) * width) for battle_id in ids]
@@ -92,5 +90,5 @@ def iter_pairs(
     """Pages of the view (at most ``chunk_size`` rows each), battles oldest first."""
     if not salt:
         raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
-    for rows in battle_pages(conn, _pair_query(filters), chunk_size=chunk_size):
-        yield _page(rows, _style(conn, [row[0] for row in rows]), salt, conn.dialect.name)
+    for pairs in battle_pages(conn, _pair_query(filters), _PAIRS, chunk_size=chunk_size, salt=salt):
+        yield _page(pairs, _style(conn, pairs.column("battle_id").to_pylist()))

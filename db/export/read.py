@@ -45,6 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.types import NullType
 
 from db.export.filters import ExportError, ExportFilters, conditions, visitor_hash
+from db.export.pg_copy import copy_columns
 from db.export.schema import ROWS, TS
 from db.models import Battle, Contestant, Conversation, Correction, Message, Visitor, Vote
 
@@ -86,13 +87,6 @@ def _json_or_null(conn: Connection, column: Any) -> Any:
     return raw(column)
 
 
-def aware(value: Any) -> dt.datetime:
-    """A raw timestamp (SQLite: naive UTC text; PostgreSQL: aware datetime) as an aware datetime."""
-    if isinstance(value, str):
-        return dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC)
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-
-
 def _json_values(values: Sequence[Any]) -> Sequence[Any]:
     """JSON text (SQLite) parsed in one ``json.loads`` for the whole column; parsed values (PostgreSQL)
     pass through. A column holds one or the other, never both."""
@@ -112,21 +106,16 @@ def _driver_type(typ: pa.DataType, dialect: str) -> pa.DataType:
     return pa.int64() if typ == pa.bool_() else typ
 
 
-def arrow_table(rows: Sequence[Any], schema: pa.Schema, *, dialect: str, salt: str | None = None) -> pa.Table:
-    """The driver's row tuples as a table of ``schema``.
-
-    The tuples go to Arrow as one struct array in one call (converted in C++), then each column is cast
-    to its type: building a Python list per column first (``zip(*rows)``) and converting those lists
-    cost 4-5x as much, about a third of the export's read side.
-    """
-    driver = pa.struct([(f.name, _driver_type(f.type, dialect)) for f in schema])
-    columns = pa.array(rows, type=driver).flatten() if rows else [pa.array([], t.type) for t in driver]
+def _finish(columns: list[pa.Array], schema: pa.Schema, salt: str | None) -> pa.Table:
+    """Columns as a driver or COPY gave them, cast to ``schema`` (timestamps from naive UTC text or
+    values, lists from JSON text), visitor ids hashed when ``salt`` is given."""
     out: list[pa.Array] = []
     for column, field in zip(columns, schema, strict=True):
         if column.type == field.type:
             out.append(column)
         elif field.type == TS:
-            out.append(column.cast(pa.timestamp("us")).cast(TS))
+            naive = column if pa.types.is_timestamp(column.type) else column.cast(pa.timestamp("us"))
+            out.append(naive.cast(TS))
         elif pa.types.is_list(field.type):
             out.append(pa.array(_json_values(column.to_pylist()), field.type))
         else:
@@ -135,6 +124,27 @@ def arrow_table(rows: Sequence[Any], schema: pa.Schema, *, dialect: str, salt: s
         at = schema.names.index("visitor")
         out[at] = pa.array([visitor_hash(v, salt=salt) for v in out[at].to_pylist()], pa.string())
     return pa.Table.from_arrays(out, schema=schema)
+
+
+def arrow_table(rows: Sequence[Any], schema: pa.Schema, *, dialect: str, salt: str | None = None) -> pa.Table:
+    """The driver's row tuples as a table of ``schema``.
+
+    The tuples go to Arrow as one struct array in one call (converted in C++), then each column is cast
+    to its type: building a Python list per column first (``zip(*rows)``) and converting those lists
+    cost 3-5x as much, about a third of the export's read side on SQLite.
+    """
+    driver = pa.struct([(f.name, _driver_type(f.type, dialect)) for f in schema])
+    columns = pa.array(rows, type=driver).flatten() if rows else [pa.array([], f.type) for f in driver]
+    return _finish(columns, schema, salt)
+
+
+def fetch_table(conn: Connection, query: Select[Any], schema: pa.Schema, *, salt: str | None = None
+                ) -> pa.Table:
+    """``query``'s rows (its columns positionally ``schema``'s fields) as a table: PostgreSQL through
+    ``COPY … (FORMAT csv)`` (:mod:`db.export.pg_copy`), SQLite through the driver's tuples."""
+    if conn.dialect.name == "postgresql":
+        return _finish(copy_columns(conn, query, schema), schema, salt)
+    return arrow_table(fetch_rows(conn, query), schema, dialect=conn.dialect.name, salt=salt)
 
 
 def _battle_query(filters: ExportFilters) -> Select[Any]:
@@ -179,52 +189,47 @@ def _related(conn: Connection, battle_ids: list[str], salt: str) -> dict[str, pa
     database, the nested builder reorders.
     """
     rank = {battle_id: i for i, battle_id in enumerate(battle_ids)}
-    dialect = conn.dialect.name
     in_page = listed(conn, battle_ids)
-    conversations = sorted(fetch_rows(conn,
+    conversations = fetch_table(conn,
         select(raw(Conversation.id), raw(Conversation.battle_id), raw(Conversation.side),
                raw(Contestant.slug).label("contestant"),
                raw(Contestant.display_name).label("contestant_name"),
                raw(Contestant.family), raw(Conversation.system_prompt),
                type_coerce(cast(Conversation.params, Text), NullType()).label("params"))
         .join(Contestant, Contestant.id == Conversation.contestant_id)
-        .where(Conversation.battle_id.in_(in_page))
-    ), key=lambda row: (rank[row[1]], row[2]))
-    conversation_ids = listed(conn, [row[0] for row in conversations])
-    messages = fetch_rows(conn,
+        .where(Conversation.battle_id.in_(in_page)), ROWS["conversations"])
+    keys = [(rank[b], s) for b, s in zip(conversations.column("battle_id").to_pylist(),
+                                         conversations.column("side").to_pylist(), strict=True)]
+    conversations = conversations.take(pa.array(sorted(range(len(keys)), key=keys.__getitem__), pa.int64()))
+    conversation_ids = listed(conn, conversations.column("id").to_pylist())
+    messages = fetch_table(conn,
         select(*(raw(c) for c in (
             Message.conversation_id, Message.id, Message.position, Message.role, Message.kind,
             Message.content, Message.created_at, Message.first_try, Message.superseded, Message.ttft_ms,
             Message.total_ms, Message.prompt_tokens, Message.completion_tokens, Message.finish_reason,
             Message.error, Message.grader_label)), _json_or_null(conn, Message.grader_mistakes))
         .where(Message.conversation_id.in_(conversation_ids))
-        .order_by(Message.conversation_id, Message.position)
-    )
-    corrections = fetch_rows(conn,
+        .order_by(Message.conversation_id, Message.position), ROWS["messages"])
+    corrections = fetch_table(conn,
         select(*(raw(c) for c in (
             Correction.id, Correction.battle_id, Correction.conversation_id, Correction.faulty_message_id,
             Correction.feedback_message_id, Correction.next_reply_message_id, Correction.outcome,
             Correction.judged_by, Correction.created_at, Correction.judged_at)))
         .where(Correction.battle_id.in_(in_page))
-        .order_by(Correction.conversation_id, Correction.id)
-    )
-    votes = fetch_rows(conn,
+        .order_by(Correction.conversation_id, Correction.id), ROWS["corrections"])
+    votes = fetch_table(conn,
         select(*(raw(c) for c in (Vote.battle_id, Vote.choice, Vote.created_at)),
                raw(Visitor.anon_id).label("visitor"),
                *(raw(c) for c in (Vote.revealed, Vote.flagged, Vote.with_corrections)))
         .outerjoin(Visitor, Visitor.id == Vote.visitor_id)
-        .where(Vote.battle_id.in_(in_page))
-    )
-    return {
-        "conversations": arrow_table(conversations, ROWS["conversations"], dialect=dialect),
-        "messages": arrow_table(messages, ROWS["messages"], dialect=dialect),
-        "corrections": arrow_table(corrections, ROWS["corrections"], dialect=dialect),
-        "votes": arrow_table(votes, ROWS["votes"], dialect=dialect, salt=salt),
-    }
+        .where(Vote.battle_id.in_(in_page)), ROWS["votes"], salt=salt)
+    return {"conversations": conversations, "messages": messages, "corrections": corrections, "votes": votes}
 
 
-def battle_pages(conn: Connection, query: Select[Any], *, chunk_size: int) -> Iterator[list[tuple[Any, ...]]]:
-    """``query``'s rows (battle id and created_at first) in keyset pages of ``chunk_size``, oldest first."""
+def battle_pages(conn: Connection, query: Select[Any], schema: pa.Schema, *, chunk_size: int,
+                 salt: str) -> Iterator[pa.Table]:
+    """``query``'s rows (battle id, then created_at, first) as tables of ``schema``, in keyset pages of
+    ``chunk_size``, oldest first."""
     if chunk_size < 1:
         raise ExportError("chunk size must be >= 1")
     base = query.order_by(Battle.created_at, Battle.id).limit(chunk_size)
@@ -235,13 +240,13 @@ def battle_pages(conn: Connection, query: Select[Any], *, chunk_size: int) -> It
             page = page.where(
                 or_(Battle.created_at > last[0], and_(Battle.created_at == last[0], Battle.id > last[1]))
             )
-        rows = fetch_rows(conn, page)
-        if not rows:
+        table = fetch_table(conn, page, schema, salt=salt)
+        if not table.num_rows:
             return
-        yield rows
-        if len(rows) < chunk_size:
+        yield table
+        if table.num_rows < chunk_size:
             return
-        last = (aware(rows[-1][1]), rows[-1][0])
+        last = (table.column(1)[-1].as_py(), table.column(0)[-1].as_py())
 
 
 def iter_chunks(
@@ -253,9 +258,9 @@ def iter_chunks(
     """
     if not salt:
         raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
-    for rows in battle_pages(conn, _battle_query(filters), chunk_size=chunk_size):
-        battles = arrow_table(rows, ROWS["battles"], dialect=conn.dialect.name, salt=salt)
-        yield Chunk(battles=battles, **_related(conn, [row[0] for row in rows], salt))
+    for battles in battle_pages(conn, _battle_query(filters), ROWS["battles"], chunk_size=chunk_size,
+                                salt=salt):
+        yield Chunk(battles=battles, **_related(conn, battles.column("id").to_pylist(), salt))
 
 
 def snapshot(engine: Engine) -> Connection:

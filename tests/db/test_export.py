@@ -406,3 +406,19 @@ def test_closed_before_leaves_out_recently_closed_battles(arena: Any, engine: En
     arena.battle()  # still open
     assert _ids(engine, ExportFilters(closed_before=cutoff)) == [old.id]
     assert _ids(engine, ExportFilters()) == [old.id, recent.id]
+
+
+def test_awkward_text_and_times_round_trip(arena: Any, engine: Engine) -> None:
+    """Values PostgreSQL's CSV (COPY) and the readers could mangle come back as written."""
+    texts = ["NA", "NULL", " . ", '"quoted", with commas', "two\nlines\r\nand a tab\t", "naïve 日本 ✓", "\\N"]
+    battle = arena.battle("m1", "m2")
+    for text in texts:
+        repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content=text)
+    blob = export_bytes(engine, fmt="jsonl", salt=SALT, filters=ExportFilters(include_open=True))
+    (record,) = [json.loads(line) for line in blob.data.decode().splitlines()]
+    side_a = next(s for s in record["sides"] if s["side"] == "a")
+    assert [m["content"] for m in side_a["messages"]][-len(texts):] == texts
+    assert side_a["system_prompt"] == "" and side_a["messages"][-1]["error"] is None  # empty text, not null
+    with engine.connect() as conn:
+        stored = conn.scalar(select(Battle.created_at).where(Battle.id == battle.id))
+    assert dt.datetime.fromisoformat(record["created_at"]) == stored.replace(tzinfo=dt.UTC)
