@@ -246,18 +246,19 @@ def export_battles(
     with _atomic_files(targets) as streams:
         counts, rows = _stream(engine, fmt=fmt, view=view, filters=filters, salt=salt,
                                chunk_size=chunk_size, progress=progress, streams=streams)
-    files = {targets[name].name: n for name, n in rows.items()}
-    card = render_card(fmt=fmt, view=view, files=files, counts=_card_counts(counts, view),
-                       filters=filters.describe(), licence=licence or DEFAULT_LICENCE)
+    card = _card(fmt, view, {targets[name].name: n for name, n in rows.items()}, counts, filters, licence)
     card_path.write_text(card, encoding="utf-8")
     return ExportResult(fmt=fmt, view=view, counts=counts,
                         files={str(targets[name]): n for name, n in rows.items()}, card=str(card_path))
 
 
-def _card_counts(counts: ExportCounts, view: str) -> dict[str, int]:
-    if view == "battles":
-        return {"votes": counts.votes}
-    return {k: v for k, v in asdict(counts).items() if k != "records"}
+def _card(fmt: str, view: str, files: dict[str, int], counts: ExportCounts, filters: ExportFilters,
+          licence: str | None) -> str:
+    """The dataset card of an export that wrote ``files`` (name -> rows)."""
+    shown = {"votes": counts.votes} if view == "battles" else {
+        k: v for k, v in asdict(counts).items() if k != "records"}
+    return render_card(fmt=fmt, view=view, files=files, counts=shown, filters=filters.describe(),
+                       licence=licence or DEFAULT_LICENCE)
 
 
 def _zip_entry(name: str) -> zipfile.ZipInfo:
@@ -288,9 +289,8 @@ def export_bytes(
     buffers = {name: io.BytesIO() for name in _stream_names(fmt, view)}
     counts, rows = _stream(engine, fmt=fmt, view=view, filters=filters, salt=salt,
                            chunk_size=chunk_size, progress=progress, streams=dict(buffers))
-    files = {_file_name(fmt, view, name): n for name, n in rows.items()}
-    card = render_card(fmt=fmt, view=view, files=files, counts=_card_counts(counts, view),
-                       filters=filters.describe(), licence=licence or DEFAULT_LICENCE)
+    card = _card(fmt, view, {_file_name(fmt, view, name): n for name, n in rows.items()}, counts, filters,
+                 licence)
     if len(buffers) == 1:
         (name, buffer), = buffers.items()
         return ExportBlob(data=buffer.getvalue(), filename=_file_name(fmt, view, name),
