@@ -1,18 +1,16 @@
 """``python -m db``: upgrade | stats | bench | export.
 
-The only place in ``db`` that reads ``settings.py``: every command takes ``--url`` and falls back to
-``ARENA_DATABASE_URL`` (default: the SQLite file under ``./var/``). ``export`` lives in ``db/export.py``
-(its own engineer); it is wired here only when that module exists.
+The only place in ``db`` that reads ``settings.py`` (with ``db/export/cli.py``, the export's glue): every
+command takes ``--url`` and falls back to ``ARENA_DATABASE_URL`` (default: the SQLite file under
+``./var/``). ``export`` and its benchmark live in the ``db/export/`` package.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from types import ModuleType
 
 from sqlalchemy.exc import ArgumentError, OperationalError
 
@@ -21,15 +19,6 @@ def _default_url() -> str:
     from settings import get_settings_without_secrets as get_settings
 
     return get_settings().resolved_database_url
-
-
-def _export_module() -> ModuleType | None:
-    try:
-        return importlib.import_module("db.export")
-    except ModuleNotFoundError as exc:
-        if exc.name == "db.export":
-            return None
-        raise
 
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
@@ -71,8 +60,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             models=args.models,
             parts=("aggregation",) if args.only == "aggregation" else ("votes", "aggregation"),
         )
-    if args.only in ("all", "export") and _export_module() is not None:
-        from db.export_bench import run_export_bench
+    if args.only in ("all", "export"):
+        from db.export.bench import run_export_bench
 
         results.update(run_export_bench(sqlite_dir=args.dir, postgres_url=args.postgres_url,
                                         messages=args.messages))
@@ -107,9 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "export: the export figure only")
     bench.add_argument("--messages", type=int, default=1_000_000, help="stored messages for the export")
 
-    export = _export_module()
-    if export is not None:
-        export.add_export_parser(sub)
+    from db.export.cli import add_export_parser
+
+    add_export_parser(sub)
     return parser
 
 
@@ -128,9 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stats": _cmd_stats,
         "bench": _cmd_bench,
     }
-    export = _export_module()
-    if export is not None:
-        commands["export"] = export.run_export
+    from db.export.cli import run_export
+
+    commands["export"] = run_export
     try:
         return commands[args.command](args)
     except (ArgumentError, ValueError) as exc:

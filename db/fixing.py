@@ -31,6 +31,7 @@ from db.models import Battle, Conversation, Correction, Message
 from db.side_totals import HUMAN_MODES, FixingTotals, fixing_totals
 from db.views import ModelCounts
 
+FIXED_LABEL = "correct"  # the grader finds a correction fixed when the reply that followed is labelled this
 Judge = Literal["person", "grader"]
 
 _Next = aliased(Message)
@@ -94,7 +95,7 @@ def fix_outcomes(
             .group_by(Conversation.contestant_id, Correction.outcome)
         )
     else:
-        verdict = case((_Next.grader_label == "correct", "fixed"), else_="not_fixed")
+        verdict = case((_Next.grader_label == FIXED_LABEL, "fixed"), else_="not_fixed")
         query = (
             select(Conversation.contestant_id, verdict, func.count())
             .select_from(Correction)
@@ -121,7 +122,7 @@ def judge_table(
 ) -> JudgeTable:
     """Corrections judged by a person whose next reply the grader labelled, as per-model 2×2 tables."""
     _check_filters(modes, since, until)
-    grader_fixed = case((_Next.grader_label == "correct", 1), else_=0)
+    grader_fixed = case((_Next.grader_label == FIXED_LABEL, 1), else_=0)
     query = (
         select(Conversation.contestant_id, Correction.outcome, grader_fixed, func.count())
         .select_from(Correction)
@@ -180,7 +181,7 @@ def correction_links(
         if judge == "person":
             fixed = None if judged_by != "person" or outcome == "unknown" else outcome == "fixed"
         else:
-            fixed = None if label is None else label == "correct"
+            fixed = None if label is None else label == FIXED_LABEL
         links.append(CorrectionLink(by_id[contestant_id], faulty, following, fixed))
     return links
 

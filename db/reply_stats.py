@@ -49,18 +49,23 @@ class CorrectionRow:
     judged_by: str | None
 
 
-def _recurring(graded: Iterable[tuple[str, ...]]) -> int:
-    """Replies whose mistake kinds meet one that was made before and cleared since."""
+def recurrence_flags(graded: Iterable[Sequence[str]]) -> list[bool]:
+    """Per graded reply (in order), whether its mistake kinds meet one that was made before and cleared
+    since (the export's ``recurrence`` column uses this too)."""
     seen: set[str] = set()
     gone: set[str] = set()
-    count = 0
+    flags: list[bool] = []
     for mistakes in graded:
         now = set(mistakes)
-        if now & gone:
-            count += 1
+        flags.append(bool(now & gone))
         gone = (gone | (seen - now)) - now
         seen.update(now)
-    return count
+    return flags
+
+
+def _recurring(graded: Iterable[Sequence[str]]) -> int:
+    """Replies whose mistake kinds meet one that was made before and cleared since."""
+    return sum(recurrence_flags(graded))
 
 
 def _turns(links: Sequence[tuple[int, int, bool | None]]) -> list[int | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import ColumnElement, Engine, case, func, or_, select
@@ -17,6 +18,12 @@ from db.fixing import mistake_flag
 from db.models import Conversation, Message, Vote
 
 STYLE_COLUMNS: tuple[str, ...] = ("length", "chatty", "apology", "multiline")
+STYLE_NOTES: dict[str, str] = {  # what each feature measures (the dataset card quotes these)
+    "length": "mean characters per reply",
+    "chatty": "share of replies the grader marked `chatty` (prose around the call)",
+    "apology": 'share of replies saying "sorry" or "apolog…" (case-insensitive)',
+    "multiline": "share of replies longer than one line (after trimming)",
+}
 VOTE_CODES: dict[str, int] = {"a": 0, "b": 1, "tie": 2, "both_bad": 3}  # ranking.counts' outcome codes
 
 
@@ -89,6 +96,23 @@ def counted_votes(
     )
 
 
+STYLED_REPLIES: tuple[ColumnElement[bool], ...] = (Message.kind == "reply", Message.superseded.is_(False))
+
+
+def side_style() -> tuple[ColumnElement[Any], ...]:
+    """The ``STYLE_COLUMNS`` of one side, as aggregates over its ``STYLED_REPLIES`` (group by the side).
+
+    The one definition of the style features: the Votes board's style control (:func:`vote_style_features`)
+    and the export's ``battles`` view (``db.export.pairwise``) both select these.
+    """
+    text = func.lower(Message.content)
+    apology = case((or_(text.like("%sorry%"), text.like("%apolog%")), 1.0), else_=0.0)
+    multiline = case((func.trim(Message.content).contains("\n"), 1.0), else_=0.0)
+    columns = (func.avg(func.length(Message.content)), func.avg(mistake_flag("chatty")), func.avg(apology),
+               func.avg(multiline))
+    return tuple(column.label(name) for column, name in zip(columns, STYLE_COLUMNS, strict=True))
+
+
 @dataclass(frozen=True)
 class StyleBattles:
     """One row per counted vote: model indices into ``models``, outcome (1 a won, 0 b won, 0.5 tie or
@@ -118,17 +142,11 @@ def vote_style_features(
 ) -> StyleBattles:
     """The votes the Votes board counts (same filters as ``pairwise_counts``) with style features."""
     where = _vote_filters(scenario, modes, since, until, corrections_only, exclude_flagged, exclude_revealed)
-    text = func.lower(Message.content)
-    chatty = mistake_flag("chatty")
-    apology = case((or_(text.like("%sorry%"), text.like("%apolog%")), 1.0), else_=0.0)
-    multiline = case((func.trim(Message.content).contains("\n"), 1.0), else_=0.0)
     query = (
-        select(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side,
-               func.avg(func.length(Message.content)), func.avg(chatty), func.avg(apology),
-               func.avg(multiline))
+        select(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side, *side_style())
         .join(Conversation, Conversation.battle_id == Vote.battle_id)
         .join(Message, Message.conversation_id == Conversation.id)
-        .where(Message.kind == "reply", Message.superseded.is_(False), *where)
+        .where(*STYLED_REPLIES, *where)
         .group_by(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side)
         .order_by(Vote.id)
     )

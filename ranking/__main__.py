@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+import numpy as np
+
 from ranking.battles_file import BattlesFileError, read_battles
-from ranking.counts import CountsError, tally
+from ranking.counts import A_WINS, B_WINS, CountsError, tally
 from ranking.leaderboard import leaderboard
+from ranking.style import STYLE_FEATURES, fit_style_bt
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--interval", choices=("bootstrap", "sandwich"), default="bootstrap")
     fit.add_argument("--anchor", type=_anchor, default=None, help="pin MODEL=VALUE (e.g. gpt-4=1200)")
     fit.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    fit.add_argument("--style-control", action="store_true",
+                     help="contextual Bradley-Terry on the file's style columns (<feature>_a, <feature>_b: "
+                     + ", ".join(STYLE_FEATURES) + "), as the Votes board's style control")
     bench = sub.add_parser("bench", help="time the full leaderboard against the Chatbot Arena reference")
     bench.add_argument("--models", type=_positive, default=100)
     bench.add_argument("--votes", type=_positive, default=1_000_000)
@@ -72,7 +78,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _style_fit(args: argparse.Namespace) -> int:
+    """``fit --style-control``: rows with a missing feature are left out, as the board leaves out votes
+    without a reply on both sides; ties and both-bad count y = 1/2 (``ranking.style``)."""
+    try:
+        battles = read_battles(args.battles, style=STYLE_FEATURES)
+    except BattlesFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    assert battles.features_a is not None and battles.features_b is not None
+    keep = ~(np.isnan(battles.features_a).any(axis=1) | np.isnan(battles.features_b).any(axis=1))
+    if not keep.any():
+        print("error: no battle has every style feature on both sides", file=sys.stderr)
+        return 2
+    if not keep.all():
+        print(f"note: {int((~keep).sum())} battles without every style feature left out", file=sys.stderr)
+    played = np.union1d(battles.model_a[keep], battles.model_b[keep])
+    remap = np.full(len(battles.models), -1, dtype=np.int64)
+    remap[played] = np.arange(played.size)
+    outcome = np.select([battles.outcome == A_WINS, battles.outcome == B_WINS], [1.0, 0.0], 0.5)
+    fit = fit_style_bt(tuple(battles.models[i] for i in played), remap[battles.model_a[keep]],
+                       remap[battles.model_b[keep]], outcome[keep], battles.features_a[keep],
+                       battles.features_b[keep], features=STYLE_FEATURES)
+    games = np.bincount(remap[battles.model_a[keep]], minlength=played.size) + np.bincount(
+        remap[battles.model_b[keep]], minlength=played.size)
+    rows = [{"model": fit.models[m], "rating": float(fit.ratings[m]), "ci_low": float(fit.ci_low[m]),
+             "ci_high": float(fit.ci_high[m]), "rank": int(fit.ranks[m]), "battles": int(games[m])}
+            for m in np.argsort(-fit.ratings, kind="stable")]
+    coefficients = {name: float(b) for name, b in zip(fit.features, fit.beta, strict=True)}
+    print("note: style coefficients " + ", ".join(f"{k}={v:+.3f}" for k, v in coefficients.items()),
+          file=sys.stderr)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'rank':>4}  {'model':30s} {'rating':>8} {'95% CI':>19} {'battles':>8}")
+    for row in rows:
+        ci = f"[{row['ci_low']:.1f}, {row['ci_high']:.1f}]"
+        print(f"{row['rank']:>4}  {row['model']:30s} {row['rating']:8.1f} {ci:>19} {row['battles']:>8}")
+    return 0
+
+
 def _fit(args: argparse.Namespace) -> int:
+    if args.style_control:
+        return _style_fit(args)
     try:
         battles = read_battles(args.battles)
         wins, ties, both_bad = tally(

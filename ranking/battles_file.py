@@ -1,19 +1,21 @@
 """Read a battles file (CSV or Parquet: ``model_a, model_b, winner``) for the CLI. Not used by the core.
 
 ``winner`` is ``a | b | tie | both_bad`` or Chatbot Arena's ``model_a | model_b | tie | tie (bothbad)``.
-Every malformed row is reported by its 1-based data row number (CSV line = row + 1).
+Every malformed row is reported by its 1-based data row number (CSV line = row + 1). Other columns are
+ignored, except the per-side style features ``<feature>_a, <feature>_b`` when ``style`` names them
+(``python -m db export --view battles`` writes them; an empty cell is NaN).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ranking.counts import A_WINS, B_WINS, BOTH_BAD, TIE, IntArray
+from ranking.counts import A_WINS, B_WINS, BOTH_BAD, TIE, FloatArray, IntArray
 
 COLUMNS = ("model_a", "model_b", "winner")
 WINNER_CODES = {
@@ -39,37 +41,46 @@ class Battles:
     model_a: IntArray
     model_b: IntArray
     outcome: IntArray
+    features_a: FloatArray | None = None  # (battles x features) when read with ``style``; NaN: missing
+    features_b: FloatArray | None = None
 
 
-def read_table(path: Path) -> pa.Table:
-    """Load the three columns as strings; Parquet by suffix, CSV otherwise."""
+def style_columns(features: tuple[str, ...]) -> list[str]:
+    """The file's columns for ``features``: ``<feature>_a`` then ``<feature>_b`` for each."""
+    return [f"{name}_{side}" for name in features for side in ("a", "b")]
+
+
+def read_table(path: Path, extra: tuple[str, ...] = ()) -> pa.Table:
+    """Load the three columns as strings (and ``extra`` ones as read); Parquet by suffix, CSV otherwise."""
+    wanted = [*COLUMNS, *extra]
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
             import pyarrow.parquet as pq
 
             schema_names = pq.read_schema(path).names
-            _require_columns(schema_names)
-            table = pq.read_table(path, columns=list(COLUMNS))
+            _require_columns(schema_names, wanted)
+            table = pq.read_table(path, columns=wanted)
         else:
             from pyarrow import csv
 
             table = csv.read_csv(
                 path,
                 convert_options=csv.ConvertOptions(
-                    column_types={c: pa.string() for c in COLUMNS}, strings_can_be_null=True
+                    column_types={**{c: pa.string() for c in COLUMNS}, **{c: pa.float64() for c in extra}},
+                    strings_can_be_null=True,
                 ),
             )
-            _require_columns(table.column_names)
+            _require_columns(table.column_names, wanted)
     except (OSError, pa.ArrowException) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BattlesFileError(f"cannot read {path}: {first}") from exc
-    return table.select(list(COLUMNS)).combine_chunks()
+    return table.select(wanted).combine_chunks()
 
 
-def _require_columns(names: list[str]) -> None:
-    missing = [c for c in COLUMNS if c not in names]
+def _require_columns(names: list[str], wanted: list[str]) -> None:
+    missing = [c for c in wanted if c not in names]
     if missing:
-        raise BattlesFileError(f"missing column(s): {', '.join(missing)} (need model_a, model_b, winner)")
+        raise BattlesFileError(f"missing column(s): {', '.join(missing)} (need {', '.join(wanted)})")
 
 
 def parse_battles(table: pa.Table) -> Battles:
@@ -118,11 +129,21 @@ def parse_battles(table: pa.Table) -> Battles:
     )
 
 
-def read_battles(path: Path) -> Battles:
-    """Read and validate a battles file."""
+def _features(table: pa.Table, names: list[str]) -> FloatArray:
+    columns = [pc.cast(table.column(c), pa.float64()).to_numpy(zero_copy_only=False) for c in names]
+    return np.column_stack(columns).astype(np.float64) if columns else np.zeros((len(table), 0))
+
+
+def read_battles(path: Path, *, style: tuple[str, ...] = ()) -> Battles:
+    """Read and validate a battles file; with ``style``, also its per-side style feature columns."""
     if not path.exists():
         raise BattlesFileError(f"cannot read {path}: no such file")
-    table = read_table(path)
+    columns = style_columns(style)
+    table = read_table(path, tuple(columns))
     if len(table) == 0:
         raise BattlesFileError(f"{path} has no battles")
-    return parse_battles(table)
+    battles = parse_battles(table)
+    if not style:
+        return battles
+    return replace(battles, features_a=_features(table, columns[0::2]),
+                   features_b=_features(table, columns[1::2]))

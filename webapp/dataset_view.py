@@ -15,9 +15,10 @@ from webapp.flows import open_battle
 EXPORT_MODES = ("anonymous", "named", "direct", "auto")  # db.models.MODES, as the export CLI lists them
 DOWNLOADS = (
     # (label, format, view, file name)
-    ("Battles (JSONL)", "jsonl", "battles", "fixit-arena-battles.jsonl"),
-    ("Battles (Parquet)", "parquet", "battles", "fixit-arena-battles.parquet"),
-    ("Tables (CSV, zipped)", "csv", "battles", "fixit-arena-tables.zip"),
+    ("Dialogues (JSONL)", "jsonl", "dialogues", "fixit-arena-dialogues.jsonl"),
+    ("Dialogues (Parquet)", "parquet", "dialogues", "fixit-arena-dialogues.parquet"),
+    ("Tables (CSV, zipped)", "csv", "dialogues", "fixit-arena-tables.zip"),
+    ("Battles, one row per vote (CSV, for ranking fit)", "csv", "battles", "fixit-arena-battles.csv"),
     ("Preference pairs (JSONL)", "jsonl", "preferences", "fixit-arena-preferences.jsonl"),
     ("Correction triples (JSONL)", "jsonl", "corrections", "fixit-arena-corrections.jsonl"),
 )

@@ -105,7 +105,7 @@ def public_filters(
 
 
 def dataset_count(ctx: Context, filters: ExportFilters) -> int:
-    from db.export_read import count_battles, snapshot
+    from db.export.read import count_battles, snapshot
 
     with snapshot(ctx.engine) as conn:
         return count_battles(conn, filters)
@@ -146,7 +146,7 @@ def _cached_export(
 
 def dataset_card(filters: ExportFilters) -> str:
     """The export's dataset card (schema, privacy, licence) as Markdown, for the page."""
-    from db.export_card import render_card
+    from db.export.card import card_body, render_card
 
-    text = render_card(fmt="jsonl", view="battles", files={}, counts={}, filters=filters.describe())
-    return text.split("\n", 1)[1]  # drop the HTML comment marker line
+    card = render_card(fmt="jsonl", view="dialogues", files={}, counts={}, filters=filters.describe())
+    return card_body(card)

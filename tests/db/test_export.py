@@ -27,8 +27,8 @@ from db.export import (
     export_bytes,
     visitor_hash,
 )
-from db.export_card import MARKER
-from db.export_read import read_ahead
+from db.export.card import MARKER, is_ours
+from db.export.read import chunk_reader, read_ahead
 from db.models import Battle, Conversation, Correction, Message, Vote, utcnow
 
 SALT = "pepper-for-tests"
@@ -180,8 +180,8 @@ def test_csv_tables_one_file_per_table(world: World, engine: Engine, tmp_path: P
     votes = {v["battle_id"]: v for v in read["votes"]}
     assert votes[world.b4]["choice"] == "tie" and votes[world.b5]["counted"] == "false"
     card = (out / "README.md").read_text(encoding="utf-8")
-    assert card.startswith(MARKER) and "| `messages.csv` | 21 |" in card and "- votes: 4" in card
-    assert "Licence" in card and "messages.csv`: `conversation_id`" in card
+    assert is_ours(card) and MARKER in card and "| `messages.csv` | 21 |" in card and "- votes: 4" in card
+    assert "Licence" in card and "- `messages.csv:conversation_id`: " in card
 
 
 # --- training views ---------------------------------------------------------------------------------------
@@ -228,6 +228,33 @@ def test_corrections_view_context_faulty_feedback_next_outcome(world: World, eng
     table = export_bytes(engine, fmt="parquet", salt=SALT, view="corrections")
     (rec,) = pq.read_table(io.BytesIO(table.data)).to_pylist()
     assert rec["next_reply"] == row["next_reply"] and rec["correction_id"] == world.correction_id
+
+
+def test_corrections_view_grader_verdict_regression_recurrence_style(arena: Any, engine: Engine) -> None:
+    """An automatic run (style ``hint``): wrong year -> fixed but the Fred meeting broken (regression) ->
+    the year wrong again (recurrence: cleared by the reply before); the grader's verdict per correction."""
+    battle = repo.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m1",
+                              params_a={"temperature": 0.0,
+                                        "auto": {"style": "hint", "protocol": "dialogue"}})
+    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Lunch on the 3rd")
+    repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="add(year=2023)",
+                        grader_label="partial", grader_mistakes=["wrong_year"])
+    for feedback, label, mistakes in (("Fix the year.", "partial", ["regression"]),
+                                      ("Keep Fred's meeting.", "partial", ["wrong_year"]),
+                                      ("Fix the year.", "correct", [])):
+        repo.record_correction(engine, battle_id=battle.id, side="a", content=feedback)
+        repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=f"add() # {label}",
+                            grader_label=label, grader_mistakes=mistakes)
+    repo.record_correction(engine, battle_id=battle.id, side="a", content="Now add the reminder.")
+    blob = export_bytes(engine, fmt="jsonl", salt=SALT, view="corrections",
+                        filters=ExportFilters(include_open=True))
+    rows = [json.loads(line) for line in blob.data.decode().splitlines()]
+    assert [(r["grader_fixed"], r["regression"], r["recurrence"]) for r in rows] == [
+        (False, True, False), (False, False, True), (True, False, False), (None, None, None)]
+    assert {r["correction_style"] for r in rows} == {"hint"} and {r["mode"] for r in rows} == {"auto"}
+    people = export_bytes(engine, fmt="jsonl", salt=SALT, view="corrections",
+                          filters=ExportFilters(include_open=True, modes=("anonymous",)))
+    assert people.data == b""
 
 
 def test_correction_without_following_reply_has_null_next(arena: Any, engine: Engine, tmp_path: Path) -> None:
@@ -304,7 +331,8 @@ def test_card_counts_filters_and_licence(world: World, engine: Engine, tmp_path:
                    filters=ExportFilters(scenario="calendar"), licence="CC0-1.0")
     card = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert "| `x.parquet` | 4 |" in card and "- battles: 4" in card and "scenario=calendar" in card
-    assert "CC0-1.0" in card and "- `sides`: `list<item: struct<side: string" in card
+    assert "CC0-1.0" in card and "license: cc0-1.0" in card
+    assert "- `sides` (`list<item: struct<side: string" in card
 
 
 # --- refusals ---------------------------------------------------------------------------------------------
@@ -339,7 +367,8 @@ def test_refusals_write_nothing(world: World, engine: Engine, tmp_path: Path) ->
 
 def test_reader_thread_stops_early_and_hands_errors_over(world: World, engine: Engine,
                                                         tmp_path: Path) -> None:
-    with read_ahead(engine, filters=ExportFilters(), salt=SALT, chunk_size=1) as (selected, pages):
+    count, chunks = chunk_reader(filters=ExportFilters(), salt=SALT, chunk_size=1)
+    with read_ahead(engine, count=count, pages=chunks) as (selected, pages):
         first = next(pages)
         assert selected == 5 and first.battles.column("id").to_pylist() == [world.b1]
     assert not [t for t in threading.enumerate() if t.name == "export-reader"]  # left early: stopped
@@ -377,3 +406,19 @@ def test_closed_before_leaves_out_recently_closed_battles(arena: Any, engine: En
     arena.battle()  # still open
     assert _ids(engine, ExportFilters(closed_before=cutoff)) == [old.id]
     assert _ids(engine, ExportFilters()) == [old.id, recent.id]
+
+
+def test_awkward_text_and_times_round_trip(arena: Any, engine: Engine) -> None:
+    """Values PostgreSQL's CSV (COPY) and the readers could mangle come back as written."""
+    texts = ["NA", "NULL", " . ", '"quoted", with commas', "two\nlines\r\nand a tab\t", "naïve 日本 ✓", "\\N"]
+    battle = arena.battle("m1", "m2")
+    for text in texts:
+        repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content=text)
+    blob = export_bytes(engine, fmt="jsonl", salt=SALT, filters=ExportFilters(include_open=True))
+    (record,) = [json.loads(line) for line in blob.data.decode().splitlines()]
+    side_a = next(s for s in record["sides"] if s["side"] == "a")
+    assert [m["content"] for m in side_a["messages"]][-len(texts):] == texts
+    assert side_a["system_prompt"] == "" and side_a["messages"][-1]["error"] is None  # empty text, not null
+    with engine.connect() as conn:
+        stored = conn.scalar(select(Battle.created_at).where(Battle.id == battle.id))
+    assert dt.datetime.fromisoformat(record["created_at"]) == stored.replace(tzinfo=dt.UTC)

@@ -143,3 +143,23 @@ def test_readme_documents_every_command_and_flag() -> None:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
                     assert flag in section, f"{name} {flag} undocumented"
+
+
+def test_style_control_needs_the_style_columns_and_drops_rows_without_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = write_csv(tmp_path / "plain.csv", battles())
+    code, _, err = run_fit(["--battles", str(plain), "--style-control"], capsys)
+    assert code == 2 and "missing column(s): length_a" in err and err.count("\n") == 1
+    rng = np.random.default_rng(1)
+    features = "length_a,length_b,chatty_a,chatty_b,apology_a,apology_b,multiline_a,multiline_b"
+    lines = [f"{a},{b},{w}," + ",".join(f"{x:.3f}" for x in rng.random(8)) for a, b, w in battles()]
+    lines[0] = lines[0].rsplit(",", 1)[0] + ","  # one missing feature: left out with a note
+    styled = tmp_path / "styled.csv"
+    styled.write_text(f"model_a,model_b,winner,{features}\n" + "\n".join(lines) + "\n")
+    code, out, err = run_fit(["--battles", str(styled), "--style-control", "--json"], capsys)
+    rows = json.loads(out)
+    assert code == 0 and "1 battles without every style feature left out" in err
+    assert "style coefficients" in err
+    assert {r["model"] for r in rows} == {"alpha", "beta", "gamma", "delta"}
+    assert sum(r["battles"] for r in rows) == 2 * (len(lines) - 1)

@@ -107,9 +107,10 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
     assert [m.value for m in at.metric][:4] == ["1", "4", "0", "1"]
     buttons = {b.label: b for b in at.get("download_button")}
     assert set(buttons) == {
-        "Battles (JSONL)",
-        "Battles (Parquet)",
+        "Dialogues (JSONL)",
+        "Dialogues (Parquet)",
         "Tables (CSV, zipped)",
+        "Battles, one row per vote (CSV, for ranking fit)",
         "Preference pairs (JSONL)",
         "Correction triples (JSONL)",
     }
@@ -123,13 +124,13 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
         anon_id="",
     )
     lines = gateway_data.dataset_bytes(
-        ctx, _public(ctx), fmt="jsonl", view="battles"
+        ctx, _public(ctx), fmt="jsonl", view="dialogues"
     ).splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["scenario"] == "calendar"
-    parquet = gateway_data.dataset_bytes(ctx, _public(ctx), fmt="parquet", view="battles")
+    parquet = gateway_data.dataset_bytes(ctx, _public(ctx), fmt="parquet", view="dialogues")
     assert pq.read_table(io.BytesIO(parquet)).num_rows == 1
     none = gateway_data.dataset_bytes(
-        ctx, _public(ctx, scenario="free-chat"), fmt="jsonl", view="battles"
+        ctx, _public(ctx, scenario="free-chat"), fmt="jsonl", view="dialogues"
     )
     assert none == b""
 

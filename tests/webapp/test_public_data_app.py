@@ -26,7 +26,7 @@ def _public_jsonl(scenario: str | None = None) -> bytes:
     filters = gateway_data.public_filters(
         ctx.settings, scenario=scenario, since=None, until=None, corrections_only=False
     )
-    return gateway_data.dataset_bytes(ctx, filters, fmt="jsonl", view="battles")
+    return gateway_data.dataset_bytes(ctx, filters, fmt="jsonl", view="dialogues")
 
 
 def test_an_open_battle_is_not_on_the_dataset_page(arena_env: Callable[..., str]) -> None:
@@ -57,7 +57,7 @@ def test_a_public_download_is_built_once_per_filter_set(arena_env: Callable[...,
     from webapp import gateway_data
 
     arena_env(public_export_delay_hours="0")
-    before = gateway_data.BUILDS["jsonl/battles"]
+    before = gateway_data.BUILDS["jsonl/dialogues"]
     results: list[bytes] = []
     threads = [threading.Thread(target=lambda: results.append(_public_jsonl("calendar"))) for _ in range(4)]
     for thread in threads:
@@ -66,9 +66,9 @@ def test_a_public_download_is_built_once_per_filter_set(arena_env: Callable[...,
         thread.join()
     results.append(_public_jsonl("calendar"))
     assert len(set(results)) == 1 and len(results) == 5
-    assert gateway_data.BUILDS["jsonl/battles"] == before + 1, "five clicks, one build"
+    assert gateway_data.BUILDS["jsonl/dialogues"] == before + 1, "five clicks, one build"
     _public_jsonl("free-chat")
-    assert gateway_data.BUILDS["jsonl/battles"] == before + 2, "another filter set is its own build"
+    assert gateway_data.BUILDS["jsonl/dialogues"] == before + 2, "another filter set is its own build"
 
 
 def test_the_mode_filter_on_the_dataset_page(arena_env: Callable[..., str]) -> None:

@@ -1,6 +1,7 @@
 """``python -m db export``: argument parsing and the progress bar around :func:`db.export.export_battles`.
 
-Wired into ``db/__main__.py`` through ``add_export_parser(subparsers)`` and ``run_export(args) -> int``.
+Wired into ``db/__main__.py`` through
+``add_export_parser(subparsers)`` and ``run_export(args) -> int``.
 This is command-line glue, so it is the one export module that reads ``settings.py`` (the hashing salt,
 and the database URL through ``db/__main__``). Bad input exits 2 with one line on stderr; success
 prints one JSON line (counts and files) on stdout for scripts.
@@ -14,13 +15,16 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from db.export_read import DEFAULT_CHUNK_SIZE, ExportError, ExportFilters, parse_date
+from db.export.core import DEFAULT_VIEW, FORMATS, VIEWS, export_battles
+from db.export.filters import ExportError, ExportFilters, parse_date
+from db.export.read import DEFAULT_CHUNK_SIZE
 
 
 def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``export`` subcommand to ``python -m db``'s subparsers."""
     p = subparsers.add_parser(
-        "export", help="export battles (nested or flat tables) or training views, with a dataset card"
+        "export",
+        help="export dialogues (nested or flat tables), the battles file or training views, with a card",
     )
     p.add_argument("--url", default=None, help="SQLAlchemy URL (default: ARENA_DATABASE_URL / ./var)")
     p.add_argument("--format", dest="fmt", required=True, metavar="{jsonl,parquet,csv}")
@@ -33,8 +37,9 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--corrections-only", action="store_true", help="only battles with a correction")
     p.add_argument("--include-open", action="store_true",
                    help="also battles still open (left out by default: their contestants are not public yet)")
-    p.add_argument("--view", default=None, metavar="{preferences,corrections}",
-                   help="a training view instead of the battles")
+    p.add_argument("--view", default=DEFAULT_VIEW, metavar="{" + ",".join(VIEWS) + "}",
+                   help="dialogues: nested battles (default; CSV: flat tables); battles: one row per counted "
+                   "vote for `python -m ranking fit --battles`; preferences / corrections: training views")
     p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, help="battles per page")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
@@ -77,14 +82,13 @@ def _filters(args: argparse.Namespace) -> ExportFilters:
 def run_export(args: argparse.Namespace) -> int:
     """Run ``python -m db export``; 0 on success, 2 with a one-line reason on bad input."""
     from db.engine import make_engine
-    from db.export import FORMATS, export_battles
 
     bar = _Bar(enabled=not args.no_progress)
     try:
         if args.fmt not in FORMATS:
             raise ExportError(f"unknown format {args.fmt!r}: use one of {', '.join(FORMATS)}")
-        if args.view not in (None, "preferences", "corrections"):
-            raise ExportError(f"unknown view {args.view!r}: use preferences or corrections")
+        if args.view not in VIEWS:
+            raise ExportError(f"unknown view {args.view!r}: use one of {', '.join(VIEWS)}")
         if args.chunk_size < 1:
             raise ExportError("--chunk-size must be >= 1")
         filters = _filters(args)
@@ -95,7 +99,7 @@ def run_export(args: argparse.Namespace) -> int:
         try:
             result = export_battles(
                 engine, fmt=args.fmt, out=args.out, salt=salt, filters=filters,
-                view=args.view or "battles", chunk_size=args.chunk_size, progress=bar,
+                view=args.view, chunk_size=args.chunk_size, progress=bar,
             )
         finally:
             bar.close()

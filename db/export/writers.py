@@ -15,7 +15,7 @@ from typing import IO, Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from db.export_schema import SCHEMAS, TABLE_COLUMNS
+from db.export.schema import SCHEMAS, TABLE_COLUMNS
 
 
 def json_default(value: Any) -> Any:
@@ -103,5 +103,5 @@ def record_writer(fmt: str, kind: str, stream: IO[bytes]) -> RecordWriter:
 
 
 def table_writers(streams: dict[str, IO[bytes]]) -> dict[str, CsvWriter]:
-    """One CSV writer per flat table (see :data:`db.export_records.TABLE_COLUMNS`)."""
+    """One CSV writer per flat table (see :data:`db.export.records.TABLE_COLUMNS`)."""
     return {name: CsvWriter(streams[name], TABLE_COLUMNS[name]) for name in TABLE_COLUMNS}

@@ -1,4 +1,8 @@
-"""The dataset export: battles, flat tables and training views as JSONL, Parquet or CSV, plus a card.
+"""The dataset export: dialogues, flat tables, the battles file and training views, plus a card.
+
+Views (``VIEWS``): ``dialogues`` (the default: one nested record per battle; with CSV, flat tables in a
+folder), ``battles`` (one row per counted vote, the file ``python -m ranking fit --battles`` reads;
+:mod:`db.export.pairwise`), ``preferences`` and ``corrections`` (training views).
 
 Python API (what the web app's Dataset page and scripts call; everything keyword-only):
 
@@ -7,10 +11,10 @@ Python API (what the web app's Dataset page and scripts call; everything keyword
 - :func:`export_bytes` produces the same export in memory for a download (CSV tables come zipped with
   the card); meant for filtered sets, it holds the whole output in memory.
 
-Both stream: battles are read in keyset pages of ``chunk_size`` (see :mod:`db.export_read`) and each
+Both stream: battles are read in keyset pages of ``chunk_size`` (see :mod:`db.export.read`) and each
 page is written before the next is read. Files are written under a temporary name and renamed into
 place on success, so a failed export never leaves a half-written file under the real name.
-The command line (``python -m db export``) lives in :mod:`db.export_cli`.
+The command line (``python -m db export``) lives in :mod:`db.export.cli`.
 """
 
 from __future__ import annotations
@@ -27,37 +31,17 @@ from typing import IO
 import pyarrow as pa
 from sqlalchemy import Engine
 
-from db.export_card import DEFAULT_LICENCE, is_ours, render_card
-from db.export_read import (
-    DEFAULT_CHUNK_SIZE,
-    ExportError,
-    ExportFilters,
-    parse_date,
-    read_ahead,
-    visitor_hash,
-)
-from db.export_records import battle_table, correction_records, flat_tables, preference_records
-from db.export_schema import SCHEMAS, TABLE_COLUMNS
-from db.export_writers import CsvWriter, RecordWriter, record_writer, table_writers
-
-__all__ = [
-    "FORMATS",
-    "VIEWS",
-    "ExportBlob",
-    "ExportCounts",
-    "ExportError",
-    "ExportFilters",
-    "ExportResult",
-    "add_export_parser",
-    "export_battles",
-    "export_bytes",
-    "parse_date",
-    "run_export",
-    "visitor_hash",
-]
+from db.export.card import DEFAULT_LICENCE, is_ours, render_card
+from db.export.filters import ExportError, ExportFilters
+from db.export.pairwise import count_pairs, iter_pairs
+from db.export.read import DEFAULT_CHUNK_SIZE, chunk_reader, read_ahead
+from db.export.records import battle_table, correction_records, flat_tables, preference_records
+from db.export.schema import SCHEMAS, TABLE_COLUMNS
+from db.export.writers import CsvWriter, RecordWriter, record_writer, table_writers
 
 FORMATS = ("jsonl", "parquet", "csv")
-VIEWS = ("battles", "preferences", "corrections")
+VIEWS = ("dialogues", "battles", "preferences", "corrections")
+DEFAULT_VIEW = "dialogues"
 SUFFIX = {"jsonl": ".jsonl", "parquet": ".parquet", "csv": ".csv"}
 MEDIA_TYPES = {"jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet",
                "csv": "text/csv", "zip": "application/zip"}
@@ -105,6 +89,11 @@ def _check(fmt: str, view: str, salt: str) -> None:
         raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
 
 
+def _flat(fmt: str, view: str) -> bool:
+    """Whether the export is the flat CSV tables (one file per table, in a folder)."""
+    return fmt == "csv" and view == "dialogues"
+
+
 def _stream(
     engine: Engine,
     *,
@@ -117,15 +106,19 @@ def _stream(
     streams: dict[str, IO[bytes]],
 ) -> tuple[ExportCounts, dict[str, int]]:
     """Read page by page and write each page: the one loop behind every export. Returns rows per stream."""
-    flat = fmt == "csv" and view == "battles"
+    if view == "battles":
+        return _stream_pairs(engine, fmt=fmt, filters=filters, salt=salt, chunk_size=chunk_size,
+                             progress=progress, stream=streams[view])
+    flat = _flat(fmt, view)
     rows = {name: 0 for name in streams}
     totals = dict.fromkeys(("battles", "conversations", "messages", "corrections", "votes"), 0)
-    with read_ahead(engine, filters=filters, salt=salt, chunk_size=chunk_size) as (selected, pages):
+    count, pages = chunk_reader(filters=filters, salt=salt, chunk_size=chunk_size)
+    with read_ahead(engine, count=count, pages=pages) as (selected, chunks):
         if progress is not None:
             progress(0, selected)
         tables: dict[str, CsvWriter] = table_writers(streams) if flat else {}
         writer: RecordWriter | None = None if flat else record_writer(fmt, view, streams[view])
-        for chunk in pages:
+        for chunk in chunks:
             for name in totals:
                 totals[name] += getattr(chunk, name).num_rows
             if flat:
@@ -135,7 +128,7 @@ def _stream(
             else:
                 assert writer is not None
                 page = battle_table(chunk)
-                if view != "battles":
+                if view != "dialogues":
                     shaped = preference_records if view == "preferences" else correction_records
                     page = pa.Table.from_pylist(list(shaped(page.to_pylist())), schema=SCHEMAS[view])
                 writer.write(page)
@@ -150,18 +143,44 @@ def _stream(
     return ExportCounts(**totals, records=written), rows
 
 
+def _stream_pairs(
+    engine: Engine,
+    *,
+    fmt: str,
+    filters: ExportFilters,
+    salt: str,
+    chunk_size: int,
+    progress: Progress | None,
+    stream: IO[bytes],
+) -> tuple[ExportCounts, dict[str, int]]:
+    """The ``battles`` view: one row per counted vote (a battle has at most one vote)."""
+    written = 0
+    writer = record_writer(fmt, "battles", stream)
+    with read_ahead(engine, count=lambda conn: count_pairs(conn, filters),
+                    pages=lambda conn: iter_pairs(conn, filters=filters, salt=salt,
+                                                  chunk_size=chunk_size)) as (selected, pages):
+        if progress is not None:
+            progress(0, selected)
+        for page in pages:
+            writer.write(page)
+            written += page.num_rows
+            if progress is not None:
+                progress(written, selected)
+    writer.close()
+    return ExportCounts(battles=written, votes=written, records=written), {"battles": written}
+
+
 def _stream_names(fmt: str, view: str) -> list[str]:
-    return list(TABLE_COLUMNS) if fmt == "csv" and view == "battles" else [view]
+    return list(TABLE_COLUMNS) if _flat(fmt, view) else [view]
 
 
 def _file_name(fmt: str, view: str, name: str) -> str:
-    return f"{name}{SUFFIX[fmt]}" if fmt == "csv" else f"{view}{SUFFIX[fmt]}"
+    return f"{name}{SUFFIX[fmt]}" if _flat(fmt, view) else f"{view}{SUFFIX[fmt]}"
 
 
 def _targets(out: Path, fmt: str, view: str) -> tuple[dict[str, Path], Path]:
     """Where each stream goes and where the card goes; refuses paths that cannot work, before any work."""
-    folder_out = fmt == "csv" and view == "battles"
-    if folder_out:
+    if _flat(fmt, view):
         if out.exists() and not out.is_dir():
             raise ExportError(f"--out {out} is a file; CSV tables need a folder")
         folder = out
@@ -209,15 +228,16 @@ def export_battles(
     out: str | Path,
     salt: str,
     filters: ExportFilters | None = None,
-    view: str = "battles",
+    view: str = DEFAULT_VIEW,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Progress | None = None,
     licence: str | None = None,
 ) -> ExportResult:
     """Export the battles ``filters`` select to ``out`` in ``fmt``, with a README.md card beside it.
 
-    ``view``: ``battles`` (nested records; with ``fmt='csv'`` flat tables in the folder ``out``),
-    ``preferences`` or ``corrections`` (training views, one file). ``salt`` hashes visitor ids (the CLI
+    ``view``: ``dialogues`` (nested records; with ``fmt='csv'`` flat tables in the folder ``out``),
+    ``battles`` (one row per counted vote, for ``ranking fit``), ``preferences`` or ``corrections``
+    (training views); every view but the flat tables is one file. ``salt`` hashes visitor ids (the CLI
     passes ``settings.hash_salt``). Raises :class:`ExportError` for bad input, before writing anything.
     """
     filters = filters or ExportFilters()
@@ -226,16 +246,19 @@ def export_battles(
     with _atomic_files(targets) as streams:
         counts, rows = _stream(engine, fmt=fmt, view=view, filters=filters, salt=salt,
                                chunk_size=chunk_size, progress=progress, streams=streams)
-    files = {targets[name].name: n for name, n in rows.items()}
-    card = render_card(fmt=fmt, view=view, files=files, counts=_card_counts(counts),
-                       filters=filters.describe(), licence=licence or DEFAULT_LICENCE)
+    card = _card(fmt, view, {targets[name].name: n for name, n in rows.items()}, counts, filters, licence)
     card_path.write_text(card, encoding="utf-8")
     return ExportResult(fmt=fmt, view=view, counts=counts,
                         files={str(targets[name]): n for name, n in rows.items()}, card=str(card_path))
 
 
-def _card_counts(counts: ExportCounts) -> dict[str, int]:
-    return {k: v for k, v in asdict(counts).items() if k != "records"}
+def _card(fmt: str, view: str, files: dict[str, int], counts: ExportCounts, filters: ExportFilters,
+          licence: str | None) -> str:
+    """The dataset card of an export that wrote ``files`` (name -> rows)."""
+    shown = {"votes": counts.votes} if view == "battles" else {
+        k: v for k, v in asdict(counts).items() if k != "records"}
+    return render_card(fmt=fmt, view=view, files=files, counts=shown, filters=filters.describe(),
+                       licence=licence or DEFAULT_LICENCE)
 
 
 def _zip_entry(name: str) -> zipfile.ZipInfo:
@@ -251,7 +274,7 @@ def export_bytes(
     fmt: str,
     salt: str,
     filters: ExportFilters | None = None,
-    view: str = "battles",
+    view: str = DEFAULT_VIEW,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Progress | None = None,
     licence: str | None = None,
@@ -266,9 +289,8 @@ def export_bytes(
     buffers = {name: io.BytesIO() for name in _stream_names(fmt, view)}
     counts, rows = _stream(engine, fmt=fmt, view=view, filters=filters, salt=salt,
                            chunk_size=chunk_size, progress=progress, streams=dict(buffers))
-    files = {_file_name(fmt, view, name): n for name, n in rows.items()}
-    card = render_card(fmt=fmt, view=view, files=files, counts=_card_counts(counts),
-                       filters=filters.describe(), licence=licence or DEFAULT_LICENCE)
+    card = _card(fmt, view, {_file_name(fmt, view, name): n for name, n in rows.items()}, counts, filters,
+                 licence)
     if len(buffers) == 1:
         (name, buffer), = buffers.items()
         return ExportBlob(data=buffer.getvalue(), filename=_file_name(fmt, view, name),
@@ -280,6 +302,3 @@ def export_bytes(
         archive.writestr(_zip_entry("README.md"), card)
     return ExportBlob(data=zipped.getvalue(), filename="fixit-arena-tables.zip",
                       media_type=MEDIA_TYPES["zip"], counts=counts, card=card)
-
-
-from db.export_cli import add_export_parser, run_export  # noqa: E402  (CLI glue, re-exported for db/__main__)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from db.vote_features import STYLE_COLUMNS
+
 TS = pa.timestamp("us", tz="UTC")
 TURN = pa.struct([("role", pa.string()), ("content", pa.string())])
 
@@ -59,8 +61,18 @@ SIDE_TYPE = pa.struct([
 ])
 VOTE_TYPE = pa.struct([*VOTE_FIELDS, ("counted", pa.bool_())])
 
+STYLE_FIELDS: list[tuple[str, pa.DataType]] = [
+    (f"{name}_{side}", pa.float64()) for name in STYLE_COLUMNS for side in ("a", "b")
+]
+
 SCHEMAS: dict[str, pa.Schema] = {
+    # One row per counted vote, as ``python -m ranking fit --battles`` reads it (see db.export.pairwise).
     "battles": pa.schema([
+        ("model_a", pa.string()), ("model_b", pa.string()), ("winner", pa.string()), ("mode", pa.string()),
+        ("scenario", pa.string()), ("tstamp", TS), *STYLE_FIELDS, ("battle_id", pa.string()),
+        ("visitor", pa.string()), ("with_corrections", pa.bool_()),
+    ]),
+    "dialogues": pa.schema([
         ("battle_id", pa.string()), *BATTLE_FIELDS, ("vote", VOTE_TYPE), ("sides", pa.list_(SIDE_TYPE)),
     ]),
     "preferences": pa.schema([
@@ -75,5 +87,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("context", pa.list_(TURN)), ("faulty_reply", pa.string()), ("feedback", pa.string()),
         ("next_reply", pa.string()), ("outcome", pa.string()), ("judged_by", pa.string()),
         ("faulty_grader_label", pa.string()), ("next_grader_label", pa.string()),
+        ("grader_fixed", pa.bool_()), ("regression", pa.bool_()), ("recurrence", pa.bool_()),
+        ("correction_style", pa.string()),
     ]),
 }

@@ -1,6 +1,6 @@
 """Shaping a page of rows into export records: nested battles, flat tables, and the two training views.
 
-Pure functions over one :class:`~db.export_read.Chunk` of Arrow tables: no database access. The nested
+Pure functions over one :class:`~db.export.read.Chunk` of Arrow tables: no database access. The nested
 battles are built column-wise in Arrow (list offsets, no Python object per message), which is what
 keeps a million-message Parquet export within seconds; JSONL and the views go through Python records
 (``to_pylist``) only after that.
@@ -30,6 +30,7 @@ Training views use only *standing* messages (a reply that was retried is ``super
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -38,8 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from db.export_read import Chunk
-from db.export_schema import (
+from db.export.read import Chunk
+from db.export.schema import (
     CORRECTION_FIELDS,
     MESSAGE_FIELDS,
     SCHEMAS,
@@ -47,6 +48,8 @@ from db.export_schema import (
     VOTE_FIELDS,
     VOTE_TYPE,
 )
+from db.fixing import FIXED_LABEL
+from db.reply_stats import recurrence_flags
 
 Record = dict[str, Any]
 
@@ -105,7 +108,7 @@ def battle_table(chunk: Chunk) -> pa.Table:
     messages = _lists_per_conversation(chunk.messages, MESSAGE_FIELDS, conv_ids)
     corrections = _lists_per_conversation(chunk.corrections, CORRECTION_FIELDS, conv_ids)
     side_arrays = [convs.column(n).combine_chunks() for n, _ in SIDE_FIELDS] + [messages, corrections]
-    sides_type = SCHEMAS["battles"].field("sides").type
+    sides_type = SCHEMAS["dialogues"].field("sides").type
     sides = pa.ListArray.from_arrays(
         _offsets(convs.column("battle_id"), chunk.battles.column("id")),
         pa.StructArray.from_arrays(side_arrays, fields=list(sides_type.value_type)))
@@ -116,7 +119,7 @@ def battle_table(chunk: Chunk) -> pa.Table:
     vote = pa.StructArray.from_arrays(
         [column.take(picks) for column in vote_columns], fields=list(VOTE_TYPE), mask=picks.is_null())
     battles = chunk.battles.rename_columns(["battle_id", *chunk.battles.column_names[1:]])
-    return battles.append_column("vote", vote).append_column("sides", sides).cast(SCHEMAS["battles"])
+    return battles.append_column("vote", vote).append_column("sides", sides).cast(SCHEMAS["dialogues"])
 
 
 def _turns(side: Record) -> list[dict[str, str]]:
@@ -149,15 +152,30 @@ def preference_records(battles: list[Record]) -> Iterator[Record]:
         }
 
 
+def _correction_style(params: str | None) -> str | None:
+    """The automatic arena's correction style (``params.auto.style``: fix | hint); None for people."""
+    auto = (json.loads(params) if params else {}).get("auto")
+    style = auto.get("style") if isinstance(auto, dict) else None
+    return str(style) if style else None
+
+
 def correction_records(battles: list[Record]) -> Iterator[Record]:
     """Correction triples (context, faulty reply, feedback, next reply, outcome), one per correction."""
     for battle in battles:
         for side in battle["sides"]:
             by_id = {m["id"]: m for m in side["messages"]}
+            graded_replies = [m for m in side["messages"] if m["kind"] == "reply" and not m["superseded"]
+                              and m["grader_label"] is not None]
+            flags = recurrence_flags(m["grader_mistakes"] or () for m in graded_replies)
+            recurring = {m["id"]: flag for m, flag in zip(graded_replies, flags, strict=True)}
+            style = _correction_style(side["params"])
             for corr in side["corrections"]:
                 faulty = by_id[corr["faulty_message_id"]]
                 feedback = by_id[corr["feedback_message_id"]]
                 following = by_id.get(corr["next_reply_message_id"] or -1)
+                graded: Record = {} if following is None or following["grader_label"] is None else {
+                    "id": following["id"], "label": following["grader_label"],
+                    "mistakes": following["grader_mistakes"] or []}
                 context = [t for t in _turns(side) if t["role"] == "system"]
                 context += [
                     {"role": m["role"], "content": m["content"]}
@@ -172,7 +190,11 @@ def correction_records(battles: list[Record]) -> Iterator[Record]:
                     "next_reply": following["content"] if following is not None else None,
                     "outcome": corr["outcome"], "judged_by": corr["judged_by"],
                     "faulty_grader_label": faulty["grader_label"],
-                    "next_grader_label": following["grader_label"] if following is not None else None,
+                    "next_grader_label": graded.get("label"),
+                    "grader_fixed": None if not graded else graded["label"] == FIXED_LABEL,
+                    "regression": None if not graded else "regression" in graded["mistakes"],
+                    "recurrence": None if not graded else recurring.get(graded["id"], False),
+                    "correction_style": style,
                 }
 
 
@@ -180,7 +202,7 @@ def correction_records(battles: list[Record]) -> Iterator[Record]:
 
 
 def flat_tables(chunk: Chunk) -> dict[str, pa.Table]:
-    """The page as flat tables (``db.export_schema.TABLE_COLUMNS``); votes gain ``counted``."""
+    """The page as flat tables (``db.export.schema.TABLE_COLUMNS``); votes gain ``counted``."""
     tables = {name: getattr(chunk, name) for name in ("battles", "conversations", "messages", "corrections")}
     tables["votes"] = chunk.votes.append_column("counted", _counted(chunk.votes))
     return tables

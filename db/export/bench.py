@@ -98,8 +98,8 @@ def _seed(engine: Engine, *, battles: int, chunk: int = 5_000) -> None:
 
 def measure_export(url: str, *, messages: int, chunk_size: int | None = None) -> dict[str, Any]:
     """Seed about ``messages`` messages at ``url`` (an empty database), then time the Parquet export."""
-    from db.export import export_battles
-    from db.export_read import DEFAULT_CHUNK_SIZE
+    from db.export.core import export_battles
+    from db.export.read import DEFAULT_CHUNK_SIZE
 
     battles = max(1, messages // MESSAGES_PER_BATTLE)
     engine = make_engine(url, durability="none")

