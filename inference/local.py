@@ -37,6 +37,7 @@ from inference.protocol import (
     GenerationResult,
     StreamEvent,
     TextDelta,
+    error_result,
 )
 
 Emit = Callable[[StreamEvent], None]
@@ -174,10 +175,7 @@ class LocalChatModel:
         try:
             ids = self.prompt_ids(messages, params)
         except Exception as exc:
-            emit(GenerationResult(
-                text="", finish_reason="error", prompt_tokens=0, new_tokens=0, ttft_ms=None,
-                total_ms=(time.perf_counter() - started) * 1000, error=f"{type(exc).__name__}: {exc}",
-            ))
+            emit(error_result(exc, started=started))
             return
         self.batcher.submit(ids, params, stop_ids=self.stop_ids, emit=emit, cancel=cancel, started=started,
                             trace=trace)
@@ -219,15 +217,7 @@ class LocalChatModel:
         except GeneratorExit:
             raise
         except Exception as exc:  # isolate the failure to this request; keep what was already shown
-            yield GenerationResult(
-                text="".join(partial),
-                finish_reason="error",
-                prompt_tokens=prompt_tokens,
-                new_tokens=0,
-                ttft_ms=None,
-                total_ms=(time.perf_counter() - started) * 1000,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+            yield error_result(exc, started=started, text="".join(partial), prompt_tokens=prompt_tokens)
 
 
     def stream_ids(

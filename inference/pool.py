@@ -29,6 +29,7 @@ from inference.protocol import (
     GenerationParams,
     GenerationResult,
     StreamEvent,
+    error_result,
 )
 
 State = Literal["queued", "loading", "compiling", "ready", "failed", "refused"]
@@ -199,15 +200,7 @@ class _Worker:
 
 
 def _error_result(request: _Request, exc: BaseException) -> GenerationResult:
-    return GenerationResult(
-        text="",
-        finish_reason="error",
-        prompt_tokens=0,
-        new_tokens=0,
-        ttft_ms=None,
-        total_ms=(time.perf_counter() - request.submitted_at) * 1000,
-        error=f"{type(exc).__name__}: {exc}",
-    )
+    return error_result(exc, started=request.submitted_at)
 
 
 class PooledChatModel:

@@ -6,9 +6,11 @@ own cached forward pass, the fallback for backbones the fast decoder does not kn
 the fast one is tested against.
 """
 
+from inference.engine.buckets import bucket
 from inference.engine.decoding import IncrementalDecoder
-from inference.engine.generate import TokenTrace, generate_stream
-from inference.engine.runner import KVRunner, bucket, causal_lm_for
+from inference.engine.generate import generate_stream
+from inference.engine.reply import Reply, TokenTrace
+from inference.engine.runner import KVRunner, causal_lm_for
 from inference.engine.sampling import sample_token
 from inference.engine.scheduler import SlotScheduler
 from inference.engine.slots import SlotEngine
@@ -16,6 +18,7 @@ from inference.engine.slots import SlotEngine
 __all__ = [
     "IncrementalDecoder",
     "KVRunner",
+    "Reply",
     "SlotEngine",
     "SlotScheduler",
     "TokenTrace",

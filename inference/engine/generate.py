@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 
-import numpy as np
-
-from inference.engine.decoding import IncrementalDecoder
+from inference.engine.reply import Reply, TokenTrace
 from inference.engine.runner import KVRunner
 from inference.engine.sampling import sample_token
 from inference.families.base import TextTokenizer
-from inference.protocol import CancelToken, FinishReason, GenerationParams, GenerationResult, TextDelta
-
-
-@dataclass
-class TokenTrace:
-    """The ids a generation produced (stop token excluded), for tests and benchmarks."""
-
-    ids: list[int]
+from inference.protocol import (
+    CancelToken,
+    FinishReason,
+    GenerationParams,
+    GenerationResult,
+    StreamEvent,
+    TextDelta,
+)
 
 
 def generate_stream(
@@ -40,54 +36,30 @@ def generate_stream(
     the runner's maximum length; hitting either cap finishes with ``"length"``. Exceptions propagate:
     the caller turns them into an ``"error"`` result.
     """
-    t0 = time.perf_counter() if started is None else started
-    cancel = cancel or CancelToken()
-    budget = min(params.max_new_tokens, runner.max_length - len(prompt_ids))
-    if budget < 1:
-        raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room in {runner.max_length}")
-    rng = np.random.default_rng(params.seed)
-    decoder = IncrementalDecoder(tokenizer)
-    pieces: list[str] = []
-    produced: list[int] = []
-    ttft_ms: float | None = None
-    finish: FinishReason = "length"
-
-    if cancel.cancelled:
-        finish = "cancelled"
-    else:
-        cache_length = runner.cache_length_for(len(prompt_ids) + budget)
-        logits, cache = runner.prefill(prompt_ids, cache_length=cache_length)
+    events: list[StreamEvent] = []
+    reply = Reply(prompt_ids, params, stop_ids=stop_ids, tokenizer=tokenizer, max_length=runner.max_length,
+                  emit=events.append, cancel=cancel, started=started, trace=trace)
+    if reply.room_error is not None:
+        raise reply.room_error
+    finish: FinishReason | None = "cancelled" if reply.cancel.cancelled else None
+    if finish is None:
+        logits, cache = runner.prefill(prompt_ids, cache_length=runner.cache_length_for(reply.need))
         index = len(prompt_ids)
         while True:
-            token = sample_token(logits, params, rng)
-            if ttft_ms is None:
-                ttft_ms = (time.perf_counter() - t0) * 1000
-            if token in stop_ids:
-                finish = "stop"
+            token = sample_token(logits, params, reply.rng)
+            finish = reply.accept(token)
+            yield from _drain(events)
+            if finish is not None:
                 break
-            produced.append(token)
-            text = decoder.push(token)
-            if text:
-                pieces.append(text)
-                yield TextDelta(text)
-            if len(produced) >= budget:
-                break
-            if cancel.cancelled:
+            if reply.cancel.cancelled:
                 finish = "cancelled"
                 break
             logits, cache = runner.step(cache, token, index)
             index += 1
-    tail = decoder.flush()
-    if tail:
-        pieces.append(tail)
-        yield TextDelta(tail)
-    if trace is not None:
-        trace.ids = produced
-    yield GenerationResult(
-        text="".join(pieces),
-        finish_reason=finish,
-        prompt_tokens=len(prompt_ids),
-        new_tokens=len(produced),
-        ttft_ms=ttft_ms,
-        total_ms=(time.perf_counter() - t0) * 1000,
-    )
+    reply.finish(finish)
+    yield from _drain(events)
+
+
+def _drain(events: list[StreamEvent]) -> Iterator[StreamEvent]:
+    while events:
+        yield events.pop(0)

@@ -19,18 +19,7 @@ from typing import Any
 
 import numpy as np
 
-MIN_PROMPT_BUCKET = 32
-MIN_CACHE_BUCKET = 128
-
-
-def bucket(n: int, *, minimum: int, maximum: int) -> int:
-    """Smallest power of two >= ``n`` (and >= ``minimum``), capped at ``maximum``."""
-    if n > maximum:
-        raise ValueError(f"length {n} exceeds the maximum {maximum}")
-    size = minimum
-    while size < n:
-        size *= 2
-    return min(size, maximum)
+from inference.engine.buckets import cache_bucket, prompt_bucket
 
 
 def causal_lm_for(backbone: Any) -> Any:
@@ -108,14 +97,14 @@ class KVRunner:
 
     def cache_length_for(self, total: int) -> int:
         """The cache bucket that holds ``total`` tokens (prompt + new)."""
-        return bucket(total, minimum=min(MIN_CACHE_BUCKET, self.max_length), maximum=self.max_length)
+        return cache_bucket(total, max_length=self.max_length)
 
     def prefill(self, prompt_ids: list[int], *, cache_length: int) -> tuple[np.ndarray, Any]:
         """Run the prompt; returns the next-token logits (float32, host) and the filled cache."""
         n = len(prompt_ids)
         if not 0 < n <= cache_length:
             raise ValueError(f"prompt of {n} tokens does not fit a cache of {cache_length}")
-        width = bucket(n, minimum=min(MIN_PROMPT_BUCKET, cache_length), maximum=cache_length)
+        width = prompt_bucket(n, max_length=cache_length)
         tokens = np.zeros((1, width), dtype="int32")
         tokens[0, :n] = prompt_ids
         self._compiled.add(("prefill", width, cache_length))

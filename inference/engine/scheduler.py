@@ -12,60 +12,28 @@ cancellation are per row, on the host.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from inference.engine.decoding import IncrementalDecoder
-from inference.engine.generate import TokenTrace
+from inference.engine.reply import Emit, Reply, TokenTrace
 from inference.engine.sampling import sample_from_candidates
 from inference.engine.slots import Candidates, SlotEngine
 from inference.families.base import TextTokenizer
-from inference.protocol import (
-    CancelToken,
-    FinishReason,
-    GenerationParams,
-    GenerationResult,
-    StreamEvent,
-    TextDelta,
-)
+from inference.protocol import CancelToken, FinishReason, GenerationParams, error_text
 
-Emit = Callable[[StreamEvent], None]
 DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16)
 
 
 @dataclass
-class _Request:
-    prompt: list[int]
-    params: GenerationParams
-    stop_ids: Collection[int]
-    cancel: CancelToken
-    emit: Emit
-    started: float
-    trace: TokenTrace | None
-
-
-@dataclass
 class _Row:
-    """A request in a row of the batch: where it writes next, its sampling state and its stream."""
+    """A reply in a row of the batch: where it writes next and the token it feeds there."""
 
-    request: _Request
-    budget: int
-    decoder: IncrementalDecoder
-    rng: np.random.Generator
+    reply: Reply
     length: int  # tokens in the cache row so far = the slot the pending token goes to
-    produced: list[int] = field(default_factory=list)
-    pieces: list[str] = field(default_factory=list)
     pending: int = 0
-    ttft_ms: float | None = None
-
-    @property
-    def need(self) -> int:
-        """Cache slots this row may use by its end."""
-        return len(self.request.prompt) + self.budget
 
 
 class SlotScheduler:
@@ -91,7 +59,7 @@ class SlotScheduler:
         self.engine = engine
         self.tokenizer = tokenizer
         self.batch_buckets = buckets
-        self._incoming: list[_Request] = []
+        self._incoming: list[Reply] = []
         self.rows: list[_Row | None] = []
         self.cache: Any = None
         self.slots = 0
@@ -128,10 +96,11 @@ class SlotScheduler:
         trace: TokenTrace | None = None,
     ) -> None:
         """Queue one request; it starts at the next ``tick`` with a free row. Bad input ends in an error."""
-        started = time.perf_counter() if started is None else started
-        request = _Request(list(prompt_ids), params, stop_ids, cancel or CancelToken(), emit, started, trace)
+        reply = Reply(list(prompt_ids), params, stop_ids=stop_ids, tokenizer=self.tokenizer,
+                      max_length=self.engine.max_length, emit=emit, cancel=cancel, started=started,
+                      trace=trace)
         with self._lock:
-            self._incoming.append(request)
+            self._incoming.append(reply)
 
     def tick(self) -> None:
         """Admit what fits, step every row once, compact. A device failure ends every request in flight
@@ -145,7 +114,7 @@ class SlotScheduler:
                 if not self._incoming:
                     self._shrink()
             except Exception as exc:
-                self._end_all("error", f"{type(exc).__name__}: {exc}")
+                self._end_all("error", error_text(exc))
 
     def cancel_all(self) -> None:
         """End every request, queued or running, as ``"cancelled"`` (the pool is closing)."""
@@ -166,26 +135,21 @@ class SlotScheduler:
 
     # ---- admission ------------------------------------------------------------------------------
 
-    def _budget(self, request: _Request) -> int:
-        return min(request.params.max_new_tokens, self.engine.max_length - len(request.prompt))
-
     def _admit(self) -> None:
         waiting, self._incoming = self._incoming, []
-        for request in waiting:
-            if request.cancel.cancelled:
-                self._end_request(request, "cancelled")
-            elif not request.prompt or self._budget(request) < 1:
-                self._end_request(request, "error", f"ValueError: prompt of {len(request.prompt)} tokens "
-                                  f"leaves no room in {self.engine.max_length}")
+        for reply in waiting:
+            if reply.cancel.cancelled:
+                reply.finish("cancelled")
+            elif reply.room_error is not None:
+                reply.finish("error", error_text(reply.room_error))
             elif self.running < self.max_batch:
-                self._place(request)
+                self._place(reply)
             else:
-                self._incoming.append(request)  # every row is busy: it starts when one frees
+                self._incoming.append(reply)  # every row is busy: it starts when one frees
 
-    def _place(self, request: _Request) -> None:
-        need = len(request.prompt) + self._budget(request)
+    def _place(self, reply: Reply) -> None:
         running = [r for r in self.rows if r is not None]
-        slots = self.engine.cache_length_for(max([need] + [r.need for r in running]))
+        slots = self.engine.cache_length_for(max([reply.need] + [r.reply.need for r in running]))
         batch = next(b for b in self.batch_buckets if b >= len(running) + 1)
         if self.cache is None:
             self.cache = self.engine.empty(batch=batch, slots=slots)
@@ -193,10 +157,9 @@ class SlotScheduler:
         elif slots > self.slots or batch > len(self.rows) or None not in self.rows:
             self._reshape(batch=max(batch, len(self.rows)), slots=max(slots, self.slots))
         slot = self.rows.index(None)
-        candidates, row_cache = self.engine.prefill(request.prompt, temperature=request.params.temperature)
+        candidates, row_cache = self.engine.prefill(reply.prompt, temperature=reply.params.temperature)
         self.cache = self.engine.insert(self.cache, row_cache, slot)
-        row = _Row(request=request, budget=self._budget(request), decoder=IncrementalDecoder(self.tokenizer),
-                   rng=np.random.default_rng(request.params.seed), length=len(request.prompt))
+        row = _Row(reply=reply, length=len(reply.prompt))
         self.rows[slot] = row if self._accept(row, self._sample(row, candidates, 0)) else None
 
     def _reshape(self, *, batch: int, slots: int) -> None:
@@ -213,7 +176,7 @@ class SlotScheduler:
             self.cache, self.rows, self.slots = None, [], 0
             return
         batch = next(b for b in self.batch_buckets if b >= len(running))
-        slots = self.engine.cache_length_for(max(r.need for r in running))
+        slots = self.engine.cache_length_for(max(r.reply.need for r in running))
         if batch < len(self.rows) or slots < self.slots:
             self._reshape(batch=batch, slots=slots)
 
@@ -226,7 +189,7 @@ class SlotScheduler:
         temperatures = np.ones((batch,), "float32")
         for i, row in enumerate(self.rows):
             if row is not None:
-                tokens[i], index[i], temperatures[i] = row.pending, row.length, row.request.params.temperature
+                tokens[i], index[i], temperatures[i] = row.pending, row.length, row.reply.params.temperature
         candidates, self.cache = self.engine.step(self.cache, tokens, index, temperatures)
         self.steps += 1
         for i, row in enumerate(self.rows):
@@ -239,63 +202,33 @@ class SlotScheduler:
     def _sample(row: _Row, candidates: Candidates, i: int) -> int:
         return sample_from_candidates(
             candidates.values[i], candidates.ids[i], float(candidates.log_normalizer[i]),
-            row.request.params, row.rng, lambda: candidates.full_row(i),
+            row.reply.params, row.reply.rng, lambda: candidates.full_row(i),
         )
 
     def _settle(self) -> None:
         """Rows whose visitor cancelled leave at this step boundary."""
         for i, row in enumerate(self.rows):
-            if row is not None and row.request.cancel.cancelled:
-                self._finish(row, "cancelled")
+            if row is not None and row.reply.cancel.cancelled:
+                row.reply.finish("cancelled")
                 self.rows[i] = None
 
-    def _accept(self, row: _Row, token: int) -> bool:
+    @staticmethod
+    def _accept(row: _Row, token: int) -> bool:
         """Record a sampled token; False (and the result emitted) when the row is finished."""
-        if row.ttft_ms is None:
-            row.ttft_ms = (time.perf_counter() - row.request.started) * 1000
-        if token in row.request.stop_ids:
-            self._finish(row, "stop")
+        finish = row.reply.accept(token)
+        if finish is not None:
+            row.reply.finish(finish)
             return False
-        row.produced.append(token)
         row.pending = token
-        text = row.decoder.push(token)
-        if text:
-            row.pieces.append(text)
-            row.request.emit(TextDelta(text))
-        if len(row.produced) >= row.budget:
-            self._finish(row, "length")
-            return False
         return True
 
     # ---- endings --------------------------------------------------------------------------------
 
-    def _finish(self, row: _Row, reason: FinishReason, error: str | None = None) -> None:
-        tail = row.decoder.flush()
-        if tail:
-            row.pieces.append(tail)
-            row.request.emit(TextDelta(tail))
-        request = row.request
-        request.emit(GenerationResult(
-            text="".join(row.pieces), finish_reason=reason, prompt_tokens=len(request.prompt),
-            new_tokens=len(row.produced), ttft_ms=row.ttft_ms,
-            total_ms=(time.perf_counter() - request.started) * 1000, error=error,
-        ))
-        if request.trace is not None:
-            request.trace.ids = list(row.produced)
-
-    def _end_request(self, request: _Request, reason: FinishReason, error: str | None = None) -> None:
-        request.emit(GenerationResult(
-            text="", finish_reason=reason, prompt_tokens=len(request.prompt), new_tokens=0, ttft_ms=None,
-            total_ms=(time.perf_counter() - request.started) * 1000, error=error,
-        ))
-        if request.trace is not None:
-            request.trace.ids = []
-
     def _end_all(self, reason: FinishReason, error: str | None = None) -> None:
         waiting, self._incoming = self._incoming, []
-        for request in waiting:
-            self._end_request(request, reason, error)
+        for reply in waiting:
+            reply.finish(reason, error)
         for row in self.rows:
             if row is not None:
-                self._finish(row, reason, error)
+                row.reply.finish(reason, error)
         self.rows, self.cache, self.slots = [], None, 0

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from inference.engine.buckets import cache_bucket, prompt_bucket
 from inference.engine.decoder import Cache, empty_cache, forward, output_logits
-from inference.engine.runner import MIN_CACHE_BUCKET, MIN_PROMPT_BUCKET, bucket
 from inference.engine.weights import DecoderSpec
 
 CANDIDATES = 64
@@ -102,10 +102,10 @@ class SlotEngine:
         self._threads: set[str] = set()
 
     def cache_length_for(self, total: int) -> int:
-        return bucket(total, minimum=min(MIN_CACHE_BUCKET, self.max_length), maximum=self.max_length)
+        return cache_bucket(total, max_length=self.max_length)
 
     def prompt_width_for(self, length: int) -> int:
-        return bucket(length, minimum=min(MIN_PROMPT_BUCKET, self.max_length), maximum=self.max_length)
+        return prompt_bucket(length, max_length=self.max_length)
 
     def empty(self, *, batch: int, slots: int) -> Cache:
         return empty_cache(self.spec, batch=batch, slots=slots)

@@ -141,7 +141,7 @@ def test_a_late_request_starts_before_the_first_one_finishes(model: LocalChatMod
     assert first.result is None  # still generating ...
     assert scheduler.running == 3  # ... and the newcomers share its batch, already decoding
     rows = [r for r in scheduler.rows if r is not None]
-    assert all(r.ttft_ms is not None and r.produced for r in rows)
+    assert all(r.reply.ttft_ms is not None and r.reply.produced for r in rows)
     while first.result is None:
         scheduler.tick()
     assert all(j.result is not None for j in joiners)  # both done before the first
