@@ -362,7 +362,7 @@ def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> tuple[Any, 
     import jax.numpy as jnp
     import numpy as np
 
-    from inference.engine.decoder import empty_cache, forward, output_logits
+    from inference.engine.forward import empty_cache, forward, output_logits
     from inference.engine.weight_policy import choose_weights
     from inference.engine.weights import decoder_spec, extract_params, matrix_formats
 

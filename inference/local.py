@@ -19,8 +19,8 @@ from typing import Literal
 
 from inference.chat_template import ChatTemplate, fit_to_context
 from inference.engine import KVRunner, TokenTrace, causal_lm_for, generate_stream
-from inference.engine.scheduler import SlotScheduler
-from inference.engine.slots import SlotEngine
+from inference.engine.batcher import SlotScheduler
+from inference.engine.fast_engine import SlotEngine
 from inference.engine.weight_policy import choose_weights, min_batch_for
 from inference.engine.weights import (
     UnsupportedModel,

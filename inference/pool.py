@@ -287,7 +287,7 @@ class ModelPool:
     entry's ``max_new_tokens``; the default covers the calendar scenario's first turns. Later buckets
     compile on first use (a persistent compilation cache makes that cheap after a restart).
     ``batching`` (default on): local models on the fast engine serve through their continuous batcher
-    (:class:`inference.engine.scheduler.SlotScheduler`): concurrent requests share each decode step and
+    (:class:`inference.engine.batcher.SlotScheduler`): concurrent requests share each decode step and
     a new one joins at the next step boundary instead of queueing behind a whole reply; requests
     arriving within ``batch_window_s`` of an idle model start together. Off: one request at a time.
     ``keep_keras_weights`` (default off): keep keras-hub's float32 variables beside the fast engine's

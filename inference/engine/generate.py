@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 
+from inference.engine.keras_engine import KVRunner
 from inference.engine.reply import Reply, TokenTrace
-from inference.engine.runner import KVRunner
 from inference.engine.sampling import sample_token
 from inference.families.base import TextTokenizer
 from inference.protocol import (

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inference.engine.decoding import IncrementalDecoder
+from inference.engine.detokenize import IncrementalDecoder
 from inference.families.base import TextTokenizer
 from inference.protocol import (
     CancelToken,

@@ -5,7 +5,7 @@ the batch grows and shrinks through its buckets."""
 from __future__ import annotations
 
 from inference.engine import TokenTrace, generate_stream
-from inference.engine.scheduler import SlotScheduler
+from inference.engine.batcher import SlotScheduler
 from inference.local import LocalChatModel
 from inference.protocol import CancelToken, GenerationParams, GenerationResult, StreamEvent, TextDelta
 

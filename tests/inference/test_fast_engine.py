@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from inference.engine import TokenTrace, generate_stream
-from inference.engine.decoder import empty_cache, forward, matmul, output_logits
+from inference.engine.forward import empty_cache, forward, matmul, output_logits
 from inference.engine.sampling import sample_from_candidates, sample_token
 from inference.engine.weights import (
     QuantizedMatrix,

@@ -2,7 +2,7 @@
 
 Every :meth:`SlotScheduler.tick` is a step boundary: requests that arrived are prefilled one by one and
 copied into free rows (so a newcomer starts within one step, never behind a whole reply), then every
-row advances one token in ONE device call (:class:`inference.engine.slots.SlotEngine`). Rows keep their
+row advances one token in ONE device call (:class:`inference.engine.fast_engine.SlotEngine`). Rows keep their
 own positions, so each reply is what the request would get alone. The batch grows through the
 ``batch_buckets`` as requests arrive and shrinks (rows compacted) when they leave; the cache length
 follows the longest row's prompt + reply budget, in powers of two. Sampling, stop tokens and
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from inference.engine.fast_engine import Candidates, SlotEngine
 from inference.engine.reply import Emit, Reply, TokenTrace
 from inference.engine.sampling import sample_from_candidates
-from inference.engine.slots import Candidates, SlotEngine
 from inference.families.base import TextTokenizer
 from inference.protocol import CancelToken, FinishReason, GenerationParams, error_text
 

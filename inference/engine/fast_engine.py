@@ -1,6 +1,6 @@
 """The fast engine's compiled device programs: prefill one prompt, insert it as a row of a batch cache,
 step every row once, and resize the batch cache. The host-side policy lives in
-:mod:`inference.engine.scheduler`.
+:mod:`inference.engine.batcher`.
 
 Shapes are bucketed so a handful of programs serve every mix of requests: prompt widths and cache
 lengths are powers of two, batch sizes come from ``batch_buckets``. Each program returns, besides the
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from inference.engine.buckets import cache_bucket, prompt_bucket
-from inference.engine.decoder import Cache, empty_cache, forward, output_logits
+from inference.engine.forward import Cache, empty_cache, forward, output_logits
 from inference.engine.weights import DecoderSpec
 
 CANDIDATES = 64
