@@ -200,8 +200,7 @@ def _batched_round(model: Any, ids: list[int], params: GenerationParams, clients
     start = time.perf_counter()
     for _ in range(clients):
         batcher.submit(ids, params, stop_ids=(), emit=_keep_results(results), started=start)
-    while batcher.busy:
-        batcher.tick()
+    batcher.run_until(lambda: False)
     wall = time.perf_counter() - start
     failed = [r.error for r in results if r.error]
     if failed:

@@ -237,12 +237,17 @@ class LocalChatModel:
         scheduler.submit(ids, params, stop_ids=self.stop_ids, emit=events.append, cancel=own, started=started,
                          trace=trace)  # ticked here until it ends: the caller owns the model's thread
         finished = False
+
+        def arrived() -> bool:  # an event to hand on; the caller's cancel reaches the row at a step
+            if cancel is not None and cancel.cancelled:
+                own.cancel()
+            return bool(events)
+
         try:
             while not finished:
-                if cancel is not None and cancel.cancelled:
-                    own.cancel()
+                scheduler.run_until(arrived)
                 if not events:
-                    scheduler.tick()
+                    raise RuntimeError("the batcher ended a request without a result")
                 while events and not finished:
                     event = events.pop(0)
                     finished = isinstance(event, GenerationResult)
@@ -250,8 +255,7 @@ class LocalChatModel:
         finally:
             if not finished:  # abandoned: end its row now rather than decode for nobody
                 own.cancel()
-                while scheduler.busy and not any(isinstance(e, GenerationResult) for e in events):
-                    scheduler.tick()
+                scheduler.run_until(lambda: any(isinstance(e, GenerationResult) for e in events))
 
 
 def return_freed_memory() -> None:

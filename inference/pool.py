@@ -178,8 +178,7 @@ class _Worker:
                                  cancel=request.cancel, submitted_at=request.submitted_at)
                 except Exception as exc:  # isolate the failure to this request
                     request.events.put(_error_result(request, exc))
-            if batcher.busy:
-                batcher.tick()
+            batcher.run_until(lambda: not self.requests.empty())  # a newcomer joins at the next step
 
     def _answer(self, model: ChatModel, request: _Request) -> None:
         finished = False

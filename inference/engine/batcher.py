@@ -12,7 +12,7 @@ cancellation are per row, on the host.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,8 @@ class _Row:
 class SlotScheduler:
     """Per-model continuous batcher. ``submit`` queues; ``tick`` admits newcomers and steps all rows once.
 
-    Drive it from the model's owner thread (``while scheduler.busy: scheduler.tick()``). Each request's
+    Drive it from the model's owner thread with :meth:`run_until` (every caller does: the pool's worker
+    and a direct ``stream`` alike). Each request's
     ``emit`` receives text deltas, then exactly one :class:`GenerationResult`. Every public method holds
     one lock, so a second thread that submits or ticks (a direct ``stream`` call beside the pool's
     worker) interleaves whole steps instead of corrupting them.
@@ -115,6 +116,11 @@ class SlotScheduler:
                     self._shrink()
             except Exception as exc:
                 self._end_all("error", error_text(exc))
+
+    def run_until(self, done: Callable[[], bool]) -> None:
+        """The tick loop: tick until ``done()`` (checked before every tick) or nothing is left to run."""
+        while self.busy and not done():
+            self.tick()
 
     def cancel_all(self) -> None:
         """End every request, queued or running, as ``"cancelled"`` (the pool is closing)."""
