@@ -1,9 +1,11 @@
-"""Continuous batching over the fast engine: one batch cache per model whose rows are requests.
+"""Continuous batching over an engine: one batch cache per model whose rows are requests.
 
 Every :meth:`SlotScheduler.tick` is a step boundary: requests that arrived are prefilled one by one and
 copied into free rows (so a newcomer starts within one step, never behind a whole reply), then every
-row advances one token in ONE device call (:class:`inference.engine.fast_engine.SlotEngine`). Rows keep their
-own positions, so each reply is what the request would get alone. The batch grows through the
+row advances one token in ONE device call. Any :class:`Engine` serves: the fast engine
+(:class:`inference.engine.fast_engine.SlotEngine`) and keras-hub's cached forward pass
+(:class:`inference.engine.keras_engine.KerasEngine`, one row). Rows keep their own positions, so each
+reply is what the request would get alone. The batch grows through the
 ``batch_buckets`` as requests arrive and shrinks (rows compacted) when they leave; the cache length
 follows the longest row's prompt + reply budget, in powers of two. Sampling, stop tokens and
 cancellation are per row, on the host.
@@ -12,19 +14,50 @@ cancellation are per row, on the host.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from inference.engine.fast_engine import Candidates, SlotEngine
 from inference.engine.reply import Emit, Reply, TokenTrace
-from inference.engine.sampling import sample_from_candidates
+from inference.engine.sampling import Candidates, sample_row
 from inference.families.base import TextTokenizer
-from inference.protocol import CancelToken, FinishReason, GenerationParams, error_text
+from inference.protocol import (
+    CancelToken,
+    FinishReason,
+    GenerationParams,
+    GenerationResult,
+    StreamEvent,
+    error_text,
+)
 
 DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16)
+
+
+class Engine(Protocol):
+    """The prefill/step interface the batcher drives: one model's compiled programs over a batch cache.
+
+    ``prefill`` runs one prompt into a row cache (``slots``: the batch cache's length, for an engine
+    whose rows are made at full length), ``insert`` copies the row into row ``slot`` of the batch cache,
+    ``step`` feeds every row one token at its own index, ``resize`` keeps some rows in a new shape.
+    """
+
+    max_length: int
+
+    def cache_length_for(self, total: int) -> int: ...
+
+    def empty(self, *, batch: int, slots: int) -> Any: ...
+
+    def prefill(self, prompt_ids: list[int], *, temperature: float, slots: int) -> tuple[Candidates, Any]: ...
+
+    def insert(self, cache: Any, row: Any, slot: int) -> Any: ...
+
+    def step(
+        self, cache: Any, tokens: np.ndarray, index: np.ndarray, temperatures: np.ndarray
+    ) -> tuple[Candidates, Any]: ...
+
+    def resize(self, cache: Any, rows: list[int], *, batch: int, slots: int) -> Any: ...
 
 
 @dataclass
@@ -48,7 +81,7 @@ class SlotScheduler:
 
     def __init__(
         self,
-        engine: SlotEngine,
+        engine: Engine,
         tokenizer: TextTokenizer,
         *,
         batch_buckets: tuple[int, ...] = DEFAULT_BATCH_BUCKETS,
@@ -132,7 +165,7 @@ class SlotScheduler:
         prompt_tokens = max(1, min(prompt_tokens, self.engine.max_length - 1))
         slots = self.engine.cache_length_for(min(prompt_tokens + new_tokens, self.engine.max_length))
         with self._lock:
-            _, row = self.engine.prefill([0] * prompt_tokens, temperature=1.0)
+            _, row = self.engine.prefill([0] * prompt_tokens, temperature=1.0, slots=slots)
             for batch in batches or self.batch_buckets[:1]:
                 cache = self.engine.empty(batch=batch, slots=slots)
                 cache = self.engine.insert(cache, row, 0)
@@ -157,13 +190,14 @@ class SlotScheduler:
         running = [r for r in self.rows if r is not None]
         slots = self.engine.cache_length_for(max([reply.need] + [r.reply.need for r in running]))
         batch = next(b for b in self.batch_buckets if b >= len(running) + 1)
-        if self.cache is None:
+        if self.cache is None or not running:  # a fresh cache sized for this request alone
             self.cache = self.engine.empty(batch=batch, slots=slots)
             self.rows, self.slots = [None] * batch, slots
         elif slots > self.slots or batch > len(self.rows) or None not in self.rows:
             self._reshape(batch=max(batch, len(self.rows)), slots=max(slots, self.slots))
         slot = self.rows.index(None)
-        candidates, row_cache = self.engine.prefill(reply.prompt, temperature=reply.params.temperature)
+        candidates, row_cache = self.engine.prefill(reply.prompt, temperature=reply.params.temperature,
+                                                    slots=self.slots)
         self.cache = self.engine.insert(self.cache, row_cache, slot)
         row = _Row(reply=reply, length=len(reply.prompt))
         self.rows[slot] = row if self._accept(row, self._sample(row, candidates, 0)) else None
@@ -206,10 +240,7 @@ class SlotScheduler:
 
     @staticmethod
     def _sample(row: _Row, candidates: Candidates, i: int) -> int:
-        return sample_from_candidates(
-            candidates.values[i], candidates.ids[i], float(candidates.log_normalizer[i]),
-            row.reply.params, row.reply.rng, lambda: candidates.full_row(i),
-        )
+        return sample_row(candidates, i, row.reply.params, row.reply.rng)
 
     def _settle(self) -> None:
         """Rows whose visitor cancelled leave at this step boundary."""
@@ -238,3 +269,42 @@ class SlotScheduler:
             if row is not None:
                 row.reply.finish(reason, error)
         self.rows, self.cache, self.slots = [], None, 0
+
+
+def stream_alone(
+    batcher: SlotScheduler,
+    prompt_ids: list[int],
+    params: GenerationParams,
+    *,
+    stop_ids: Collection[int],
+    cancel: CancelToken | None = None,
+    started: float | None = None,
+    trace: TokenTrace | None = None,
+) -> Iterator[StreamEvent]:
+    """One request's events, ticking ``batcher`` on this thread until its result (the caller owns the
+    model's thread; other requests in the batcher advance meanwhile). Closing the stream early ends the
+    request's row at the next step rather than decode for nobody."""
+    events: list[StreamEvent] = []
+    own = CancelToken()  # also set when the consumer closes this stream early
+    batcher.submit(prompt_ids, params, stop_ids=stop_ids, emit=events.append, cancel=own, started=started,
+                   trace=trace)
+    finished = False
+
+    def arrived() -> bool:  # an event to hand on; the caller's cancel reaches the row at a step
+        if cancel is not None and cancel.cancelled:
+            own.cancel()
+        return bool(events)
+
+    try:
+        while not finished:
+            batcher.run_until(arrived)
+            if not events:
+                raise RuntimeError("the batcher ended a request without a result")
+            while events and not finished:
+                event = events.pop(0)
+                finished = isinstance(event, GenerationResult)
+                yield event
+    finally:
+        if not finished:
+            own.cancel()
+            batcher.run_until(lambda: any(isinstance(e, GenerationResult) for e in events))

@@ -12,7 +12,6 @@ per token instead of the whole vocabulary. The full logits stay on the device un
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -20,22 +19,10 @@ import numpy as np
 
 from inference.engine.buckets import cache_bucket, prompt_bucket
 from inference.engine.forward import Cache, empty_cache, forward, output_logits
+from inference.engine.sampling import Candidates
 from inference.engine.weights import DecoderSpec
 
 CANDIDATES = 64
-
-
-@dataclass
-class Candidates:
-    """Per row: the best logits (descending), their ids, log-normaliser; ``logits`` is still on device."""
-
-    values: np.ndarray
-    ids: np.ndarray
-    log_normalizer: np.ndarray
-    logits: Any
-
-    def full_row(self, row: int) -> np.ndarray:
-        return np.asarray(self.logits[row])
 
 
 def _candidates(logits: Any, temperatures: Any) -> tuple[Any, Any, Any, Any]:
@@ -110,8 +97,11 @@ class SlotEngine:
     def empty(self, *, batch: int, slots: int) -> Cache:
         return empty_cache(self.spec, batch=batch, slots=slots)
 
-    def prefill(self, prompt_ids: list[int], *, temperature: float) -> tuple[Candidates, Cache]:
-        """Run one prompt; the row it returns is as wide as the prompt's bucket."""
+    def prefill(
+        self, prompt_ids: list[int], *, temperature: float, slots: int = 0
+    ) -> tuple[Candidates, Cache]:
+        """Run one prompt; the row it returns is as wide as the prompt's bucket (whatever the batch
+        cache's ``slots``: :meth:`insert` copies it in)."""
         n = len(prompt_ids)
         if not 0 < n <= self.max_length:
             raise ValueError(f"prompt of {n} tokens does not fit the context of {self.max_length}")
