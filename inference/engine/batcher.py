@@ -5,10 +5,10 @@ copied into free rows (so a newcomer starts within one step, never behind a whol
 row advances one token in ONE device call. Any :class:`Engine` serves: the fast engine
 (:class:`inference.engine.fast_engine.SlotEngine`) and keras-hub's cached forward pass
 (:class:`inference.engine.keras_engine.KerasEngine`, one row). Rows keep their own positions, so each
-reply is what the request would get alone. The batch grows through the
-``batch_buckets`` as requests arrive and shrinks (rows compacted) when they leave; the cache length
-follows the longest row's prompt + reply budget, in powers of two. Sampling, stop tokens and
-cancellation are per row, on the host.
+reply is what the request would get alone. The batch grows through the ``batch_buckets`` as requests
+arrive and shrinks (rows compacted) when they leave; the cache length follows the longest row's prompt
++ reply budget, in powers of two. Sampling is per row, on the host; each row's stop tokens, budget,
+streamed text and timings are its :class:`~inference.engine.reply.Reply`'s.
 """
 
 from __future__ import annotations
@@ -73,10 +73,10 @@ class SlotScheduler:
     """Per-model continuous batcher. ``submit`` queues; ``tick`` admits newcomers and steps all rows once.
 
     Drive it from the model's owner thread with :meth:`run_until` (every caller does: the pool's worker
-    and a direct ``stream`` alike). Each request's
-    ``emit`` receives text deltas, then exactly one :class:`GenerationResult`. Every public method holds
-    one lock, so a second thread that submits or ticks (a direct ``stream`` call beside the pool's
-    worker) interleaves whole steps instead of corrupting them.
+    and a direct ``stream`` alike). Each request's ``emit`` receives text deltas, then exactly one
+    :class:`GenerationResult`. Every public method holds one lock, so a second thread that submits or
+    ticks (a direct ``stream`` call beside the pool's worker) interleaves whole steps instead of
+    corrupting them.
     """
 
     def __init__(
