@@ -200,8 +200,7 @@ def _batched_round(model: Any, ids: list[int], params: GenerationParams, clients
     start = time.perf_counter()
     for _ in range(clients):
         batcher.submit(ids, params, stop_ids=(), emit=_keep_results(results), started=start)
-    while batcher.busy:
-        batcher.tick()
+    batcher.run_until(lambda: False)
     wall = time.perf_counter() - start
     failed = [r.error for r in results if r.error]
     if failed:
@@ -362,7 +361,7 @@ def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> tuple[Any, 
     import jax.numpy as jnp
     import numpy as np
 
-    from inference.engine.decoder import empty_cache, forward, output_logits
+    from inference.engine.forward import empty_cache, forward, output_logits
     from inference.engine.weight_policy import choose_weights
     from inference.engine.weights import decoder_spec, extract_params, matrix_formats
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 from inference.chat_template import ChatTemplate, fit_to_context
-from inference.engine import KVRunner, TokenTrace, causal_lm_for, generate_stream
-from inference.engine.scheduler import SlotScheduler
-from inference.engine.slots import SlotEngine
+from inference.engine import KerasEngine, KVRunner, TokenTrace, causal_lm_for
+from inference.engine.batcher import SlotScheduler, stream_alone
+from inference.engine.fast_engine import SlotEngine
 from inference.engine.weight_policy import choose_weights, min_batch_for
 from inference.engine.weights import (
     UnsupportedModel,
@@ -34,9 +34,9 @@ from inference.protocol import (
     CancelToken,
     ChatMessage,
     GenerationParams,
-    GenerationResult,
     StreamEvent,
     TextDelta,
+    error_result,
 )
 
 Emit = Callable[[StreamEvent], None]
@@ -52,10 +52,10 @@ class LocalChatModel:
     ``keep_keras_weights=False`` drops keras-hub's float32 variables once the fast engine holds its own
     copy (the pool does this: half the memory with bfloat16); :attr:`runner` is then unavailable.
 
-    ``weights`` picks the fast engine's weight format (:mod:`inference.engine.weights`): its decoder
+    ``weights`` picks the fast engine's weight format (:mod:`inference.engine.weights`). Its decoder
     and continuous batcher serve :meth:`stream` and :meth:`submit`. A backbone the fast decoder does
-    not know (``engine is None``; ``engine_note`` says why) streams through keras-hub's own cached
-    forward pass (:class:`inference.engine.KVRunner`), one request at a time.
+    not know (``engine is None``; ``engine_note`` says why) is served by the same batcher over
+    keras-hub's own cached forward pass (:class:`inference.engine.KerasEngine`), one row at a time.
     """
 
     def __init__(
@@ -80,13 +80,15 @@ class LocalChatModel:
         self.engine: SlotEngine | None = None
         self.engine_note = ""
         self.matrix_formats: dict[str, int] = {}  # the fast engine's matrices per format (q4 / q8 ...)
-        self._scheduler: SlotScheduler | None = None
+        self.batcher: SlotScheduler  # drives whichever engine serves (the fast one, else keras-hub's)
         self.weight_format, native, why = choose_weights(weights)
         try:
             spec = decoder_spec(loaded.backbone, self.weight_format, native_kernels=native)
         except UnsupportedModel as exc:
             self.engine_note = str(exc)
             log.info("%s: keras-hub forward pass (%s)", slug, exc)
+            self.batcher = SlotScheduler(KerasEngine(self.runner), loaded.tokenizer,
+                                         batch_buckets=KerasEngine.BATCH_BUCKETS)
         else:
             params = extract_params(loaded.backbone, spec)
             self.engine = SlotEngine(spec, params, max_length=self.context_length)
@@ -94,8 +96,8 @@ class LocalChatModel:
             self.matrix_formats = matrix_formats(params)
             log.info("%s: fast engine, %s weights (%s); matrices per format: %s", slug, self.weight_format,
                      why, self.matrix_formats)
-            self._scheduler = SlotScheduler(self.engine, loaded.tokenizer,
-                                            min_batch=min_batch_for(self.weight_format))
+            self.batcher = SlotScheduler(self.engine, loaded.tokenizer,
+                                         min_batch=min_batch_for(self.weight_format))
             if not keep_keras_weights:  # the fast engine has its own copy: free keras-hub's float32 one
                 self.loaded = dataclasses.replace(loaded, backbone=None)
                 del loaded
@@ -126,33 +128,24 @@ class LocalChatModel:
 
     @property
     def supports_batching(self) -> bool:
-        return self._scheduler is not None
-
-    @property
-    def batcher(self) -> SlotScheduler:
-        """The continuous batcher; drive it with ``tick`` on the owner thread (see :meth:`submit`)."""
-        if self._scheduler is None:
-            raise RuntimeError(f"{self._slug}: no batching without the fast engine ({self.engine_note})")
-        return self._scheduler
+        """Whether concurrent requests share decode steps (the fast engine; keras-hub's serves one row)."""
+        return self.batcher.max_batch > 1
 
     def warm_up(self, *, requests: Sequence[tuple[int, int]] = ((1, 1),)) -> None:
         """Compile now, not during a visitor's request, the buckets of (prompt, new tokens) sizes."""
         with self._lock:
             for prompt_tokens, new_tokens in requests:
-                if self._scheduler is not None:
-                    self._scheduler.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
-                else:
-                    self.runner.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+                self.batcher.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens)
 
     def warm_up_batches(
         self, *, prompt_tokens: int, new_tokens: int, batches: Sequence[int] = (2, 4, 8)
     ) -> None:
         """Compile the decode step at these batch sizes (concurrent visitors) for requests of this size."""
-        if self._scheduler is None:
-            return
-        scheduler = self._scheduler
+        scheduler = self.batcher
         sizes = tuple(sorted({next(b for b in scheduler.batch_buckets if b >= n) for n in batches
                               if n <= scheduler.max_batch}))
+        if not sizes:
+            return
         with self._lock:
             scheduler.warm_up(prompt_tokens=prompt_tokens, new_tokens=new_tokens, batches=sizes)
 
@@ -174,10 +167,7 @@ class LocalChatModel:
         try:
             ids = self.prompt_ids(messages, params)
         except Exception as exc:
-            emit(GenerationResult(
-                text="", finish_reason="error", prompt_tokens=0, new_tokens=0, ttft_ms=None,
-                total_ms=(time.perf_counter() - started) * 1000, error=f"{type(exc).__name__}: {exc}",
-            ))
+            emit(error_result(exc, started=started))
             return
         self.batcher.submit(ids, params, stop_ids=self.stop_ids, emit=emit, cancel=cancel, started=started,
                             trace=trace)
@@ -219,49 +209,15 @@ class LocalChatModel:
         except GeneratorExit:
             raise
         except Exception as exc:  # isolate the failure to this request; keep what was already shown
-            yield GenerationResult(
-                text="".join(partial),
-                finish_reason="error",
-                prompt_tokens=prompt_tokens,
-                new_tokens=0,
-                ttft_ms=None,
-                total_ms=(time.perf_counter() - started) * 1000,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-
+            yield error_result(exc, started=started, text="".join(partial), prompt_tokens=prompt_tokens)
 
     def stream_ids(
         self, ids: list[int], params: GenerationParams, *, cancel: CancelToken | None = None,
         started: float | None = None, trace: TokenTrace | None = None,
     ) -> Iterator[StreamEvent]:
         """Generate from prompt ids on the serving path (exceptions propagate; :meth:`stream` wraps them)."""
-        started = time.perf_counter() if started is None else started
-        scheduler = self._scheduler
-        if scheduler is None:
-            with self._lock:  # keras-hub's path: one generation at a time
-                yield from generate_stream(self.runner, self.loaded.tokenizer, ids, params, cancel=cancel,
-                                           stop_ids=self.stop_ids, started=started, trace=trace)
-            return
-        events: list[StreamEvent] = []
-        own = CancelToken()  # also set when the consumer closes this stream early
-        scheduler.submit(ids, params, stop_ids=self.stop_ids, emit=events.append, cancel=own, started=started,
-                         trace=trace)  # ticked here until it ends: the caller owns the model's thread
-        finished = False
-        try:
-            while not finished:
-                if cancel is not None and cancel.cancelled:
-                    own.cancel()
-                if not events:
-                    scheduler.tick()
-                while events and not finished:
-                    event = events.pop(0)
-                    finished = isinstance(event, GenerationResult)
-                    yield event
-        finally:
-            if not finished:  # abandoned: end its row now rather than decode for nobody
-                own.cancel()
-                while scheduler.busy and not any(isinstance(e, GenerationResult) for e in events):
-                    scheduler.tick()
+        yield from stream_alone(self.batcher, ids, params, stop_ids=self.stop_ids, cancel=cancel,
+                                started=started, trace=trace)
 
 
 def return_freed_memory() -> None:

@@ -29,6 +29,7 @@ from inference.protocol import (
     GenerationParams,
     GenerationResult,
     StreamEvent,
+    error_result,
 )
 
 State = Literal["queued", "loading", "compiling", "ready", "failed", "refused"]
@@ -177,8 +178,7 @@ class _Worker:
                                  cancel=request.cancel, submitted_at=request.submitted_at)
                 except Exception as exc:  # isolate the failure to this request
                     request.events.put(_error_result(request, exc))
-            if batcher.busy:
-                batcher.tick()
+            batcher.run_until(lambda: not self.requests.empty())  # a newcomer joins at the next step
 
     def _answer(self, model: ChatModel, request: _Request) -> None:
         finished = False
@@ -199,15 +199,7 @@ class _Worker:
 
 
 def _error_result(request: _Request, exc: BaseException) -> GenerationResult:
-    return GenerationResult(
-        text="",
-        finish_reason="error",
-        prompt_tokens=0,
-        new_tokens=0,
-        ttft_ms=None,
-        total_ms=(time.perf_counter() - request.submitted_at) * 1000,
-        error=f"{type(exc).__name__}: {exc}",
-    )
+    return error_result(exc, started=request.submitted_at)
 
 
 class PooledChatModel:
@@ -294,7 +286,7 @@ class ModelPool:
     entry's ``max_new_tokens``; the default covers the calendar scenario's first turns. Later buckets
     compile on first use (a persistent compilation cache makes that cheap after a restart).
     ``batching`` (default on): local models on the fast engine serve through their continuous batcher
-    (:class:`inference.engine.scheduler.SlotScheduler`): concurrent requests share each decode step and
+    (:class:`inference.engine.batcher.SlotScheduler`): concurrent requests share each decode step and
     a new one joins at the next step boundary instead of queueing behind a whole reply; requests
     arriving within ``batch_window_s`` of an idle model start together. Off: one request at a time.
     ``keep_keras_weights`` (default off): keep keras-hub's float32 variables beside the fast engine's

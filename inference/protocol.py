@@ -8,6 +8,7 @@ Local keras-hub models, the pool and remote OpenAI-compatible engines all implem
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
@@ -60,6 +61,30 @@ class GenerationResult:
 
 
 StreamEvent = TextDelta | GenerationResult
+
+
+def error_text(exc: BaseException) -> str:
+    """How a failure reads in ``GenerationResult.error``: ``"ValueError: ..."``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def error_result(
+    error: BaseException | str, *, started: float, text: str = "", prompt_tokens: int = 0
+) -> GenerationResult:
+    """The ``"error"`` result of a request that failed outside a running reply.
+
+    ``started``: the ``time.perf_counter()`` stamp of when the request arrived (``total_ms`` counts from
+    it); ``text``: what the visitor was already shown, kept.
+    """
+    return GenerationResult(
+        text=text,
+        finish_reason="error",
+        prompt_tokens=prompt_tokens,
+        new_tokens=0,
+        ttft_ms=None,
+        total_ms=(time.perf_counter() - started) * 1000,
+        error=error if isinstance(error, str) else error_text(error),
+    )
 
 
 @dataclass

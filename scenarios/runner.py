@@ -20,7 +20,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from inference.protocol import ChatMessage, ChatModel, GenerationParams, GenerationResult, complete
+from inference.protocol import (
+    ChatMessage,
+    ChatModel,
+    GenerationParams,
+    GenerationResult,
+    complete,
+    error_result,
+    error_text,
+)
 from scenarios.base import Scenario
 from scenarios.corrections import STYLES, Style, write_correction
 from scenarios.dialogue import DialogueGrader, DialogueMessage
@@ -193,9 +201,7 @@ def _generate(model: ChatModel, chat: list[ChatMessage], params: GenerationParam
     try:
         return complete(model, list(chat), params)
     except Exception as exc:  # a broken model must not end the whole arena: record and go on
-        elapsed = (time.perf_counter() - started) * 1000
-        return GenerationResult(text="", finish_reason="error", prompt_tokens=0, new_tokens=0,
-                                ttft_ms=None, total_ms=elapsed, error=f"{type(exc).__name__}: {exc}"[:500])
+        return error_result(error_text(exc)[:500], started=started)
 
 
 def _seeded(params: GenerationParams, offset: int) -> GenerationParams:

@@ -23,6 +23,7 @@ from inference.protocol import (
     GenerationResult,
     StreamEvent,
     TextDelta,
+    error_result,
 )
 
 
@@ -62,18 +63,6 @@ class PairOutcome:
 _DONE = object()
 
 
-def _error_result(message: str, started: float) -> GenerationResult:
-    return GenerationResult(
-        text="",
-        finish_reason="error",
-        prompt_tokens=0,
-        new_tokens=0,
-        ttft_ms=None,
-        total_ms=(time.perf_counter() - started) * 1000.0,
-        error=message,
-    )
-
-
 def _worker(side: str, job: StreamJob, out: queue.Queue[object], cancel: CancelToken) -> None:
     started = time.perf_counter()
     got_result = False
@@ -84,10 +73,10 @@ def _worker(side: str, job: StreamJob, out: queue.Queue[object], cancel: CancelT
                 got_result = True
                 break
     except Exception as exc:  # a model failure belongs to its side, never to the whole page
-        out.put((side, _error_result(f"{type(exc).__name__}: {exc}", started)))
+        out.put((side, error_result(exc, started=started)))
         got_result = True
     if not got_result:
-        out.put((side, _error_result("the model ended its stream without a result", started)))
+        out.put((side, error_result("the model ended its stream without a result", started=started)))
     out.put((side, _DONE))
 
 

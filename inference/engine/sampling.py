@@ -7,10 +7,47 @@ baked into a compiled function (keras-hub's samplers are), so a visitor's settin
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from inference.protocol import GenerationParams
+
+
+@dataclass
+class Candidates:
+    """Per row of a step: the best logits (descending), their ids, the log-normaliser at the row's
+    temperature; ``logits`` (all of them) may still be on the device."""
+
+    values: np.ndarray
+    ids: np.ndarray
+    log_normalizer: np.ndarray
+    logits: Any
+
+    def full_row(self, row: int) -> np.ndarray:
+        return np.asarray(self.logits[row])
+
+    @classmethod
+    def from_logits(cls, logits: np.ndarray, temperatures: np.ndarray) -> Candidates:
+        """The best one of each row of host logits ``(batch, vocab)``: :func:`sample_from_candidates`
+        then decides exactly as :func:`sample_token` on the full row (fetched when one cannot decide)."""
+        ids = np.argmax(logits, axis=-1)[:, None]
+        values = np.take_along_axis(logits, ids, axis=-1)
+        normalizer = np.zeros(logits.shape[:1])
+        if np.any(temperatures > 0):  # greedy rows never read it
+            scaled = logits.astype(np.float64) / np.where(temperatures > 0, temperatures, 1.0)[:, None]
+            top = scaled.max(axis=-1)
+            normalizer = top + np.log(np.exp(scaled - top[:, None]).sum(axis=-1))
+        return cls(values, ids, normalizer, logits)
+
+
+def sample_row(candidates: Candidates, row: int, params: GenerationParams, rng: np.random.Generator) -> int:
+    """The token of row ``row`` of a step's candidates (:func:`sample_from_candidates`)."""
+    return sample_from_candidates(
+        candidates.values[row], candidates.ids[row], float(candidates.log_normalizer[row]), params, rng,
+        lambda: candidates.full_row(row),
+    )
 
 
 def sample_token(logits: np.ndarray, params: GenerationParams, rng: np.random.Generator) -> int:

@@ -2,7 +2,7 @@
 2-D matrices in the chosen format.
 
 keras-hub's layers hold their kernels in einsum layouts (``(d, heads, head_dim)``, Gemma's ``(heads, d,
-head_dim)``…); the fast decoder (:mod:`inference.engine.decoder`) wants every projection as one
+head_dim)``…); the fast decoder (:mod:`inference.engine.forward`) wants every projection as one
 ``(in, out)`` matrix so a token's work is a short chain of GEMMs. The conversion runs as jitted array
 programs, so a weight sharded over a device mesh stays sharded (XLA propagates the variable's sharding).
 

@@ -5,7 +5,7 @@ the batch grows and shrinks through its buckets."""
 from __future__ import annotations
 
 from inference.engine import TokenTrace, generate_stream
-from inference.engine.scheduler import SlotScheduler
+from inference.engine.batcher import SlotScheduler
 from inference.local import LocalChatModel
 from inference.protocol import CancelToken, GenerationParams, GenerationResult, StreamEvent, TextDelta
 
@@ -141,7 +141,7 @@ def test_a_late_request_starts_before_the_first_one_finishes(model: LocalChatMod
     assert first.result is None  # still generating ...
     assert scheduler.running == 3  # ... and the newcomers share its batch, already decoding
     rows = [r for r in scheduler.rows if r is not None]
-    assert all(r.ttft_ms is not None and r.produced for r in rows)
+    assert all(r.reply.ttft_ms is not None and r.reply.produced for r in rows)
     while first.result is None:
         scheduler.tick()
     assert all(j.result is not None for j in joiners)  # both done before the first

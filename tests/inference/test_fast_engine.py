@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inference.engine import TokenTrace, generate_stream
-from inference.engine.decoder import empty_cache, forward, matmul, output_logits
-from inference.engine.sampling import sample_from_candidates, sample_token
+from inference.engine import KerasEngine, TokenTrace, generate_stream
+from inference.engine.forward import empty_cache, forward, matmul, output_logits
+from inference.engine.sampling import Candidates, sample_from_candidates, sample_row, sample_token
 from inference.engine.weights import (
     QuantizedMatrix,
     UnsupportedModel,
@@ -158,6 +158,27 @@ def test_sampling_from_candidates_chooses_exactly_what_the_full_row_would(params
         assert fetched == 60
 
 
+@pytest.mark.parametrize("params", [
+    GenerationParams(temperature=0.7, top_p=0.9),
+    GenerationParams(temperature=1.0, top_k=20),
+    GenerationParams(temperature=0.3, top_k=1),
+    GenerationParams(temperature=0.3, top_k=10, top_p=0.5),
+    GenerationParams(temperature=1.0),
+    GenerationParams(temperature=0.0),
+])
+def test_host_logits_sample_through_the_batcher_exactly_as_the_full_row(params: GenerationParams) -> None:
+    """keras-hub's engine hands the batcher only the best token of its host logits: every choice, and
+    the generator's state after it (so every later token), is what sampling the full row gave."""
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        logits = (rng.normal(size=(1, 500)) * rng.uniform(0.5, 12.0)).astype("float32")
+        want_rng, got_rng = np.random.default_rng(trial), np.random.default_rng(trial)
+        want = sample_token(logits[0], params, want_rng)
+        candidates = Candidates.from_logits(logits, np.asarray([params.temperature]))
+        assert sample_row(candidates, 0, params, got_rng) == want
+        assert got_rng.random() == want_rng.random()
+
+
 def test_an_unknown_backbone_falls_back_to_keras_hub(
     model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,6 +191,7 @@ def test_an_unknown_backbone_falls_back_to_keras_hub(
     monkeypatch.setattr("inference.local.decoder_spec", unknown)
     fallback = LocalChatModel("fallback", model.loaded, model.template, context_length=model.context_length)
     assert fallback.engine is None and not fallback.supports_batching
+    assert isinstance(fallback.batcher.engine, KerasEngine)  # one batcher drives every engine
     assert fallback.engine_note == "not this one"
     messages = [ChatMessage("user", "Hello there")]
     params = GenerationParams(max_new_tokens=6, temperature=0.0)

@@ -25,7 +25,8 @@ import pytest
 from inference.builder import build_chat_model
 from inference.catalogue import load_catalogue
 from inference.engine import TokenTrace, kernels
-from inference.engine.decoder import (
+from inference.engine.batcher import SlotScheduler
+from inference.engine.forward import (
     attend,
     attention_mask,
     empty_cache,
@@ -33,7 +34,6 @@ from inference.engine.decoder import (
     output_logits,
     write_rows,
 )
-from inference.engine.scheduler import SlotScheduler
 from inference.engine.weights import Q4Blocks, Q8Blocks, _blocks
 from inference.local import LocalChatModel
 from inference.protocol import GenerationParams

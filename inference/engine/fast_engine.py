@@ -1,6 +1,6 @@
 """The fast engine's compiled device programs: prefill one prompt, insert it as a row of a batch cache,
 step every row once, and resize the batch cache. The host-side policy lives in
-:mod:`inference.engine.scheduler`.
+:mod:`inference.engine.batcher`.
 
 Shapes are bucketed so a handful of programs serve every mix of requests: prompt widths and cache
 lengths are powers of two, batch sizes come from ``batch_buckets``. Each program returns, besides the
@@ -12,30 +12,17 @@ per token instead of the whole vocabulary. The full logits stay on the device un
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from inference.engine.decoder import Cache, empty_cache, forward, output_logits
-from inference.engine.runner import MIN_CACHE_BUCKET, MIN_PROMPT_BUCKET, bucket
+from inference.engine.buckets import cache_bucket, prompt_bucket
+from inference.engine.forward import Cache, empty_cache, forward, output_logits
+from inference.engine.sampling import Candidates
 from inference.engine.weights import DecoderSpec
 
 CANDIDATES = 64
-
-
-@dataclass
-class Candidates:
-    """Per row: the best logits (descending), their ids, log-normaliser; ``logits`` is still on device."""
-
-    values: np.ndarray
-    ids: np.ndarray
-    log_normalizer: np.ndarray
-    logits: Any
-
-    def full_row(self, row: int) -> np.ndarray:
-        return np.asarray(self.logits[row])
 
 
 def _candidates(logits: Any, temperatures: Any) -> tuple[Any, Any, Any, Any]:
@@ -102,16 +89,19 @@ class SlotEngine:
         self._threads: set[str] = set()
 
     def cache_length_for(self, total: int) -> int:
-        return bucket(total, minimum=min(MIN_CACHE_BUCKET, self.max_length), maximum=self.max_length)
+        return cache_bucket(total, max_length=self.max_length)
 
     def prompt_width_for(self, length: int) -> int:
-        return bucket(length, minimum=min(MIN_PROMPT_BUCKET, self.max_length), maximum=self.max_length)
+        return prompt_bucket(length, max_length=self.max_length)
 
     def empty(self, *, batch: int, slots: int) -> Cache:
         return empty_cache(self.spec, batch=batch, slots=slots)
 
-    def prefill(self, prompt_ids: list[int], *, temperature: float) -> tuple[Candidates, Cache]:
-        """Run one prompt; the row it returns is as wide as the prompt's bucket."""
+    def prefill(
+        self, prompt_ids: list[int], *, temperature: float, slots: int = 0
+    ) -> tuple[Candidates, Cache]:
+        """Run one prompt; the row it returns is as wide as the prompt's bucket (whatever the batch
+        cache's ``slots``: :meth:`insert` copies it in)."""
         n = len(prompt_ids)
         if not 0 < n <= self.max_length:
             raise ValueError(f"prompt of {n} tokens does not fit the context of {self.max_length}")

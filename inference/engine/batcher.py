@@ -1,28 +1,27 @@
-"""Continuous batching over the fast engine: one batch cache per model whose rows are requests.
+"""Continuous batching over an engine: one batch cache per model whose rows are requests.
 
 Every :meth:`SlotScheduler.tick` is a step boundary: requests that arrived are prefilled one by one and
 copied into free rows (so a newcomer starts within one step, never behind a whole reply), then every
-row advances one token in ONE device call (:class:`inference.engine.slots.SlotEngine`). Rows keep their
-own positions, so each reply is what the request would get alone. The batch grows through the
-``batch_buckets`` as requests arrive and shrinks (rows compacted) when they leave; the cache length
-follows the longest row's prompt + reply budget, in powers of two. Sampling, stop tokens and
-cancellation are per row, on the host.
+row advances one token in ONE device call. Any :class:`Engine` serves: the fast engine
+(:class:`inference.engine.fast_engine.SlotEngine`) and keras-hub's cached forward pass
+(:class:`inference.engine.keras_engine.KerasEngine`, one row). Rows keep their own positions, so each
+reply is what the request would get alone. The batch grows through the ``batch_buckets`` as requests
+arrive and shrinks (rows compacted) when they leave; the cache length follows the longest row's prompt
++ reply budget, in powers of two. Sampling is per row, on the host; each row's stop tokens, budget,
+streamed text and timings are its :class:`~inference.engine.reply.Reply`'s.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
-from inference.engine.decoding import IncrementalDecoder
-from inference.engine.generate import TokenTrace
-from inference.engine.sampling import sample_from_candidates
-from inference.engine.slots import Candidates, SlotEngine
+from inference.engine.reply import Emit, Reply, TokenTrace
+from inference.engine.sampling import Candidates, sample_row
 from inference.families.base import TextTokenizer
 from inference.protocol import (
     CancelToken,
@@ -30,56 +29,59 @@ from inference.protocol import (
     GenerationParams,
     GenerationResult,
     StreamEvent,
-    TextDelta,
+    error_text,
 )
 
-Emit = Callable[[StreamEvent], None]
 DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16)
 
 
-@dataclass
-class _Request:
-    prompt: list[int]
-    params: GenerationParams
-    stop_ids: Collection[int]
-    cancel: CancelToken
-    emit: Emit
-    started: float
-    trace: TokenTrace | None
+class Engine(Protocol):
+    """The prefill/step interface the batcher drives: one model's compiled programs over a batch cache.
+
+    ``prefill`` runs one prompt into a row cache (``slots``: the batch cache's length, for an engine
+    whose rows are made at full length), ``insert`` copies the row into row ``slot`` of the batch cache,
+    ``step`` feeds every row one token at its own index, ``resize`` keeps some rows in a new shape.
+    """
+
+    max_length: int
+
+    def cache_length_for(self, total: int) -> int: ...
+
+    def empty(self, *, batch: int, slots: int) -> Any: ...
+
+    def prefill(self, prompt_ids: list[int], *, temperature: float, slots: int) -> tuple[Candidates, Any]: ...
+
+    def insert(self, cache: Any, row: Any, slot: int) -> Any: ...
+
+    def step(
+        self, cache: Any, tokens: np.ndarray, index: np.ndarray, temperatures: np.ndarray
+    ) -> tuple[Candidates, Any]: ...
+
+    def resize(self, cache: Any, rows: list[int], *, batch: int, slots: int) -> Any: ...
 
 
 @dataclass
 class _Row:
-    """A request in a row of the batch: where it writes next, its sampling state and its stream."""
+    """A reply in a row of the batch: where it writes next and the token it feeds there."""
 
-    request: _Request
-    budget: int
-    decoder: IncrementalDecoder
-    rng: np.random.Generator
+    reply: Reply
     length: int  # tokens in the cache row so far = the slot the pending token goes to
-    produced: list[int] = field(default_factory=list)
-    pieces: list[str] = field(default_factory=list)
     pending: int = 0
-    ttft_ms: float | None = None
-
-    @property
-    def need(self) -> int:
-        """Cache slots this row may use by its end."""
-        return len(self.request.prompt) + self.budget
 
 
 class SlotScheduler:
     """Per-model continuous batcher. ``submit`` queues; ``tick`` admits newcomers and steps all rows once.
 
-    Drive it from the model's owner thread (``while scheduler.busy: scheduler.tick()``). Each request's
-    ``emit`` receives text deltas, then exactly one :class:`GenerationResult`. Every public method holds
-    one lock, so a second thread that submits or ticks (a direct ``stream`` call beside the pool's
-    worker) interleaves whole steps instead of corrupting them.
+    Drive it from the model's owner thread with :meth:`run_until` (every caller does: the pool's worker
+    and a direct ``stream`` alike). Each request's ``emit`` receives text deltas, then exactly one
+    :class:`GenerationResult`. Every public method holds one lock, so a second thread that submits or
+    ticks (a direct ``stream`` call beside the pool's worker) interleaves whole steps instead of
+    corrupting them.
     """
 
     def __init__(
         self,
-        engine: SlotEngine,
+        engine: Engine,
         tokenizer: TextTokenizer,
         *,
         batch_buckets: tuple[int, ...] = DEFAULT_BATCH_BUCKETS,
@@ -91,7 +93,7 @@ class SlotScheduler:
         self.engine = engine
         self.tokenizer = tokenizer
         self.batch_buckets = buckets
-        self._incoming: list[_Request] = []
+        self._incoming: list[Reply] = []
         self.rows: list[_Row | None] = []
         self.cache: Any = None
         self.slots = 0
@@ -128,10 +130,11 @@ class SlotScheduler:
         trace: TokenTrace | None = None,
     ) -> None:
         """Queue one request; it starts at the next ``tick`` with a free row. Bad input ends in an error."""
-        started = time.perf_counter() if started is None else started
-        request = _Request(list(prompt_ids), params, stop_ids, cancel or CancelToken(), emit, started, trace)
+        reply = Reply(list(prompt_ids), params, stop_ids=stop_ids, tokenizer=self.tokenizer,
+                      max_length=self.engine.max_length, emit=emit, cancel=cancel, started=started,
+                      trace=trace)
         with self._lock:
-            self._incoming.append(request)
+            self._incoming.append(reply)
 
     def tick(self) -> None:
         """Admit what fits, step every row once, compact. A device failure ends every request in flight
@@ -145,7 +148,12 @@ class SlotScheduler:
                 if not self._incoming:
                     self._shrink()
             except Exception as exc:
-                self._end_all("error", f"{type(exc).__name__}: {exc}")
+                self._end_all("error", error_text(exc))
+
+    def run_until(self, done: Callable[[], bool]) -> None:
+        """The tick loop: tick until ``done()`` (checked before every tick) or nothing is left to run."""
+        while self.busy and not done():
+            self.tick()
 
     def cancel_all(self) -> None:
         """End every request, queued or running, as ``"cancelled"`` (the pool is closing)."""
@@ -157,7 +165,7 @@ class SlotScheduler:
         prompt_tokens = max(1, min(prompt_tokens, self.engine.max_length - 1))
         slots = self.engine.cache_length_for(min(prompt_tokens + new_tokens, self.engine.max_length))
         with self._lock:
-            _, row = self.engine.prefill([0] * prompt_tokens, temperature=1.0)
+            _, row = self.engine.prefill([0] * prompt_tokens, temperature=1.0, slots=slots)
             for batch in batches or self.batch_buckets[:1]:
                 cache = self.engine.empty(batch=batch, slots=slots)
                 cache = self.engine.insert(cache, row, 0)
@@ -166,37 +174,32 @@ class SlotScheduler:
 
     # ---- admission ------------------------------------------------------------------------------
 
-    def _budget(self, request: _Request) -> int:
-        return min(request.params.max_new_tokens, self.engine.max_length - len(request.prompt))
-
     def _admit(self) -> None:
         waiting, self._incoming = self._incoming, []
-        for request in waiting:
-            if request.cancel.cancelled:
-                self._end_request(request, "cancelled")
-            elif not request.prompt or self._budget(request) < 1:
-                self._end_request(request, "error", f"ValueError: prompt of {len(request.prompt)} tokens "
-                                  f"leaves no room in {self.engine.max_length}")
+        for reply in waiting:
+            if reply.cancel.cancelled:
+                reply.finish("cancelled")
+            elif reply.room_error is not None:
+                reply.finish("error", error_text(reply.room_error))
             elif self.running < self.max_batch:
-                self._place(request)
+                self._place(reply)
             else:
-                self._incoming.append(request)  # every row is busy: it starts when one frees
+                self._incoming.append(reply)  # every row is busy: it starts when one frees
 
-    def _place(self, request: _Request) -> None:
-        need = len(request.prompt) + self._budget(request)
+    def _place(self, reply: Reply) -> None:
         running = [r for r in self.rows if r is not None]
-        slots = self.engine.cache_length_for(max([need] + [r.need for r in running]))
+        slots = self.engine.cache_length_for(max([reply.need] + [r.reply.need for r in running]))
         batch = next(b for b in self.batch_buckets if b >= len(running) + 1)
-        if self.cache is None:
+        if self.cache is None or not running:  # a fresh cache sized for this request alone
             self.cache = self.engine.empty(batch=batch, slots=slots)
             self.rows, self.slots = [None] * batch, slots
         elif slots > self.slots or batch > len(self.rows) or None not in self.rows:
             self._reshape(batch=max(batch, len(self.rows)), slots=max(slots, self.slots))
         slot = self.rows.index(None)
-        candidates, row_cache = self.engine.prefill(request.prompt, temperature=request.params.temperature)
+        candidates, row_cache = self.engine.prefill(reply.prompt, temperature=reply.params.temperature,
+                                                    slots=self.slots)
         self.cache = self.engine.insert(self.cache, row_cache, slot)
-        row = _Row(request=request, budget=self._budget(request), decoder=IncrementalDecoder(self.tokenizer),
-                   rng=np.random.default_rng(request.params.seed), length=len(request.prompt))
+        row = _Row(reply=reply, length=len(reply.prompt))
         self.rows[slot] = row if self._accept(row, self._sample(row, candidates, 0)) else None
 
     def _reshape(self, *, batch: int, slots: int) -> None:
@@ -213,7 +216,7 @@ class SlotScheduler:
             self.cache, self.rows, self.slots = None, [], 0
             return
         batch = next(b for b in self.batch_buckets if b >= len(running))
-        slots = self.engine.cache_length_for(max(r.need for r in running))
+        slots = self.engine.cache_length_for(max(r.reply.need for r in running))
         if batch < len(self.rows) or slots < self.slots:
             self._reshape(batch=batch, slots=slots)
 
@@ -226,7 +229,7 @@ class SlotScheduler:
         temperatures = np.ones((batch,), "float32")
         for i, row in enumerate(self.rows):
             if row is not None:
-                tokens[i], index[i], temperatures[i] = row.pending, row.length, row.request.params.temperature
+                tokens[i], index[i], temperatures[i] = row.pending, row.length, row.reply.params.temperature
         candidates, self.cache = self.engine.step(self.cache, tokens, index, temperatures)
         self.steps += 1
         for i, row in enumerate(self.rows):
@@ -237,65 +240,71 @@ class SlotScheduler:
 
     @staticmethod
     def _sample(row: _Row, candidates: Candidates, i: int) -> int:
-        return sample_from_candidates(
-            candidates.values[i], candidates.ids[i], float(candidates.log_normalizer[i]),
-            row.request.params, row.rng, lambda: candidates.full_row(i),
-        )
+        return sample_row(candidates, i, row.reply.params, row.reply.rng)
 
     def _settle(self) -> None:
         """Rows whose visitor cancelled leave at this step boundary."""
         for i, row in enumerate(self.rows):
-            if row is not None and row.request.cancel.cancelled:
-                self._finish(row, "cancelled")
+            if row is not None and row.reply.cancel.cancelled:
+                row.reply.finish("cancelled")
                 self.rows[i] = None
 
-    def _accept(self, row: _Row, token: int) -> bool:
+    @staticmethod
+    def _accept(row: _Row, token: int) -> bool:
         """Record a sampled token; False (and the result emitted) when the row is finished."""
-        if row.ttft_ms is None:
-            row.ttft_ms = (time.perf_counter() - row.request.started) * 1000
-        if token in row.request.stop_ids:
-            self._finish(row, "stop")
+        finish = row.reply.accept(token)
+        if finish is not None:
+            row.reply.finish(finish)
             return False
-        row.produced.append(token)
         row.pending = token
-        text = row.decoder.push(token)
-        if text:
-            row.pieces.append(text)
-            row.request.emit(TextDelta(text))
-        if len(row.produced) >= row.budget:
-            self._finish(row, "length")
-            return False
         return True
 
     # ---- endings --------------------------------------------------------------------------------
 
-    def _finish(self, row: _Row, reason: FinishReason, error: str | None = None) -> None:
-        tail = row.decoder.flush()
-        if tail:
-            row.pieces.append(tail)
-            row.request.emit(TextDelta(tail))
-        request = row.request
-        request.emit(GenerationResult(
-            text="".join(row.pieces), finish_reason=reason, prompt_tokens=len(request.prompt),
-            new_tokens=len(row.produced), ttft_ms=row.ttft_ms,
-            total_ms=(time.perf_counter() - request.started) * 1000, error=error,
-        ))
-        if request.trace is not None:
-            request.trace.ids = list(row.produced)
-
-    def _end_request(self, request: _Request, reason: FinishReason, error: str | None = None) -> None:
-        request.emit(GenerationResult(
-            text="", finish_reason=reason, prompt_tokens=len(request.prompt), new_tokens=0, ttft_ms=None,
-            total_ms=(time.perf_counter() - request.started) * 1000, error=error,
-        ))
-        if request.trace is not None:
-            request.trace.ids = []
-
     def _end_all(self, reason: FinishReason, error: str | None = None) -> None:
         waiting, self._incoming = self._incoming, []
-        for request in waiting:
-            self._end_request(request, reason, error)
+        for reply in waiting:
+            reply.finish(reason, error)
         for row in self.rows:
             if row is not None:
-                self._finish(row, reason, error)
+                row.reply.finish(reason, error)
         self.rows, self.cache, self.slots = [], None, 0
+
+
+def stream_alone(
+    batcher: SlotScheduler,
+    prompt_ids: list[int],
+    params: GenerationParams,
+    *,
+    stop_ids: Collection[int],
+    cancel: CancelToken | None = None,
+    started: float | None = None,
+    trace: TokenTrace | None = None,
+) -> Iterator[StreamEvent]:
+    """One request's events, ticking ``batcher`` on this thread until its result (the caller owns the
+    model's thread; other requests in the batcher advance meanwhile). Closing the stream early ends the
+    request's row at the next step rather than decode for nobody."""
+    events: list[StreamEvent] = []
+    own = CancelToken()  # also set when the consumer closes this stream early
+    batcher.submit(prompt_ids, params, stop_ids=stop_ids, emit=events.append, cancel=own, started=started,
+                   trace=trace)
+    finished = False
+
+    def arrived() -> bool:  # an event to hand on; the caller's cancel reaches the row at a step
+        if cancel is not None and cancel.cancelled:
+            own.cancel()
+        return bool(events)
+
+    try:
+        while not finished:
+            batcher.run_until(arrived)
+            if not events:
+                raise RuntimeError("the batcher ended a request without a result")
+            while events and not finished:
+                event = events.pop(0)
+                finished = isinstance(event, GenerationResult)
+                yield event
+    finally:
+        if not finished:
+            own.cancel()
+            batcher.run_until(lambda: any(isinstance(e, GenerationResult) for e in events))

@@ -1,4 +1,6 @@
-"""Jitted prefill and single-step decode over a keras-hub CausalLM's own KV-cache internals.
+"""keras-hub's cached forward pass as an engine: jitted prefill and single-step decode over a CausalLM's
+own KV-cache internals (:class:`KVRunner`), behind the batcher's prefill/step interface
+(:class:`KerasEngine`, one row: keras-hub writes a whole batch at one cache index).
 
 keras-hub's ``generate()`` compiles one while-loop per (max_length, stop tokens, sampler) and cannot
 stream. Here we compile two small functions instead: ``prefill`` (prompt -> last logits + cache) and
@@ -14,23 +16,17 @@ harmless: attention is causal, and the decode step overwrites cache slots in ord
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import numpy as np
 
-MIN_PROMPT_BUCKET = 32
-MIN_CACHE_BUCKET = 128
-
-
-def bucket(n: int, *, minimum: int, maximum: int) -> int:
-    """Smallest power of two >= ``n`` (and >= ``minimum``), capped at ``maximum``."""
-    if n > maximum:
-        raise ValueError(f"length {n} exceeds the maximum {maximum}")
-    size = minimum
-    while size < n:
-        size *= 2
-    return min(size, maximum)
+from inference.engine.batcher import SlotScheduler, stream_alone
+from inference.engine.buckets import cache_bucket, prompt_bucket
+from inference.engine.reply import TokenTrace
+from inference.engine.sampling import Candidates
+from inference.families.base import TextTokenizer
+from inference.protocol import CancelToken, GenerationParams, StreamEvent
 
 
 def causal_lm_for(backbone: Any) -> Any:
@@ -108,14 +104,14 @@ class KVRunner:
 
     def cache_length_for(self, total: int) -> int:
         """The cache bucket that holds ``total`` tokens (prompt + new)."""
-        return bucket(total, minimum=min(MIN_CACHE_BUCKET, self.max_length), maximum=self.max_length)
+        return cache_bucket(total, max_length=self.max_length)
 
     def prefill(self, prompt_ids: list[int], *, cache_length: int) -> tuple[np.ndarray, Any]:
         """Run the prompt; returns the next-token logits (float32, host) and the filled cache."""
         n = len(prompt_ids)
         if not 0 < n <= cache_length:
             raise ValueError(f"prompt of {n} tokens does not fit a cache of {cache_length}")
-        width = bucket(n, minimum=min(MIN_PROMPT_BUCKET, cache_length), maximum=cache_length)
+        width = prompt_bucket(n, max_length=cache_length)
         tokens = np.zeros((1, width), dtype="int32")
         tokens[0, :n] = prompt_ids
         self._compiled.add(("prefill", width, cache_length))
@@ -152,3 +148,69 @@ def _cache_len(cache: Any) -> int:
     if isinstance(cache, tuple):
         return int(cache[0][0].shape[1])
     return int(cache.shape[3])
+
+
+class KerasEngine:
+    """:class:`KVRunner` behind the batcher's :class:`~inference.engine.batcher.Engine` interface.
+
+    One row (``BATCH_BUCKETS``): a prefill makes the row's cache at the batch cache's full length, so
+    ``insert`` is the row itself and nothing ever resizes it. Candidates are the host logits' best.
+    """
+
+    BATCH_BUCKETS = (1,)
+
+    def __init__(self, runner: KVRunner) -> None:
+        self.runner = runner
+        self.max_length = runner.max_length
+
+    def cache_length_for(self, total: int) -> int:
+        return self.runner.cache_length_for(total)
+
+    def empty(self, *, batch: int, slots: int) -> Any:
+        return None  # the row's prefill makes its cache
+
+    def prefill(self, prompt_ids: list[int], *, temperature: float, slots: int) -> tuple[Candidates, Any]:
+        logits, cache = self.runner.prefill(prompt_ids, cache_length=slots)
+        return Candidates.from_logits(logits[None], np.asarray([temperature])), cache
+
+    def insert(self, cache: Any, row: Any, slot: int) -> Any:
+        if slot != 0:
+            raise ValueError("keras-hub's engine serves one row")
+        return row
+
+    def step(
+        self, cache: Any, tokens: np.ndarray, index: np.ndarray, temperatures: np.ndarray
+    ) -> tuple[Candidates, Any]:
+        logits, cache = self.runner.step(cache, int(tokens[0]), int(index[0]))
+        return Candidates.from_logits(logits[None], np.asarray(temperatures, "float64")), cache
+
+    def resize(self, cache: Any, rows: list[int], *, batch: int, slots: int) -> Any:
+        if rows:  # the batcher sizes a lone row's cache when it starts: never reached
+            raise ValueError("keras-hub's engine does not resize a running row's cache")
+        return None
+
+    @property
+    def compiled_shapes(self) -> set[tuple[str, int, int]]:
+        return self.runner.compiled_shapes
+
+    @property
+    def threads_used(self) -> set[str]:
+        return self.runner.threads_used
+
+
+def generate_stream(
+    runner: KVRunner,
+    tokenizer: TextTokenizer,
+    prompt_ids: list[int],
+    params: GenerationParams,
+    *,
+    stop_ids: Collection[int],
+    cancel: CancelToken | None = None,
+    started: float | None = None,
+    trace: TokenTrace | None = None,
+) -> Iterator[StreamEvent]:
+    """One request through keras-hub's forward pass alone (the reference the fast engine is tested
+    against): text deltas, then one result. ``started``: when the request arrived (queue time counts)."""
+    batcher = SlotScheduler(KerasEngine(runner), tokenizer, batch_buckets=KerasEngine.BATCH_BUCKETS)
+    yield from stream_alone(batcher, prompt_ids, params, stop_ids=stop_ids, cancel=cancel, started=started,
+                            trace=trace)
