@@ -116,12 +116,12 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
 
     if args.bench:
         return _kernel_bench(json_out=args.json)
+    verdict = auto_verdict()  # first: it picks the copy it measured fastest, which the lines below report
     reason = kernels.kernel_status()
     try:
         isa: str | None = kernels.selected_isa()
     except kernels.KernelUnavailable:
         isa = None
-    verdict = auto_verdict()
     report = {
         "ready": reason is None,
         "reason": reason,

@@ -5,11 +5,14 @@ place that decides (``weights = "auto"`` and explicit formats alike).
 path and nothing is measured. On a CPU, the first model built on a machine times each candidate on a
 small fixed workload (:func:`measure`): a decode-like step over six 2048 x 2048 matrices (25M weights,
 more than a server's L3 in float32, so bandwidth counts as in a real model) at batch 1 and batch 8, in
-``q4`` and ``q8`` through the native kernels and ``float32`` and ``bfloat16`` through XLA. It keeps the
-fastest (batch 1 plus batch 8) whose products stay within :data:`PRODUCT_TOLERANCE` of float64 on the
-same stored weights. The verdict is cached beside the kernels, keyed by the CPU, the kernel copy and
-jax's version, so later starts read it in a millisecond; ``python -m inference kernels --json`` prints it
-with the timings.
+``q4`` and ``q8`` through each vector copy of the native kernels the CPU runs and ``float32`` and
+``bfloat16`` through XLA. It keeps the fastest (batch 1 plus batch 8) whose products stay within
+:data:`PRODUCT_TOLERANCE` of float64 on the same stored weights, and the kernels use the copy that served
+the fastest block format (the most capable copy is not always the fastest: on an Intel Emerald Rapids the
+``avx512`` copy's float32 products and ``avx512bf16``'s bfloat16 ones trade places; docs/BENCHMARKS.md).
+The verdict is cached
+beside the kernels, keyed by the CPU, the copies measured and jax's version, so later starts read it in a
+millisecond; ``python -m inference kernels --json`` prints it with the timings.
 
 What the workload cannot judge is how well a format stores a given file's weights: that is the converter's
 rule (``q4`` only for matrices it reproduces, ``q8`` for the rest; :mod:`inference.engine.weights`) and
@@ -38,7 +41,7 @@ log = logging.getLogger(__name__)
 CANDIDATES: tuple[WeightFormat, ...] = ("q4", "q8", "float32", "bfloat16")
 PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
 BATCHES = (1, 8)
-MEASURE_VERSION = 1  # bump when the workload changes: old verdicts are then measured again
+MEASURE_VERSION = 2  # bump when the workload changes: old verdicts are then measured again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +52,11 @@ class Candidate:
     native: bool
     ms: dict[int, float]
     product_error: float
+    isa: str | None = None  # the kernel copy that multiplied it (block formats)
+
+    @property
+    def label(self) -> str:
+        return f"{self.format}/{self.isa}" if self.isa else self.format
 
     @property
     def passes(self) -> bool:
@@ -75,7 +83,7 @@ class Verdict:
         return {
             "format": self.format, "native": self.native, "why": self.why, "isa": self.isa, "cpu": self.cpu,
             "cached": self.cached,
-            "candidates": [{"format": c.format, "native": c.native, "passes": c.passes,
+            "candidates": [{"format": c.format, "isa": c.isa, "native": c.native, "passes": c.passes,
                             "ms": {str(b): round(t, 3) for b, t in c.ms.items()},
                             "product_error": c.product_error} for c in self.candidates],
         }
@@ -87,9 +95,9 @@ def decide(candidates: tuple[Candidate, ...]) -> tuple[Candidate, str]:
     if not passing:
         raise ValueError("no weight format passed the product-error check")
     best = passing[0]
-    figures = ", ".join(f"{c.format} {c.ms[1]:.2f}/{c.ms[8]:.2f} ms" for c in sorted(candidates,
-                                                                                       key=lambda c: c.score))
-    failed = [c.format for c in candidates if not c.passes]
+    figures = ", ".join(f"{c.label} {c.ms[1]:.2f}/{c.ms[8]:.2f} ms" for c in sorted(candidates,
+                                                                                      key=lambda c: c.score))
+    failed = [c.label for c in candidates if not c.passes]
     why = f"measured fastest at batch 1/8 ({figures})"
     if failed:
         why += f"; {', '.join(failed)} failed the product check"
@@ -109,6 +117,8 @@ def choose_weights(requested: WeightFormat | Literal["auto"]) -> tuple[WeightFor
         verdict = auto_verdict()
         return verdict.format, verdict.native, verdict.why
     blocked = native_blocker()
+    if blocked is None:
+        _prefer_measured_copy()
     return (requested, True, "native CPU kernels") if blocked is None else (requested, False, blocked)
 
 
@@ -145,23 +155,55 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
         return Verdict("bfloat16", False, f"XLA bfloat16 on {jax.default_backend()} (not measured)")
     blocked = native_blocker()
     native = blocked is None
-    isa = kernels.selected_isa() if native else None
-    path = _verdict_path(isa)
+    isas = copies_to_measure() if native else ()
+    path = _verdict_path(isas)
     verdict = _read_verdict(path)
     if verdict is None:
-        candidates = (measure_fn or measure)(native=native)
+        candidates = (measure_fn or measure)(native=native, isas=isas)
         best, why = decide(candidates)
-        verdict = Verdict(best.format, best.native, why, candidates, isa, kernels.cpu_model())
+        verdict = Verdict(best.format, best.native, why, candidates, fastest_copy(candidates),
+                          kernels.cpu_model())
         _write_verdict(path, verdict)
-        log.info("weights = auto: %s (%s)", best.format, why)
+        log.info("weights = auto: %s (%s)", best.label, why)
+    if native:
+        kernels.prefer_isa(verdict.isa)
     if blocked is not None:
         verdict = dataclasses.replace(verdict, why=f"{blocked}; {verdict.why}")
     return verdict
 
 
-def measure(*, native: bool, size: int = 2048, matrices: int = 6, repeats: int = 7) -> tuple[Candidate, ...]:
+def copies_to_measure() -> tuple[str, ...]:
+    """The kernel copies ``auto`` times: the forced one, else every copy the CPU runs that decodes weights
+    with vector instructions (the scalar copy only where there is no other)."""
+    from inference.engine import kernels
+
+    forced = kernels.forced_isa()
+    if forced is not None:
+        return (forced,)
+    supported = kernels.supported_isas()
+    return tuple(isa for isa in supported if kernels.vector_decode(isa)) or supported[:1]
+
+
+def fastest_copy(candidates: tuple[Candidate, ...]) -> str | None:
+    """The kernel copy of the fastest passing block-format candidate (None: none was measured)."""
+    native = sorted((c for c in candidates if c.native and c.passes and c.isa), key=lambda c: c.score)
+    return native[0].isa if native else None
+
+
+def _prefer_measured_copy() -> None:
+    """An explicit block format uses the copy a cached ``auto`` verdict measured fastest (never measures)."""
+    from inference.engine import kernels
+
+    verdict = _read_verdict(_verdict_path(copies_to_measure()))
+    if verdict is not None:
+        kernels.prefer_isa(verdict.isa)
+
+
+def measure(
+    *, native: bool, isas: tuple[str, ...] = (), size: int = 2048, matrices: int = 6, repeats: int = 7
+) -> tuple[Candidate, ...]:
     """Time each candidate format on the fixed workload (see the module's docstring); block formats only
-    where ``native``."""
+    where ``native``, once per kernel copy in ``isas`` (default: the selected copy)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -181,19 +223,20 @@ def measure(*, native: bool, size: int = 2048, matrices: int = 6, repeats: int =
     dequantized: dict[WeightFormat, Callable[[Any], Any]] = {
         "float32": lambda w: w, "bfloat16": lambda w: w.astype(jnp.float32),
     }
+    runs: list[tuple[WeightFormat, str | None, Callable[[Any, Any], Any]]] = []
     if native:
         stored["q4"] = [jax.jit(kernels.q4_quantize)(w) for w in dense]
         stored["q8"] = [jax.jit(kernels.q8_quantize)(w) for w in dense]
-        products["q4"] = lambda x, w: kernels.q4_matmul(x, *w)
-        products["q8"] = lambda x, w: kernels.q8_matmul(x, *w)
         dequantized["q4"] = lambda w: kernels.q4_dequantize(*w)
         dequantized["q8"] = lambda w: kernels.q8_dequantize(*w)
+        for copy in isas or (kernels.selected_isa(),):
+            runs.append(("q4", copy, _block_product(kernels.q4_matmul, copy)))
+            runs.append(("q8", copy, _block_product(kernels.q8_matmul, copy)))
+    runs += [(fmt, None, products[fmt]) for fmt in CANDIDATES if fmt in products]
     del dense
     results = []
-    for fmt in CANDIDATES:
-        if fmt not in stored:
-            continue
-        weights, product = stored[fmt], products[fmt]
+    for fmt, copy_used, product in runs:
+        weights = stored[fmt]
         step = jax.jit(lambda x, ws, product=product: [product(x, w) for w in ws])
         ms: dict[int, float] = {}
         for batch in BATCHES:
@@ -209,18 +252,22 @@ def measure(*, native: bool, size: int = 2048, matrices: int = 6, repeats: int =
         got = np.asarray(step(jnp.asarray(probe.astype("float32")), weights[:1])[0], dtype=np.float64)
         exact = probe @ np.asarray(dequantized[fmt](weights[0]), dtype=np.float64).T
         error = float(np.sqrt(np.mean((got - exact) ** 2)) / np.sqrt(np.mean(exact**2)))
-        results.append(Candidate(fmt, fmt in BLOCK_FORMATS, ms, error))
+        results.append(Candidate(fmt, fmt in BLOCK_FORMATS, ms, error, copy_used))
     return tuple(results)
 
 
-def _verdict_path(isa: str | None) -> Path:
+def _block_product(kernel: Callable[..., Any], isa: str) -> Callable[[Any, Any], Any]:
+    return lambda x, w: kernel(x, *w, isa=isa)
+
+
+def _verdict_path(isas: tuple[str, ...]) -> Path:
     import jax
 
     from inference.engine import kernels
 
     key = hashlib.sha256()
-    for part in (str(MEASURE_VERSION), kernels.SOURCE.read_bytes().hex()[:64], str(isa), jax.__version__,
-                 kernels.cpu_model(), " ".join(sorted(kernels.cpu_flags()))):
+    for part in (str(MEASURE_VERSION), kernels.SOURCE.read_bytes().hex()[:64], ",".join(isas),
+                 jax.__version__, kernels.cpu_model(), " ".join(sorted(kernels.cpu_flags()))):
         key.update(part.encode())
     return kernels.cache_dir() / f"weights-auto-{key.hexdigest()[:16]}.json"
 
@@ -229,7 +276,7 @@ def _read_verdict(path: Path) -> Verdict | None:
     try:
         data = json.loads(path.read_text())
         candidates = tuple(Candidate(c["format"], c["native"], {int(b): t for b, t in c["ms"].items()},
-                                     c["product_error"]) for c in data["candidates"])
+                                     c["product_error"], c.get("isa")) for c in data["candidates"])
         return Verdict(data["format"], data["native"], data["why"], candidates, data["isa"], data["cpu"],
                        cached=True)
     except (OSError, ValueError, KeyError, TypeError):

@@ -279,6 +279,7 @@ def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture
 
 
 def test_the_cpu_decides_which_copy_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernels, "_preferred", None)  # before weights = "auto" has measured the copies
     flags = kernels.cpu_flags()
     expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
     if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
@@ -337,13 +338,17 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
     calls: list[bool] = []
 
-    def small(*, native: bool) -> Any:
+    def small(*, native: bool, isas: tuple[str, ...]) -> Any:
         calls.append(native)
-        return weight_policy.measure(native=native, size=256, matrices=2, repeats=2)
+        return weight_policy.measure(native=native, isas=isas, size=256, matrices=2, repeats=2)
 
+    monkeypatch.setattr(kernels, "_preferred", None)
     first = weight_policy.auto_verdict(measure_fn=small)
     assert calls == [True] and not first.cached
     assert {c.format for c in first.candidates} == {"q4", "q8", "float32", "bfloat16"}
+    measured = {(c.format, c.isa) for c in first.candidates if c.native}  # q4 and q8 on every vector copy
+    assert measured == {(f, isa) for f in ("q4", "q8") for isa in weight_policy.copies_to_measure()}
+    assert first.isa == weight_policy.fastest_copy(first.candidates) == kernels.selected_isa()
     for c in first.candidates:  # real timings, and products that agree with float64 on the same weights
         assert all(t > 0 for t in c.ms.values()) and c.product_error < 1e-2
     assert first.format == weight_policy.decide(first.candidates)[0].format
@@ -351,6 +356,37 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     assert calls == [True] and again.cached and again.format == first.format  # read, not measured
     assert weight_policy.choose_weights("auto")[0] == first.format
     assert list(tmp_path.glob("weights-auto-*.json"))
+
+
+def test_the_kernels_use_the_copy_auto_measured_fastest(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from inference.engine import weight_policy
+    from inference.engine.weight_policy import Candidate
+
+    copies = weight_policy.copies_to_measure()
+    if len(copies) < 2:
+        pytest.skip("this CPU runs one vector copy of the kernels")
+    monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_preferred", None)
+    slowest_first = list(reversed(copies))  # the least capable copy measured fastest, as avx512 on Intel
+
+    def measured(*, native: bool, isas: tuple[str, ...]) -> Any:
+        assert native and isas == copies
+        return tuple(Candidate(fmt, True, {1: 1.0 + i + (fmt == "q8"), 8: 4.0 + i}, 1e-3, isa)  # type: ignore[arg-type]
+                     for i, isa in enumerate(slowest_first) for fmt in ("q4", "q8")) + (
+            Candidate("float32", False, {1: 9.0, 8: 9.0}, 1e-7),)
+
+    verdict = weight_policy.auto_verdict(measure_fn=measured)
+    assert (verdict.format, verdict.isa) == ("q4", slowest_first[0])
+    assert f"q4/{slowest_first[0]} 1.00/4.00 ms" in verdict.why
+    assert kernels.selected_isa() == slowest_first[0] != kernels.supported_isas()[0]
+    monkeypatch.setattr(kernels, "_preferred", None)  # a new process asking for q4 explicitly
+    assert weight_policy.choose_weights("q4")[:2] == ("q4", True)
+    assert kernels.selected_isa() == slowest_first[0]  # read from the cached verdict, not measured
+    monkeypatch.setenv("ARENA_KERNEL_ISA", copies[0])
+    assert kernels.selected_isa() == copies[0]  # a forced copy still wins
+    monkeypatch.setattr(kernels, "_preferred", None)
 
 
 def test_on_a_sharded_mesh_auto_never_uses_the_native_kernels() -> None:

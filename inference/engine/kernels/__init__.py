@@ -119,12 +119,33 @@ def supported_isas() -> tuple[str, ...]:
     return tuple(isa for isa in ISAS if _ISA_CPU_FLAGS[isa] <= flags)
 
 
+_preferred: str | None = None  # the copy weights = "auto" measured fastest here (weight_policy sets it)
+
+
+def prefer_isa(isa: str | None) -> None:
+    """Use ``isa`` when ``ARENA_KERNEL_ISA`` forces nothing (None: the most capable copy again). The most
+    capable copy is not always the fastest (on an Intel Emerald Rapids ``avx512``'s float32 products and
+    ``avx512bf16``'s bfloat16 ones trade places), so the weight policy measures the copies and says which."""
+    global _preferred
+    if isa is not None and isa not in ISAS:
+        raise KernelUnavailable(f"no kernel copy {isa!r}: one of {', '.join(ISAS)}")
+    _preferred = isa
+
+
+def forced_isa() -> str | None:
+    """The copy ``$ARENA_KERNEL_ISA`` forces (None: unset or ``auto``)."""
+    forced = os.environ.get("ARENA_KERNEL_ISA", "").strip().lower() or "auto"
+    return None if forced == "auto" else forced
+
+
 def selected_isa() -> str:
     """``$ARENA_KERNEL_ISA`` when set to one of :data:`ISAS` (tests force each path with it), else (unset or
-    ``auto``) the most capable set this CPU runs. A forced set the CPU lacks is refused when loaded."""
-    forced = os.environ.get("ARENA_KERNEL_ISA", "").strip().lower() or "auto"
+    ``auto``) the copy the weight policy measured fastest (:func:`prefer_isa`) or, before it has, the most
+    capable set this CPU runs. A forced set the CPU lacks is refused when loaded."""
+    forced = forced_isa() or "auto"
     if forced == "auto":
-        return supported_isas()[0]
+        supported = supported_isas()
+        return _preferred if _preferred in supported else supported[0]
     if forced not in ISAS:
         raise KernelUnavailable(f"ARENA_KERNEL_ISA={forced!r}: choose auto or one of {', '.join(ISAS)}")
     return forced
