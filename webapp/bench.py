@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 RENDER_TARGET_S = 1.5
 TINY_CATALOGUE = REPO / "tests" / "data" / "tiny_catalogue.toml"
+
+
+def progress(line: str) -> None:
+    """One line of progress on stderr (stdout carries only the JSON report)."""
+    print(f"[webapp bench] {line}", file=sys.stderr, flush=True)
 
 
 def seed(url: str, *, votes: int, models: int) -> float:
@@ -35,7 +41,12 @@ def seed(url: str, *, votes: int, models: int) -> float:
     upgrade_to_head(url)
     engine = make_engine(url, durability="none")
     started = time.perf_counter()
-    _bulk_votes(engine, seed_contestants(engine, models), votes)
+
+    def loaded(done: int) -> None:
+        elapsed = time.perf_counter() - started
+        progress(f"votes: {done:,} of {votes:,} loaded ({elapsed:.0f} s, {done / elapsed:,.0f}/s)")
+
+    _bulk_votes(engine, seed_contestants(engine, models), votes, progress=loaded)
     engine.dispose()
     return time.perf_counter() - started
 
@@ -174,7 +185,11 @@ def seed_replies(url: str, *, replies: int) -> float:
 
     engine = make_engine(url, durability="none")
     started = time.perf_counter()
-    seed_graded_replies(engine, replies=replies)
+
+    def told(line: str) -> None:
+        progress(f"{line} ({time.perf_counter() - started:.0f} s)")
+
+    seed_graded_replies(engine, replies=replies, progress=told)
     engine.dispose()
     return time.perf_counter() - started
 
@@ -196,11 +211,12 @@ def run(
         url = f"sqlite:///{path.as_posix()}"
         report: dict[str, Any] = {}
         if not skip_leaderboard:
-            report.update(votes=votes, models=models, database="sqlite")
+            report.update(votes=votes, models=models, replies=replies, database="sqlite")
             if database is None or not path.exists():
                 report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
                 if replies:
                     report["seed_replies_s"] = round(seed_replies(url, replies=replies), 1)
+            progress("rendering the Leaderboard page (Votes board, then Fixing board)")
             report["leaderboard"] = render_leaderboard(url, rounds=rounds)
             report["breakdown"] = board_breakdown(url)
             report["leaderboard_fixing"] = render_leaderboard(url, rounds=rounds, board="fixing")
