@@ -254,15 +254,22 @@ def _whose(
     return column.in_(same_address)
 
 
+def _count_since(
+    engine: Engine, table: Any, *, since: dt.datetime, visitor_id: int | None, address_hash: str | None
+) -> int:
+    """Rows of ``table`` (battles or votes) created at or after ``since`` by the visitor or the address."""
+    require_aware(since, what="since")
+    whose = _whose(visitor_id, address_hash, table.visitor_id)
+    with read_session(engine) as session:
+        return int(session.scalar(select(func.count()).where(whose, table.created_at >= since)) or 0)
+
+
 @retry_read
 def count_battles_since(
     engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
 ) -> int:
     """Battles opened at or after ``since`` by the visitor, or from the address (battles-per-hour limit)."""
-    require_aware(since, what="since")
-    with read_session(engine) as session:
-        query = select(func.count()).where(_whose(visitor_id, address_hash), Battle.created_at >= since)
-        return int(session.scalar(query) or 0)
+    return _count_since(engine, Battle, since=since, visitor_id=visitor_id, address_hash=address_hash)
 
 
 @retry_read
@@ -270,10 +277,7 @@ def count_votes_since(
     engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
 ) -> int:
     """Votes cast at or after ``since`` by the visitor, or from the address (the daily vote cap)."""
-    require_aware(since, what="since")
-    with read_session(engine) as session:
-        whose = _whose(visitor_id, address_hash, Vote.visitor_id)
-        return int(session.scalar(select(func.count()).where(whose, Vote.created_at >= since)) or 0)
+    return _count_since(engine, Vote, since=since, visitor_id=visitor_id, address_hash=address_hash)
 
 
 def _count_messages(
