@@ -5,8 +5,8 @@ at the same time.
    then the Leaderboard page rendered by Streamlit's AppTest (the real page script: SQL counts,
    Bradley-Terry fit, table, three Altair charts) with the data cache cleared (cold) and warm.
    Target: cold render <= 1.5 s at 1M votes over 100 contestants. The same page showing the Fixing
-   board, and that board's queries one by one; ``replies`` graded replies (db.bench_replies) are seeded
-   with the votes (target: <= 1.5 s at 1M votes and 1M replies).
+   board, and that board's queries one by one, then the Automatic arena board; ``replies`` graded replies
+   (db.bench_replies) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies).
 2. Streaming: two tiny random keras models from the real pool answer the same prompt, first one after
    the other, then through :func:`webapp.streaming.stream_pair`; overlap and the wall-time ratio show
    that the two sides generate concurrently.
@@ -53,7 +53,7 @@ def seed(url: str, *, votes: int, models: int) -> float:
 
 def render_leaderboard(url: str, *, rounds: int, board: str = "votes") -> dict[str, Any]:
     """Render the Leaderboard page ``rounds`` times cold (cache cleared) and once warm, showing ``board``
-    (``votes``, the page's default, or ``fixing``)."""
+    (``votes``, the page's default, ``fixing`` or ``auto``)."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -216,11 +216,12 @@ def run(
                 report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
                 if replies:
                     report["seed_replies_s"] = round(seed_replies(url, replies=replies), 1)
-            progress("rendering the Leaderboard page (Votes board, then Fixing board)")
+            progress("rendering the Leaderboard page (Votes, Fixing, then Automatic arena board)")
             report["leaderboard"] = render_leaderboard(url, rounds=rounds)
             report["breakdown"] = board_breakdown(url)
             report["leaderboard_fixing"] = render_leaderboard(url, rounds=rounds, board="fixing")
             report["fixing_breakdown"] = fixing_breakdown(url)
+            report["leaderboard_auto"] = render_leaderboard(url, rounds=rounds, board="auto")
         if not skip_streaming:
             data_dir = Path(os.environ.get("ARENA_DATA_DIR", tmp))
             budget = int(os.environ.get("ARENA_MEMORY_BUDGET_MB", "8000"))
