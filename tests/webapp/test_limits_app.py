@@ -114,9 +114,9 @@ def test_daily_vote_cap_refuses_in_words_before_anything_is_written(arena_env: C
     """ARENA_VOTES_PER_VISITOR_PER_DAY=1: the second battle's vote bar is disabled with the reason, and a
     stale tab (drawn before the first vote) that clicks anyway is refused; one vote is stored."""
     url = arena_env(votes_per_visitor_per_day="1")
-    arena = open_app(ARENA, visitor="capped-visitor")
+    arena = open_app(ARENA)
     _send(arena, TURN_1)
-    side_by_side = open_app("pages/side_by_side.py", visitor="capped-visitor")
+    side_by_side = open_app("pages/side_by_side.py", visitor=arena.session_state["visitor_id"])
     side_by_side.chat_input(key="named:input").set_value(TURN_1).run()
     assert not side_by_side.button(key="named:vote_a").disabled, "under the cap: the vote bar is open"
 
