@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     battles_per_visitor_per_hour: int = Field(default=30, ge=1)
     generations_per_minute: int = Field(default=20, ge=1)  # replies per visitor: each side, each retry
     address_limit_factor: int = Field(default=4, ge=1)  # one address may do this many visitors' worth
+    # Votes one visitor may cast per UTC day (0: no cap); votes past it are refused before anything is
+    # written (docs/DESIGN.md, "Daily vote caps").
+    votes_per_visitor_per_day: int = Field(default=0, ge=0)
     # Peers whose X-Forwarded-For is believed (the reverse proxy's own addresses); see README.
     trusted_proxies: list[str] = Field(default_factory=list)
     show_grader_live: bool = False

@@ -239,16 +239,29 @@ def first_try_counts(
 # --- rate limits ---------------------------------------------------------------------------------------
 
 
-def _whose(visitor_id: int | None, address_hash: str | None) -> ColumnElement[bool]:
-    """Battles of one visitor, or of every visitor seen from one address hash (exactly one given)."""
+def _whose(
+    visitor_id: int | None, address_hash: str | None, column: Any = Battle.visitor_id
+) -> ColumnElement[bool]:
+    """Rows (battles unless ``column`` says otherwise) of one visitor, or of every visitor seen from one
+    address hash (exactly one given)."""
     if (visitor_id is None) == (address_hash is None):
         raise InvalidInput("give exactly one of visitor_id and address_hash")
     if visitor_id is not None:
         require_int(visitor_id, what="visitor id")
-        return Battle.visitor_id == visitor_id
+        return column == visitor_id
     require_text(address_hash or "", what="address hash", max_chars=128)
     same_address = select(Visitor.id).where(Visitor.address_hash == address_hash)
-    return Battle.visitor_id.in_(same_address)
+    return column.in_(same_address)
+
+
+def _count_since(
+    engine: Engine, table: Any, *, since: dt.datetime, visitor_id: int | None, address_hash: str | None
+) -> int:
+    """Rows of ``table`` (battles or votes) created at or after ``since`` by the visitor or the address."""
+    require_aware(since, what="since")
+    whose = _whose(visitor_id, address_hash, table.visitor_id)
+    with read_session(engine) as session:
+        return int(session.scalar(select(func.count()).where(whose, table.created_at >= since)) or 0)
 
 
 @retry_read
@@ -256,10 +269,15 @@ def count_battles_since(
     engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
 ) -> int:
     """Battles opened at or after ``since`` by the visitor, or from the address (battles-per-hour limit)."""
-    require_aware(since, what="since")
-    with read_session(engine) as session:
-        query = select(func.count()).where(_whose(visitor_id, address_hash), Battle.created_at >= since)
-        return int(session.scalar(query) or 0)
+    return _count_since(engine, Battle, since=since, visitor_id=visitor_id, address_hash=address_hash)
+
+
+@retry_read
+def count_votes_since(
+    engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
+) -> int:
+    """Votes cast at or after ``since`` by the visitor, or from the address (the daily vote cap)."""
+    return _count_since(engine, Vote, since=since, visitor_id=visitor_id, address_hash=address_hash)
 
 
 def _count_messages(

@@ -230,8 +230,26 @@ def _skip_fk_triggers(conn: Any) -> None:
         pass  # not a superuser: load with the checks, just slower
 
 
+def _sqlite_values(engine: Engine, table: str, cols: tuple[str, ...], rows: list[tuple[Any, ...]]) -> Any:
+    """``rows`` as the SQLite driver takes them: each column through its type's own bind processor (the
+    one SQLAlchemy would apply: UTC timestamps, JSON, booleans), without building a dict per row."""
+    columns = Base.metadata.tables[table].columns
+    processors = [columns[c].type.bind_processor(engine.dialect) for c in cols]
+    if not any(processors):
+        return rows
+    steps = [(i, f) for i, f in enumerate(processors) if f is not None]
+
+    def convert(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        values = list(row)
+        for i, process in steps:
+            values[i] = process(values[i])
+        return tuple(values)
+
+    return map(convert, rows)
+
+
 def _load(engine: Engine, table: str, cols: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
-    """Bulk-load rows: PostgreSQL ``COPY`` through psycopg, else one executemany."""
+    """Bulk-load rows: PostgreSQL ``COPY`` through psycopg, else one driver-level executemany."""
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             _skip_fk_triggers(conn)
@@ -241,11 +259,21 @@ def _load(engine: Engine, table: str, cols: tuple[str, ...], rows: list[tuple[An
                     copy.write_row(row)
         else:
             conn.exec_driver_sql("PRAGMA cache_size = -262144")  # 256 MB: random-key index inserts in RAM
-            conn.execute(insert(Base.metadata.tables[table]), [dict(zip(cols, r, strict=True)) for r in rows])
+            marks = ", ".join("?" * len(cols))
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks})",
+                               _sqlite_values(engine, table, cols, rows))
 
 
-def _bulk_votes(engine: Engine, contestant_ids: list[int], n: int, chunk: int = 100_000) -> None:
-    """``n`` voted battles with their votes, loaded in chunks (COPY on PostgreSQL)."""
+def _bulk_votes(
+    engine: Engine,
+    contestant_ids: list[int],
+    n: int,
+    chunk: int = 100_000,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """``n`` voted battles with their votes, loaded in chunks (COPY on PostgreSQL); ``progress`` is told
+    the votes loaded so far after each chunk."""
     rng = np.random.default_rng(7)
     ids = np.asarray(contestant_ids)
     now = utcnow()
@@ -261,6 +289,8 @@ def _bulk_votes(engine: Engine, contestant_ids: list[int], n: int, chunk: int = 
             (bid, str(c), now, int(ids[x]), int(ids[y]), "anonymous", "bench", False, False, k % 5 == 0)
             for k, (bid, c, x, y) in enumerate(zip(battle_ids, choice, a, b, strict=True))
         ])
+        if progress is not None:
+            progress(start + size)
     with engine.connect() as conn:
         if engine.dialect.name == "postgresql":  # index-only scans need the visibility map
             conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM ANALYZE votes")

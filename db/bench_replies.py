@@ -12,10 +12,11 @@ SQLite only (the web app's benchmark file): the rows go through one executemany 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, func, select
 
 from db.bench import _load
 from db.models import Conversation, Message, Vote, utcnow
@@ -27,6 +28,7 @@ SCRIPT: tuple[str, ...] = ("request", "reply", "correction", "reply", "correctio
                            "reply", "request", "reply")
 KINDS = ("wrong_year", "wrong_time", "bad_format", "wrong_duration", "regression", "chatty")
 _ROLE = {"request": "user", "correction": "user", "reply": "assistant"}
+_CONVERSATION_COLS = ("id", "battle_id", "side", "contestant_id", "system_prompt", "params")
 _MESSAGE_COLS = ("id", "conversation_id", "position", "role", "kind", "content", "created_at", "first_try",
                  "superseded", "grader_label", "grader_mistakes")
 _CORRECTION_COLS = ("battle_id", "conversation_id", "faulty_message_id", "feedback_message_id",
@@ -56,9 +58,16 @@ def _side_rows(
     return messages, corrections
 
 
-def seed_graded_replies(engine: Engine, *, replies: int, chunk_battles: int = 20_000) -> int:
+def seed_graded_replies(
+    engine: Engine,
+    *,
+    replies: int,
+    chunk_battles: int = 20_000,
+    progress: Callable[[str], None] | None = None,
+) -> int:
     """Give voted battles (oldest votes first) two graded sides each until ``replies`` replies are stored;
-    returns the replies written. Battles that already have sides are not touched."""
+    returns the replies written. Battles that already have sides are not touched. ``progress`` is told
+    the replies loaded after each chunk, and when the roll-up starts."""
     rng = np.random.default_rng(13)
     now = utcnow()
     battles_needed = -(-replies // (2 * REPLIES_PER_SIDE))
@@ -72,23 +81,25 @@ def seed_graded_replies(engine: Engine, *, replies: int, chunk_battles: int = 20
         next_message = int(conn.scalar(select(func.max(Message.id))) or 0) + 1
     written = 0
     for start in range(0, len(voted), chunk_battles):
-        conversations: list[dict[str, Any]] = []
+        conversations: list[tuple[Any, ...]] = []
         messages: list[tuple[Any, ...]] = []
         corrections: list[tuple[Any, ...]] = []
         for battle, model_a, model_b in voted[start:start + chunk_battles]:
             for side, model in (("a", model_a), ("b", model_b)):
-                conversations.append({"id": next_conv, "battle_id": battle, "side": side,
-                                      "contestant_id": model, "system_prompt": "", "params": {}})
+                conversations.append((next_conv, battle, side, model, "", {}))
                 side_messages, side_corrections = _side_rows(next_conv, battle, next_message, rng, now)
                 messages += side_messages
                 corrections += side_corrections
                 next_conv += 1
                 next_message += len(SCRIPT)
                 written += REPLIES_PER_SIDE
-        with engine.begin() as conn:
-            conn.execute(insert(Conversation), conversations)
+        _load(engine, "conversations", _CONVERSATION_COLS, conversations)
         _load(engine, "messages", _MESSAGE_COLS, messages)
         _load(engine, "corrections", _CORRECTION_COLS, corrections)
+        if progress is not None:
+            progress(f"replies: {written:,} of {replies:,} loaded")
+    if progress is not None:
+        progress("replies: rolling up side_stats (db.reply_stats.refill_side_stats)")
     with engine.begin() as conn:
         refill_side_stats(conn)
         conn.exec_driver_sql("ANALYZE")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-VoteRefusal = Literal["already_voted", "closed", "revealed", "not_ready", "single_side", "not_owner"]
+VoteRefusal = Literal["already_voted", "closed", "revealed", "not_ready", "single_side", "not_owner",
+                      "daily_cap"]
 
 
 class DBError(Exception):
@@ -34,7 +35,8 @@ class VoteRefused(DBError):
     Reasons: ``already_voted`` (one vote per battle), ``closed`` (abandoned or flagged), ``revealed``
     (identities shown before the vote and the caller did not accept an uncounted vote), ``not_ready``
     (a side has no reply yet), ``single_side`` (a one-model chat has nothing to compare), ``not_owner``
-    (another visitor's battle).
+    (another visitor's battle), ``daily_cap`` (the voter has cast the day's allowance, see
+    :func:`db.votes.record_vote`).
     """
 
     def __init__(self, reason: VoteRefusal, message: str = "") -> None:

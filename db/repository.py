@@ -143,6 +143,7 @@ from db.aggregates import (  # noqa: E402
     count_battles_since,
     count_generations_since,
     count_messages_since,
+    count_votes_since,
     first_try_counts,
     fix_counts,
     pairwise_counts,
@@ -161,7 +162,7 @@ from db.battles import (  # noqa: E402
 )
 from db.moderation import flag_battle, moderation_log, recent_battles, unflag_battle  # noqa: E402
 from db.reading import get_battle, resume_open_battle  # noqa: E402
-from db.votes import record_vote  # noqa: E402
+from db.votes import record_vote, utc_day_start  # noqa: E402
 
 __all__ += [
     "abandon_battle",
@@ -173,6 +174,7 @@ __all__ += [
     "count_battles_since",
     "count_generations_since",
     "count_messages_since",
+    "count_votes_since",
     "first_try_counts",
     "fix_counts",
     "flag_battle",
@@ -189,4 +191,5 @@ __all__ += [
     "set_grader_label",
     "table_counts",
     "unflag_battle",
+    "utc_day_start",
 ]

@@ -4,17 +4,19 @@ Votes are applied in sets (:func:`apply_votes`): concurrent callers share one tr
 flush through :mod:`db.group_commit`, and the whole set costs three statements — one ``SELECT`` that
 locks the battle rows (in id order, so concurrent sets cannot deadlock) and gathers every fact the rules
 need (status, owner, both contestants, whether each side replied, whether anyone sent a correction), one
-multi-row ``INSERT`` and one ``UPDATE`` — instead of three per vote. The rules are checked in Python on
-those facts, so a refused vote writes nothing and the others go ahead. The ORM version of the same rules
-took about twice as long per vote; see ``python -m db bench``.
+multi-row ``INSERT`` and one ``UPDATE`` — instead of three per vote (two more for capped votes: the voters'
+rows locked and their votes of the UTC day counted, see :func:`record_vote`). The rules are checked in
+Python on those facts, so a refused vote writes nothing and the others go ahead. The ORM version of the
+same rules took about twice as long per vote; see ``python -m db bench``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine, and_, bindparam, exists, insert, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from db.checks import require_battle_id, require_choice, require_int
@@ -29,6 +31,7 @@ _battles = _tables["battles"]
 _conversations = _tables["conversations"]
 _messages = _tables["messages"]
 _votes = _tables["votes"]
+_visitors = _tables["visitors"]
 _conv_a = _conversations.alias("conv_a")
 _conv_b = _conversations.alias("conv_b")
 
@@ -66,6 +69,27 @@ _CLOSE = (
     .where(_battles.c.id.in_(bindparam("closed_ids", expanding=True)))
     .values(status="voted", closed_at=bindparam("now"), updated_at=bindparam("now"))
 )
+# Capped votes: the voters' rows are locked (PostgreSQL; SQLite's write transaction is already exclusive)
+# after the battles, in id order, so two transactions for one visitor count one after the other.
+_LOCK_VOTERS = (
+    select(_visitors.c.id)
+    .where(_visitors.c.id.in_(bindparam("voter_ids", expanding=True)))
+    .order_by(_visitors.c.id)
+    .with_for_update()
+)
+_CAST_SINCE = (
+    select(_votes.c.visitor_id, func.count())
+    .where(
+        _votes.c.visitor_id.in_(bindparam("voter_ids", expanding=True)),
+        _votes.c.created_at >= bindparam("since"),
+    )
+    .group_by(_votes.c.visitor_id)
+)
+
+
+def utc_day_start(moment: dt.datetime) -> dt.datetime:
+    """Midnight UTC of ``moment``'s UTC day: where a daily vote cap starts counting again."""
+    return moment.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 @dataclass(frozen=True)
@@ -76,6 +100,7 @@ class VoteRequest:
     choice: str
     visitor_id: int | None = None
     accept_revealed: bool = False
+    daily_cap: int = 0  # votes the voter may cast per UTC day, this one included; 0: no cap
 
 
 def record_vote(
@@ -85,6 +110,7 @@ def record_vote(
     choice: str,
     visitor_id: int | None = None,
     accept_revealed: bool = False,
+    daily_cap: int = 0,
 ) -> VoteView:
     """Record the one vote of a battle and close it; durable (committed and flushed) when it returns.
 
@@ -96,6 +122,11 @@ def record_vote(
     (SQLite) lets exactly one through — within one group transaction the earlier arrival wins; the unique
     key on ``votes.battle_id`` backs that up.
 
+    ``daily_cap`` > 0 refuses the vote (``daily_cap``, nothing written) when the voter (``visitor_id``,
+    else the battle's owner) has already cast that many votes since midnight UTC. The count is taken
+    inside the write transaction, after locking the voter's row: concurrent votes of one visitor, from
+    threads, processes or replicas, are counted one after another and never exceed the cap.
+
     Concurrent calls on one engine share a transaction and a flush (:mod:`db.group_commit`, on unless
     turned off with :func:`db.group_commit.configure_group_commit`); each vote still succeeds or is
     refused on its own.
@@ -103,7 +134,8 @@ def record_vote(
     require_choice(choice, CHOICES, what="choice")
     require_battle_id(battle_id)
     require_int(visitor_id, what="visitor id")
-    request = VoteRequest(battle_id, choice, visitor_id, accept_revealed)
+    require_int(daily_cap, what="daily cap")
+    request = VoteRequest(battle_id, choice, visitor_id, accept_revealed, daily_cap)
     try:
         committer = group_committer(engine)
         if committer is not None:
@@ -157,6 +189,24 @@ class _Facts(NamedTuple):
     corrected: bool
 
 
+def _voter(request: VoteRequest, facts: dict[str, _Facts]) -> int | None:
+    fact = facts.get(request.battle_id)
+    if request.visitor_id is not None:
+        return request.visitor_id
+    return None if fact is None else fact.visitor_id
+
+
+def _cast_today(
+    conn: Connection, requests: list[VoteRequest], facts: dict[str, _Facts], *, since: dt.datetime
+) -> dict[int, int]:
+    """Votes each capped voter has cast since ``since``, counted after locking their visitor rows."""
+    voters = sorted({v for r in requests if r.daily_cap and (v := _voter(r, facts)) is not None})
+    if not voters:
+        return {}
+    conn.execute(_LOCK_VOTERS, {"voter_ids": voters}).all()
+    return {int(v): int(n) for v, n in conn.execute(_CAST_SINCE, {"voter_ids": voters, "since": since})}
+
+
 def apply_votes(conn: Connection, requests: list[VoteRequest]) -> list[VoteView | DBError]:
     """Apply a set of votes inside the caller's write transaction (no commit); one outcome per request.
 
@@ -170,6 +220,7 @@ def apply_votes(conn: Connection, requests: list[VoteRequest]) -> list[VoteView 
     outcomes: list[VoteView | DBError | None] = []
     rows: list[dict[str, Any]] = []
     accepted: list[int] = []  # index into outcomes of each inserted row
+    cast_today = _cast_today(conn, requests, facts, since=utc_day_start(now))
     for request in requests:
         fact = facts.get(request.battle_id)
         refusal = _refusal(fact, request)
@@ -177,6 +228,13 @@ def apply_votes(conn: Connection, requests: list[VoteRequest]) -> list[VoteView 
             outcomes.append(refusal)
             continue
         voter = request.visitor_id if request.visitor_id is not None else fact.visitor_id
+        if request.daily_cap and voter is not None:
+            cast = cast_today.get(voter, 0)
+            if cast >= request.daily_cap:
+                message = f"this visitor has cast {cast} votes today (UTC), the daily cap"
+                outcomes.append(VoteRefused("daily_cap", message))
+                continue
+            cast_today[voter] = cast + 1
         rows.append({
             "battle_id": request.battle_id,
             "visitor_id": voter,

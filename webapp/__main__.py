@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="leaderboard render time at scale; concurrent streaming check")
     bench.add_argument("--votes", type=_positive, default=1_000_000, help="votes to seed (default 1,000,000)")
     bench.add_argument("--models", type=_positive, default=100, help="contestants (default 100)")
-    bench.add_argument("--replies", type=_non_negative, default=0,
-                       help="graded replies to seed with the votes (five per side; default 0)")
+    bench.add_argument("--replies", type=_non_negative, default=1_000_000,
+                       help="graded replies to seed on the voted battles (five per side; default 1,000,000)")
     bench.add_argument("--rounds", type=_positive, default=3, help="cold renders to time (default 3)")
     bench.add_argument("--database", type=Path, help="reuse this SQLite file (seeded when missing)")
     bench.add_argument("--skip-streaming", action="store_true", help="leave out the streaming check")

@@ -203,17 +203,20 @@ def _vote_bar(ctx: Context, *, battle: ShownBattle) -> None:
         st.info(f"Your vote: {vote.choice_label(battle.vote)}")
         return
     problem = vote_problem(battle)
+    capped = None if problem else vote.cap_problem(ctx)
     for (choice, label), col in zip(VOTE_BUTTONS, st.columns(len(VOTE_BUTTONS)), strict=True):
         col.button(
             label,
             key=_key(battle.mode, f"vote_{choice}"),
-            disabled=problem is not None,
+            disabled=problem is not None or capped is not None,
             on_click=_vote,
             args=(battle.id, choice),
             width="stretch",
         )
     if problem:
         st.caption(problem)
+    if capped:
+        st.warning(capped, icon="🗳️")
 
 
 def _vote(battle_id: str, choice: str) -> None:

@@ -5,8 +5,8 @@ at the same time.
    then the Leaderboard page rendered by Streamlit's AppTest (the real page script: SQL counts,
    Bradley-Terry fit, table, three Altair charts) with the data cache cleared (cold) and warm.
    Target: cold render <= 1.5 s at 1M votes over 100 contestants. The same page showing the Fixing
-   board, and that board's queries one by one; ``replies`` graded replies (db.bench_replies) are seeded
-   with the votes (target: <= 1.5 s at 1M votes and 1M replies).
+   board, and that board's queries one by one, then the Automatic arena board; ``replies`` graded replies
+   (db.bench_replies) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies).
 2. Streaming: two tiny random keras models from the real pool answer the same prompt, first one after
    the other, then through :func:`webapp.streaming.stream_pair`; overlap and the wall-time ratio show
    that the two sides generate concurrently.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 RENDER_TARGET_S = 1.5
 TINY_CATALOGUE = REPO / "tests" / "data" / "tiny_catalogue.toml"
+
+
+def progress(line: str) -> None:
+    """One line of progress on stderr (stdout carries only the JSON report)."""
+    print(f"[webapp bench] {line}", file=sys.stderr, flush=True)
 
 
 def seed(url: str, *, votes: int, models: int) -> float:
@@ -35,14 +41,19 @@ def seed(url: str, *, votes: int, models: int) -> float:
     upgrade_to_head(url)
     engine = make_engine(url, durability="none")
     started = time.perf_counter()
-    _bulk_votes(engine, seed_contestants(engine, models), votes)
+
+    def loaded(done: int) -> None:
+        elapsed = time.perf_counter() - started
+        progress(f"votes: {done:,} of {votes:,} loaded ({elapsed:.0f} s, {done / elapsed:,.0f}/s)")
+
+    _bulk_votes(engine, seed_contestants(engine, models), votes, progress=loaded)
     engine.dispose()
     return time.perf_counter() - started
 
 
 def render_leaderboard(url: str, *, rounds: int, board: str = "votes") -> dict[str, Any]:
     """Render the Leaderboard page ``rounds`` times cold (cache cleared) and once warm, showing ``board``
-    (``votes``, the page's default, or ``fixing``)."""
+    (``votes``, the page's default, ``fixing`` or ``auto``)."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -174,7 +185,11 @@ def seed_replies(url: str, *, replies: int) -> float:
 
     engine = make_engine(url, durability="none")
     started = time.perf_counter()
-    seed_graded_replies(engine, replies=replies)
+
+    def told(line: str) -> None:
+        progress(f"{line} ({time.perf_counter() - started:.0f} s)")
+
+    seed_graded_replies(engine, replies=replies, progress=told)
     engine.dispose()
     return time.perf_counter() - started
 
@@ -196,15 +211,17 @@ def run(
         url = f"sqlite:///{path.as_posix()}"
         report: dict[str, Any] = {}
         if not skip_leaderboard:
-            report.update(votes=votes, models=models, database="sqlite")
+            report.update(votes=votes, models=models, replies=replies, database="sqlite")
             if database is None or not path.exists():
                 report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
                 if replies:
                     report["seed_replies_s"] = round(seed_replies(url, replies=replies), 1)
+            progress("rendering the Leaderboard page (Votes, Fixing, then Automatic arena board)")
             report["leaderboard"] = render_leaderboard(url, rounds=rounds)
             report["breakdown"] = board_breakdown(url)
             report["leaderboard_fixing"] = render_leaderboard(url, rounds=rounds, board="fixing")
             report["fixing_breakdown"] = fixing_breakdown(url)
+            report["leaderboard_auto"] = render_leaderboard(url, rounds=rounds, board="auto")
         if not skip_streaming:
             data_dir = Path(os.environ.get("ARENA_DATA_DIR", tmp))
             budget = int(os.environ.get("ARENA_MEMORY_BUDGET_MB", "8000"))

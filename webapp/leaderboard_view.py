@@ -86,6 +86,10 @@ def show() -> None:
     board = st.radio("Board", list(BOARDS), format_func=BOARDS.__getitem__, horizontal=True,
                      key="lb_board", label_visibility="collapsed")
     {"votes": _votes, "fixing": _fixing, "auto": _automatic}[board](url, chosen)
+    cap = ctx.settings.votes_per_visitor_per_day
+    if board == "votes" and cap:
+        st.caption(f"Daily vote cap: {cap} votes per visitor per UTC day. Votes past the cap are refused "
+                   "before anything is written, so none is stored to be set aside.")
 
 
 def _votes(url: str, chosen: Filters) -> None:
@@ -99,14 +103,16 @@ def _votes(url: str, chosen: Filters) -> None:
     interval = right.selectbox("Intervals", list(INTERVALS), format_func=INTERVALS.__getitem__,
                                key="lb_interval")
     board = compute(url, chosen, BOOTSTRAP_ROUNDS if interval == "bootstrap" else 0, outliers)
-    if outliers:
-        st.caption(f"Anomalous-voter test: {board.dropped_votes:,} votes from {board.dropped_visitors} "
-                   f"of {board.tested_visitors} tested visitors dropped.")
     _computed(board.votes, "vote", board.computed_at)
     if board.table.empty:
         st.info("No votes match these filters yet. Battles in the Arena fill this page.")
+    else:
+        st.dataframe(board.table, hide_index=True, width="stretch", key="lb_table")
+    if outliers:  # under the board it changed
+        st.caption(f"Anomalous-voter test: {board.dropped_votes:,} votes from {board.dropped_visitors} "
+                   f"of {board.tested_visitors} tested visitors dropped.")
+    if board.table.empty:
         return
-    st.dataframe(board.table, hide_index=True, width="stretch", key="lb_table")
     st.subheader("Ratings with 95% intervals")
     ratings = board.table.rename(columns=_CHART_COLUMNS)
     st.altair_chart(

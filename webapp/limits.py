@@ -58,6 +58,22 @@ def rate_problem(mine: int, address: int, *, planned: int, settings: Settings) -
     return None
 
 
+def votes_problem(mine: int, address: int, *, settings: Settings) -> str | None:
+    """The optional daily vote cap (``ARENA_VOTES_PER_VISITOR_PER_DAY``; 0: none): votes cast since
+    midnight UTC by this visitor and from this address (a few times as many)."""
+    cap = settings.votes_per_visitor_per_day
+    if not cap:
+        return None
+    if mine >= cap:
+        return (
+            f"You have cast {mine} votes today, the most a visitor may cast in a day ({cap}). Voting opens "
+            "again at midnight UTC; you can still chat, correct the models or skip this battle."
+        )
+    if address >= cap * settings.address_limit_factor:
+        return "Many votes were cast from your network today. Voting opens again at midnight UTC."
+    return None
+
+
 def retries_problem(generations_on_side: int, *, settings: Settings) -> str | None:
     """A side may regenerate, but not without end: at most twice the turn limit of replies per side."""
     cap = 2 * settings.max_turns_per_battle

@@ -244,6 +244,37 @@ def test_bulk_seeded_roll_ups_equal_the_per_row_definitions(tmp_path: Path) -> N
         engine.dispose()
 
 
+def test_the_bulk_loader_stores_what_the_orm_would(tmp_path: Path) -> None:
+    """The benchmark's driver-level inserts put each value through its column type, as SQLAlchemy does:
+    aware UTC timestamps, JSON lists and objects, booleans read back as written."""
+    from sqlalchemy import select
+
+    from db.bench import _bulk_votes, seed_contestants
+    from db.bench_replies import seed_graded_replies
+    from db.engine import make_engine, read_session
+    from db.migrate import upgrade_to_head
+    from db.models import Conversation, Message, Vote
+
+    url = f"sqlite:///{tmp_path / 'seeded.db'}"
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    try:
+        _bulk_votes(engine, seed_contestants(engine, 3), 20)
+        seed_graded_replies(engine, replies=20)
+        assert repo.pairwise_counts(engine, scenario="bench").total == 20
+        with read_session(engine) as session:
+            vote = session.scalars(select(Vote)).first()
+            message = session.scalars(select(Message).where(Message.kind == "reply")).first()
+            request = session.scalars(select(Message).where(Message.kind == "request")).first()
+            side = session.scalars(select(Conversation)).first()
+            assert vote is not None and message is not None and request is not None and side is not None
+            assert vote.created_at.tzinfo is not None and vote.revealed is False
+            assert isinstance(message.grader_mistakes, list) and message.superseded is False
+            assert request.grader_mistakes is None and side.params == {}
+    finally:
+        engine.dispose()
+
+
 def test_a_flagged_battle_leaves_the_fixing_figures_and_comes_back_unflagged(populated: Engine) -> None:
     graded = fixing.reply_flags(populated).graded
     assert graded == (4, 3)

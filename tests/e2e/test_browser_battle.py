@@ -1,7 +1,9 @@
 """A real browser (Debian's chromium, headless, driven by Playwright) clicks through a full battle against
-``streamlit run`` on a free port; the vote and the correction must be in the database afterwards.
+``streamlit run`` on a free port; the vote and the correction must be in the database afterwards. Then
+the Leaderboard's three boards: Votes (and its style-controlled fit), Fixing (the visitor's verdict on
+the correction) and the Automatic arena (one scripted run stored beside the battle).
 
-Screenshots of the revealed battle and of the leaderboard go to ``test-artifacts/`` (git-ignored).
+Screenshots of the revealed battle and of each board go to ``test-artifacts/`` (git-ignored).
 """
 
 from __future__ import annotations
@@ -121,6 +123,60 @@ def _send(page, text: str) -> None:  # noqa: ANN001
     box.press("Enter")
 
 
+def _store_automatic_run(db_url: str) -> int:
+    """One automatic-arena run of a scripted perfect model, stored as ``scenarios run`` stores it;
+    returns the corrections it stored (the grader's, on ``auto`` battles)."""
+    from db import repository as db_repo
+    from db.engine import make_engine
+    from scenarios.premade import load_premade
+    from scenarios.runner import RunnerConfig, run_arena
+    from scenarios.storage import ensure_contestant, store_run
+    from tests.scenarios.scripted import CALENDAR, ScriptedModel, perfect
+
+    engine = make_engine(db_url)
+    before = db_repo.table_counts(engine)["corrections"]
+    ensure_contestant(engine, slug="perfect", name="Perfect")
+    run_arena(scenario=CALENDAR, models=[ScriptedModel("perfect", perfect)], cases=load_premade(),
+              config=RunnerConfig(repeats=5, max_fix_attempts=2),
+              sink=lambda record: store_run(engine, record))
+    stored = db_repo.table_counts(engine)["corrections"] - before
+    engine.dispose()
+    return stored
+
+
+def _board(page, name: str) -> None:  # noqa: ANN001
+    """Choose a board (the selector at the top of the Leaderboard) and wait for its script run."""
+    from playwright.sync_api import expect
+
+    page.get_by_test_id("stRadio").get_by_text(name, exact=True).click()
+    expect(page.get_by_test_id("stStatusWidget")).to_be_hidden()
+
+
+def _check_boards(page) -> None:  # noqa: ANN001
+    """The three boards render from the database (texts shown only when each board has its data)."""
+    from playwright.sync_api import expect
+
+    page.get_by_text("Style control", exact=True).click()
+    expect(page.get_by_role("heading", name="Style-controlled ratings")).to_be_visible()
+    expect(page.get_by_text("Contextual Bradley-Terry (sandwich 95% intervals)")).to_be_visible()
+    expect(page.get_by_test_id("stDataFrame")).to_have_count(3)  # board, style-controlled, coefficients
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(ARTIFACTS / "leaderboard_style.png"), full_page=True)
+
+    _board(page, "🛠️ Fixing")
+    expect(page.get_by_text("Computed over 1 judged correction at")).to_be_visible()
+    expect(page.get_by_role("heading", name="Fix rate with 95% intervals")).to_be_visible()
+    expect(page.get_by_role("heading", name="Turns to fix")).to_be_visible()
+    expect(page.locator(".vega-embed")).to_have_count(2)  # fix rates and turns to fix
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(ARTIFACTS / "leaderboard_fixing.png"), full_page=True)
+
+    _board(page, "🤖 Automatic arena")
+    expect(page.get_by_role("heading", name="Fixing pre-made mistakes")).to_be_visible()
+    expect(page.get_by_role("cell", name="✓✓✓✓✓").first).to_be_visible()  # perfect's five first tries
+    page.screenshot(path=str(ARTIFACTS / "leaderboard_auto.png"), full_page=True)
+
+
 def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -166,6 +222,7 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         page.screenshot(path=str(ARTIFACTS / "revealed_battle.png"), full_page=True)
         revealed = page.get_by_role("heading", level=3).all_inner_texts()
 
+        automatic_corrections = _store_automatic_run(db_url)
         page.get_by_role("link", name="Leaderboard").click()
         expect(page.get_by_text("Computed over 1 vote at")).to_be_visible()
         expect(page.get_by_test_id("stDataFrame")).to_be_visible()
@@ -173,11 +230,12 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         expect(page.get_by_test_id("stStatusWidget")).to_be_hidden()  # the script run has finished
         page.wait_for_timeout(1500)  # let the canvases paint
         page.screenshot(path=str(ARTIFACTS / "leaderboard.png"), full_page=True)
+        _check_boards(page)
         browser.close()
 
     engine = make_engine(db_url)
     counts = db_repo.table_counts(engine)
-    assert counts["votes"] == 1 and counts["corrections"] == 1
+    assert counts["votes"] == 1 and counts["corrections"] == 1 + automatic_corrections
     assert db_repo.pairwise_counts(engine).total == 1
     contestants = {c.display_name for c in db_repo.list_contestants(engine)}
     assert any(name in " ".join(revealed) for name in contestants), revealed

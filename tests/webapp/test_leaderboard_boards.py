@@ -111,6 +111,7 @@ def test_three_tabs_render_from_the_database(board_db: Engine) -> None:
     votes = _frame_with(at, "Rating")
     assert set(votes["Model"]) == {"Verbose", "Terse"} and votes["Votes"].tolist() == [12, 12]
     assert not any("Corrections" in frame.columns for frame in _frames(at)), "only the chosen board"
+    assert not any("Daily vote cap" in c.value for c in at.caption), "no cap unless one is set"
     # Fixing, people by default: terse 2 of 4 judged fixed, verbose 0 of 1.
     fixing = _frame_with(_board(at, "fixing"), "Corrections")
     terse = fixing.set_index("Model").loc["Terse"]
@@ -158,6 +159,7 @@ def test_style_control_and_bootstrap_intervals(board_db: Engine) -> None:
 
 def test_anomalous_voters_can_be_dropped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     engine = _fresh_db(monkeypatch, tmp_path, "strong", "weak")
+    monkeypatch.setenv("ARENA_VOTES_PER_VISITOR_PER_DAY", "50")
     voters = {f"honest-{n}": ("a", 6) for n in range(10)} | {"contrarian": ("b", 8)}
     for anon, (choice, count) in voters.items():
         visitor = db_repo.get_or_create_visitor(engine, anon_id=anon)
@@ -174,4 +176,5 @@ def test_anomalous_voters_can_be_dropped(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert not at.exception, [e.value for e in at.exception]
     captions = [c.value for c in at.caption]
     assert "Anomalous-voter test: 8 votes from 1 of 11 tested visitors dropped." in captions
+    assert any(c.startswith("Daily vote cap: 50 votes per visitor per UTC day.") for c in captions)
     assert _frame_with(at, "Votes")["Votes"].tolist() == [60, 60]

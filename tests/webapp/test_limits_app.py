@@ -104,3 +104,43 @@ def test_one_generation_in_flight_per_visitor(arena_env: Callable[..., str]) -> 
         release.set()
         thread.join()
     assert send_turn.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False) is None
+
+
+def _votes(url: str) -> int:
+    return db_repo.table_counts(create_engine(url))["votes"]
+
+
+def test_daily_vote_cap_refuses_in_words_before_anything_is_written(arena_env: Callable[..., str]) -> None:
+    """ARENA_VOTES_PER_VISITOR_PER_DAY=1: the second battle's vote bar is disabled with the reason, and a
+    stale tab (drawn before the first vote) that clicks anyway is refused; one vote is stored."""
+    url = arena_env(votes_per_visitor_per_day="1")
+    arena = open_app(ARENA)
+    _send(arena, TURN_1)
+    side_by_side = open_app("pages/side_by_side.py", visitor=arena.session_state["visitor_id"])
+    side_by_side.chat_input(key="named:input").set_value(TURN_1).run()
+    assert not side_by_side.button(key="named:vote_a").disabled, "under the cap: the vote bar is open"
+
+    arena.button(key="anonymous:vote_a").click().run()
+    assert "Thanks! Your vote is recorded." in _texts(arena.success)
+    side_by_side.button(key="named:vote_a").click().run()  # drawn before the first vote
+    cap_words = "the most a visitor may cast in a day (1)"
+    assert any(cap_words in e for e in _texts(side_by_side.error)), _texts(side_by_side.error)
+    assert _votes(url) == 1
+    battle = db_repo.get_battle(create_engine(url), battle_id=side_by_side.session_state["battle_id:named"])
+    assert battle.status == "open" and battle.vote is None, "nothing was written"
+
+    arena.button(key="anonymous:new").click().run()
+    _send(arena, TURN_1)
+    assert arena.button(key="anonymous:vote_b").disabled
+    assert any(cap_words in w and "midnight UTC" in w for w in _texts(arena.warning))
+    assert not arena.button(key="anonymous:skip").disabled, "the battle can still be left"
+
+
+def test_no_vote_cap_by_default(arena_env: Callable[..., str]) -> None:
+    url = arena_env()
+    at = open_app(ARENA)
+    for _ in range(2):
+        _send(at, TURN_1)
+        at.button(key="anonymous:vote_tie").click().run()
+        at.button(key="anonymous:new").click().run()
+    assert _votes(url) == 2 and not at.warning

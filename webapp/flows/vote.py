@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from db import errors as db_errors
 from db import repository as db_repo
 from webapp.context import Context
 from webapp.flows import Feedback
 from webapp.flows.open_battle import load_battle
+from webapp.limits import votes_problem
 from webapp.views import vote_problem
 
 CHOICE_LABELS = {"a": "Model A", "b": "Model B", "tie": "Tie", "both_bad": "Both bad"}
@@ -22,13 +25,30 @@ def choice_label(choice: str) -> str:
     return CHOICE_LABELS.get(choice, choice)
 
 
+def cap_problem(ctx: Context) -> str | None:
+    """Why this visitor may not vote again today (the optional daily cap), or None. Counted in the
+    database: votes since midnight UTC by this visitor and by everyone from this address."""
+    if not ctx.settings.votes_per_visitor_per_day:
+        return None
+    since = db_repo.utc_day_start(dt.datetime.now(dt.UTC))
+    mine = db_repo.count_votes_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    address = mine
+    if ctx.address_hash is not None:
+        address = db_repo.count_votes_since(ctx.engine, address_hash=ctx.address_hash, since=since)
+    return votes_problem(mine, address, settings=ctx.settings)
+
+
 def record_vote(ctx: Context, *, battle_id: str, choice: str) -> str | None:
-    """Store the vote; returns None on success or the refusal reason in words."""
+    """Store the vote; returns None on success or the refusal reason in words. The database applies the
+    daily cap again inside the vote's transaction, so two tabs racing past :func:`cap_problem` cannot
+    both get through."""
+    cap = ctx.settings.votes_per_visitor_per_day
     try:
-        db_repo.record_vote(
-            ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id, accept_revealed=True
-        )
+        db_repo.record_vote(ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id,
+                            accept_revealed=True, daily_cap=cap)
     except db_errors.VoteRefused as refused:
+        if refused.reason == "daily_cap":
+            return votes_problem(cap, 0, settings=ctx.settings)
         return _REFUSALS.get(refused.reason, str(refused))
     return None
 
@@ -36,7 +56,7 @@ def record_vote(ctx: Context, *, battle_id: str, choice: str) -> str | None:
 def vote(ctx: Context, *, battle_id: str, choice: str) -> Feedback:
     """Record the vote if the battle allows one; the database refuses a second vote in any case."""
     battle = load_battle(ctx, battle_id=battle_id)
-    problem = vote_problem(battle)
+    problem = vote_problem(battle) or cap_problem(ctx)
     if problem:
         return Feedback("error", problem)
     refusal = record_vote(ctx, battle_id=battle_id, choice=choice)
