@@ -51,7 +51,10 @@ def _drain(pgconn: Any, buffer: io.BytesIO) -> None:
         if nbytes < 0:
             break
         buffer.write(data)
-    while (result := pgconn.get_result()) is not None:
+    results = []
+    while (result := pgconn.get_result()) is not None:  # all of them: the connection is then idle
+        results.append(result)
+    for result in results:
         if result.status != pq.ExecStatus.COMMAND_OK:
             raise errors.error_from_result(result, encoding=pgconn._encoding)
 
