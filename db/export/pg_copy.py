@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
+from psycopg import errors, pq
 from sqlalchemy import Connection, Select, Text, cast, func, literal_column, select
 
 from db.export.schema import TS
@@ -36,6 +37,28 @@ def _read_type(typ: pa.DataType) -> pa.DataType:
     return pa.string() if pa.types.is_list(typ) else typ
 
 
+def _drain(pgconn: Any, buffer: io.BytesIO) -> None:
+    """Every row of the COPY in progress into ``buffer`` straight from libpq, then its final result.
+
+    The server sends one message per row; psycopg's ``for data in copy`` runs a Python generator and
+    wait loop per message, which was most of the export's client CPU on PostgreSQL (3 of 5.4 s for 200k
+    messages). ``get_copy_data(0)`` blocks in C until a row arrives and returns -1 at the end of the
+    data (a failure mid-COPY also ends the data and comes back as the final result, raised here).
+    """
+    get = pgconn.get_copy_data
+    while True:
+        nbytes, data = get(0)
+        if nbytes < 0:
+            break
+        buffer.write(data)
+    results = []
+    while (result := pgconn.get_result()) is not None:  # all of them: the connection is then idle
+        results.append(result)
+    for result in results:
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            raise errors.error_from_result(result, encoding=pgconn._encoding)
+
+
 def copy_columns(conn: Connection, query: Select[Any], schema: pa.Schema) -> list[pa.Array]:
     """``query``'s columns (positionally ``schema``'s fields) read with COPY; list fields come back as
     their JSON text, timestamps as naive UTC (the caller finishes both)."""
@@ -46,9 +69,8 @@ def copy_columns(conn: Connection, query: Select[Any], schema: pa.Schema) -> lis
     buffer = io.BytesIO()
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        with cursor.copy(f"COPY ({compiled}) TO STDOUT (FORMAT csv)", compiled.params) as copy:
-            for data in copy:
-                buffer.write(data)
+        with cursor.copy(f"COPY ({compiled}) TO STDOUT (FORMAT csv)", compiled.params):
+            _drain(cursor.connection.pgconn, buffer)
     finally:
         cursor.close()
     types = {field.name: _read_type(field.type) for field in schema}
