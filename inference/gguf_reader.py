@@ -111,6 +111,12 @@ class GGUFFile:
         expected = tuple(reversed(info.dims))
         if tuple(array.shape) != expected:
             array = array.reshape(expected)
+        if info.kind.name in _ITEM_TYPES:
+            # An array of its own: an unquantized tensor comes back from ``dequantize`` as a view of the
+            # mapped file, and JAX's CPU client aliases such host memory instead of copying it, so one
+            # norm vector kept by a model would pin the whole mapping (every page the load touched, the
+            # size of the file) in the process's RSS for as long as the model lives.
+            return np.array(array, dtype=np.float32, copy=True)
         return np.asarray(array, dtype=np.float32)
 
     def _tensor(self, name: str) -> _TensorInfo:

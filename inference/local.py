@@ -98,10 +98,10 @@ class LocalChatModel:
                      why, self.matrix_formats)
             self.batcher = SlotScheduler(self.engine, loaded.tokenizer,
                                          min_batch=min_batch_for(self.weight_format))
-            if not keep_keras_weights:  # the fast engine has its own copy: free keras-hub's float32 one
+            if not keep_keras_weights:  # the fast engine has its own copy: drop keras-hub's float32 one
+                # (freed, and the heap handed back, once the caller drops its reference: the builder does)
                 self.loaded = dataclasses.replace(loaded, backbone=None)
                 del loaded
-                return_freed_memory()
 
     @property
     def slug(self) -> str:

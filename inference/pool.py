@@ -130,6 +130,9 @@ class _Worker:
                 if batches and callable(warm_batches):
                     for n in self.pool._warm_up_prompts:
                         warm_batches(prompt_tokens=n, new_tokens=new)
+                from inference.local import return_freed_memory
+
+                return_freed_memory()  # the compiler's temporaries: the pool's models stay resident for long
         except BaseException as exc:  # isolate: one bad model must not stop the others; a library's
             # SystemExit included (on this worker thread it would only end the thread, "loading" forever)
             self.pool._release(self.entry.slug)
