@@ -8,8 +8,8 @@ with ``battle_id IN (page ids)``: each such query hits an index (``uq_conversati
 
 All pages are read inside one read transaction (``REPEATABLE READ`` on PostgreSQL; on SQLite a WAL
 read transaction is a snapshot), so an export taken while visitors keep voting is consistent: no
-battle appears without its vote because the vote landed between two pages. The transaction is an ADBC
-connection's (:mod:`db.export.source`), which hands each result over as Arrow columns.
+battle appears without its vote because the vote landed between two pages. The transaction is a
+:mod:`db.export.source`'s: an ADBC connection on PostgreSQL, the engine's own connection on SQLite.
 
 Visitors are exported only as stable salted hashes of their anonymous id; network addresses (and their
 hashes) are never selected at all.
