@@ -1,10 +1,13 @@
 """Reading the database for the export: keyset pages of battles and everything hanging off them.
 
 The export never loads the whole database. Battles are read in pages ordered by ``(created_at, id)``
-and continued with a keyset condition (``> last key``), not ``OFFSET``, so each page costs the same
-however deep into the data it is. For a page, conversations, messages, corrections and votes are read
-with ``battle_id IN (page ids)``: each such query hits an index (``uq_conversations_battle_side``,
-``uq_messages_conversation_position``, ``ix_corrections_battle_id``, ``uq_votes_battle_id``).
+and continued with a row-value keyset condition (``(created_at, id) > last key``), not ``OFFSET``, so
+each page starts at its key in ``ix_battles_created_id`` and costs the same however deep into the data
+it is (PostgreSQL used only ``created_at`` of the ``OR`` form as a filter, scanning the index from the
+start on every page). For a page, conversations and votes are read with ``battle_id IN (page ids)``,
+messages and corrections with ``conversation_id`` among the page's conversations (:func:`among`): each
+such query hits an index (``uq_conversations_battle_side``, ``uq_votes_battle_id``,
+``uq_messages_conversation_position``, ``ix_corrections_conversation_id``).
 
 All pages are read inside one read transaction (``REPEATABLE READ`` on PostgreSQL; on SQLite a WAL
 read transaction is a snapshot), so an export taken while visitors keep voting is consistent: no
@@ -34,12 +37,12 @@ from sqlalchemy import (
     Select,
     String,
     Text,
-    and_,
+    any_,
     cast,
     func,
     literal,
-    or_,
     select,
+    tuple_,
     type_coerce,
 )
 from sqlalchemy.types import NullType
@@ -112,6 +115,16 @@ def listed(src: Source, values: list[str] | list[int]) -> Select[Any]:
     return select(func.json_each(json.dumps(values)).table_valued("value").c.value)
 
 
+def among(src: Source, column: Any, values: list[int]) -> Any:
+    """``column`` is one of the integer ``values``: ``= ANY(array)`` on PostgreSQL, whose index scan then
+    returns rows in index order (no sort; ``IN (unnest(…))`` is a hash join plus a sort), ``IN`` the
+    :func:`listed` values on SQLite. Only for integer keys: for the text (UUID) keys the planner's
+    estimate of ``= ANY`` chose a parallel sequential scan (5-6x slower than the nested loop)."""
+    if src.dialect.name == "postgresql":
+        return column == any_(literal(values, ARRAY(Integer())))
+    return column.in_(listed(src, values))
+
+
 def _related(src: Source, battle_ids: list[str], salt: str) -> dict[str, pa.Table]:
     """Everything hanging off one page of battles.
 
@@ -131,21 +144,21 @@ def _related(src: Source, battle_ids: list[str], salt: str) -> dict[str, pa.Tabl
     keys = [(rank[b], s) for b, s in zip(conversations.column("battle_id").to_pylist(),
                                          conversations.column("side").to_pylist(), strict=True)]
     conversations = conversations.take(pa.array(sorted(range(len(keys)), key=keys.__getitem__), pa.int64()))
-    conversation_ids = listed(src, conversations.column("id").to_pylist())
+    conversation_ids = conversations.column("id").to_pylist()
     messages = src.table(
         select(*(raw(c) for c in (
             Message.conversation_id, Message.id, Message.position, Message.role, Message.kind,
             Message.content, Message.created_at, Message.first_try, Message.superseded, Message.ttft_ms,
             Message.total_ms, Message.prompt_tokens, Message.completion_tokens, Message.finish_reason,
             Message.error, Message.grader_label)), _json_or_null(src.dialect.name, Message.grader_mistakes))
-        .where(Message.conversation_id.in_(conversation_ids))
+        .where(among(src, Message.conversation_id, conversation_ids))
         .order_by(Message.conversation_id, Message.position), ROWS["messages"])
     corrections = src.table(
         select(*(raw(c) for c in (
             Correction.id, Correction.battle_id, Correction.conversation_id, Correction.faulty_message_id,
             Correction.feedback_message_id, Correction.next_reply_message_id, Correction.outcome,
             Correction.judged_by, Correction.created_at, Correction.judged_at)))
-        .where(Correction.battle_id.in_(in_page))
+        .where(among(src, Correction.conversation_id, conversation_ids))
         .order_by(Correction.conversation_id, Correction.id), ROWS["corrections"])
     votes = src.table(
         select(*(raw(c) for c in (Vote.battle_id, Vote.choice, Vote.created_at)),
@@ -167,9 +180,7 @@ def battle_pages(src: Source, query: Select[Any], schema: pa.Schema, *, chunk_si
     while True:
         page = base
         if last is not None:
-            page = page.where(
-                or_(Battle.created_at > last[0], and_(Battle.created_at == last[0], Battle.id > last[1]))
-            )
+            page = page.where(tuple_(Battle.created_at, Battle.id) > last)  # binds typed as the columns
         table = src.table(page, schema, salt=salt)
         if not table.num_rows:
             return
