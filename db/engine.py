@@ -75,13 +75,13 @@ def make_engine(
     if backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        connect_args = {} if durability == "fsync" else {"options": "-c synchronous_commit=off"}
-        if parsed.query.get("options") and connect_args:
-            connect_args["options"] = f"{parsed.query['options']} {connect_args['options']}"
-            parsed = parsed.difference_update_query(["options"])
+        if durability != "fsync":  # in the URL, not connect_args: engine.url stays the whole description
+            given = parsed.query.get("options", ())
+            given = (given,) if isinstance(given, str) else given
+            options = " ".join((*given, "-c synchronous_commit=off"))
+            parsed = parsed.update_query_dict({"options": options})
         pg_engine = create_engine(
             parsed,
-            connect_args=connect_args,
             echo=echo,
             pool_size=pool_size,
             max_overflow=pool_size,

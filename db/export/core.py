@@ -156,8 +156,8 @@ def _stream_pairs(
     """The ``battles`` view: one row per counted vote (a battle has at most one vote)."""
     written = 0
     writer = record_writer(fmt, "battles", stream)
-    with read_ahead(engine, count=lambda conn: count_pairs(conn, filters),
-                    pages=lambda conn: iter_pairs(conn, filters=filters, salt=salt,
+    with read_ahead(engine, count=lambda src: count_pairs(src, filters),
+                    pages=lambda src: iter_pairs(src, filters=filters, salt=salt,
                                                   chunk_size=chunk_size)) as (selected, pages):
         if progress is not None:
             progress(0, selected)

@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Connection, Select, func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import aliased
 
 from db.export.filters import ExportError, ExportFilters, conditions
-from db.export.read import battle_pages, fetch_rows, listed, raw
+from db.export.read import battle_pages, listed, raw
 from db.export.schema import SCHEMAS, STYLE_FIELDS
+from db.export.source import Source
 from db.models import Battle, Contestant, Conversation, Message, Visitor, Vote
 from db.vote_features import STYLED_REPLIES, side_style
 
@@ -55,22 +56,22 @@ def _pair_query(filters: ExportFilters) -> Select[Any]:
     )
 
 
-def count_pairs(conn: Connection, filters: ExportFilters) -> int:
+def count_pairs(src: Source, filters: ExportFilters) -> int:
     """How many rows the view will have (the progress bar's total)."""
     query = (select(func.count()).select_from(Battle).join(Vote, Vote.battle_id == Battle.id)
              .where(*conditions(filters), *_counted()))
-    return int(conn.scalar(query) or 0)
+    return int(src.rows(query)[0][0] or 0)
 
 
-def _style(conn: Connection, battle_ids: list[str]) -> dict[tuple[str, str], tuple[Any, ...]]:
+def _style(src: Source, battle_ids: list[str]) -> dict[tuple[str, str], tuple[Any, ...]]:
     """``(battle id, side) -> STYLE_COLUMNS`` for the sides that have a current reply."""
     query = (
         select(Conversation.battle_id, Conversation.side, *side_style())
         .join(Message, Message.conversation_id == Conversation.id)
-        .where(Conversation.battle_id.in_(listed(conn, battle_ids)), *STYLED_REPLIES)
+        .where(Conversation.battle_id.in_(listed(src, battle_ids)), *STYLED_REPLIES)
         .group_by(Conversation.battle_id, Conversation.side)
     )
-    return {(row[0], row[1]): tuple(row[2:]) for row in fetch_rows(conn, query)}
+    return {(row[0], row[1]): tuple(row[2:]) for row in src.rows(query)}
 
 
 def _page(pairs: pa.Table, style: dict[tuple[str, str], tuple[Any, ...]]) -> pa.Table:
@@ -85,10 +86,10 @@ def _page(pairs: pa.Table, style: dict[tuple[str, str], tuple[Any, ...]]) -> pa.
 
 
 def iter_pairs(
-    conn: Connection, *, filters: ExportFilters, salt: str, chunk_size: int
+    src: Source, *, filters: ExportFilters, salt: str, chunk_size: int
 ) -> Iterator[pa.Table]:
     """Pages of the view (at most ``chunk_size`` rows each), battles oldest first."""
     if not salt:
         raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
-    for pairs in battle_pages(conn, _pair_query(filters), _PAIRS, chunk_size=chunk_size, salt=salt):
-        yield _page(pairs, _style(conn, pairs.column("battle_id").to_pylist()))
+    for pairs in battle_pages(src, _pair_query(filters), _PAIRS, chunk_size=chunk_size, salt=salt):
+        yield _page(pairs, _style(src, pairs.column("battle_id").to_pylist()))
