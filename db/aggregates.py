@@ -31,7 +31,7 @@ def pairwise_counts(
     engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[VoteFilterArgs]
 ) -> PairCounts:
     """Wins, ties and both-bad counts over model pairs (filters: ``db.vote_filters``)."""
-    where = VoteFilters.of(filters).vote_conditions()
+    where = VoteFilters.of(filters, votes=True).vote_conditions()
     query = (
         select(Vote.model_a_id, Vote.model_b_id, Vote.choice, func.count())
         .where(*where)

@@ -44,7 +44,7 @@ def counted_votes(
     engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[VoteFilterArgs]
 ) -> CountedVotes:
     """The votes ``pairwise_counts`` counts, one row each (for the anomalous-voter test)."""
-    where = VoteFilters.of(filters).vote_conditions()
+    where = VoteFilters.of(filters, votes=True).vote_conditions()
     query = (
         select(Vote.model_a_id, Vote.model_b_id, Vote.choice, Vote.visitor_id)
         .where(*where)
@@ -98,7 +98,7 @@ def vote_style_features(
     engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[VoteFilterArgs]
 ) -> StyleBattles:
     """The votes the Votes board counts (same filters as ``pairwise_counts``) with style features."""
-    where = VoteFilters.of(filters).vote_conditions()
+    where = VoteFilters.of(filters, votes=True).vote_conditions()
     query = (
         select(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side, *side_style())
         .join(Conversation, Conversation.battle_id == Vote.battle_id)

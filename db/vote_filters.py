@@ -70,9 +70,17 @@ class VoteFilters:
         require_aware(self.until, what="until")
 
     @classmethod
-    def of(cls, args: BattleFilterArgs, *, modes: Sequence[str] | None = DEFAULT_MODES) -> VoteFilters:
-        """The filters a function's keyword arguments give (``VoteFilterArgs`` too); ``modes`` is that
-        function's default."""
+    def of(cls, args: BattleFilterArgs, *, modes: Sequence[str] | None = DEFAULT_MODES,
+           votes: bool = False) -> VoteFilters:
+        """The filters a function's keyword arguments give; ``modes`` is that function's default.
+
+        Only a counted-vote query (``votes``) takes ``VoteFilterArgs``: a battle- or side-level one
+        refuses a vote filter (as Python refuses an unknown keyword) instead of silently ignoring it.
+        """
+        allowed = VoteFilterArgs.__annotations__.keys() if votes else BattleFilterArgs.__annotations__.keys()
+        for name in args:
+            if name not in allowed:
+                raise TypeError(f"unexpected keyword argument {name!r}")
         given: BattleFilterArgs = {"modes": modes, **args}
         return cls(**given)
 

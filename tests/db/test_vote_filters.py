@@ -12,7 +12,7 @@ from db import repository as repo
 from db.engine import read_session
 from db.errors import InvalidInput
 from db.models import Battle, SideStats, Vote
-from db.vote_filters import DEFAULT_MODES, HUMAN_MODES, VoteFilters
+from db.vote_filters import DEFAULT_MODES, HUMAN_MODES, VoteFilterArgs, VoteFilters
 
 
 def test_filters_validate_themselves() -> None:
@@ -34,6 +34,16 @@ def test_keyword_arguments_and_the_function_default_modes() -> None:
     assert VoteFilters.of({"modes": None}, modes=HUMAN_MODES).modes is None, "an explicit None: every mode"
     with pytest.raises(InvalidInput):
         VoteFilters.of({"since": dt.datetime(2026, 1, 1)})
+
+
+def test_a_battle_level_query_refuses_a_vote_filter_instead_of_ignoring_it() -> None:
+    vote_level: VoteFilterArgs = {"corrections_only": True}
+    assert VoteFilters.of(vote_level, votes=True).corrections_only
+    for name in ("corrections_only", "exclude_revealed"):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{name}'"):
+            VoteFilters.of({name: True})  # type: ignore[misc]
+    with pytest.raises(TypeError, match="'scenarios'"):
+        VoteFilters.of({"scenarios": "calendar"}, votes=True)  # type: ignore[typeddict-unknown-key]
 
 
 def _counted(engine: Engine, filters: VoteFilters) -> tuple[int, int, int]:
