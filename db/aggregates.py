@@ -4,105 +4,41 @@ The leaderboard cost must grow with models², not with votes: SQL reduces millio
 ``n² × 4`` rows, which numpy scatters into dense arrays. Arrays are indexed like ``models``: by default
 every contestant ordered by slug, so the pair, fix and first-try arrays of one page line up.
 
-Filters shared by the three leaderboard counts: ``scenario`` (one slug or None for all), ``modes`` (default
-anonymous battles only, as the public leaderboard; None for all modes), ``since``/``until`` (UTC, half-open
-``[since, until)``; the vote time for pairs, the battle start for fixes and first tries),
-``exclude_flagged``. Pairs also take ``corrections_only`` (battles in which someone sent a correction) and
-``exclude_revealed`` (votes cast after identities were shown).
+The three leaderboard counts take the keyword filters of ``db.vote_filters.VoteFilters`` (``modes``
+defaults to anonymous battles only, as the public leaderboard): pairs the vote filters, fixes and first
+tries the battle ones (no ``corrections_only`` or ``exclude_revealed``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from sqlalchemy import ColumnElement, Engine, case, func, select
-from sqlalchemy.orm import Session
 
-from db.checks import require_aware, require_choice, require_int, require_text, retry_read
+from db.checks import require_aware, require_int, require_text, retry_read
 from db.engine import read_session
 from db.errors import InvalidInput
-from db.models import (
-    MODES,
-    Base,
-    Battle,
-    Contestant,
-    Conversation,
-    Message,
-    SideStats,
-    Visitor,
-    Vote,
-)
+from db.models import Base, Battle, Contestant, Conversation, Message, SideStats, Visitor, Vote
 from db.views import HourCount, LatencyFigures, ModelCounts, PairCounts
-
-DEFAULT_MODES: tuple[str, ...] = ("anonymous",)
-
-
-def _model_index(session: Session, models: Sequence[str] | None) -> tuple[tuple[str, ...], dict[int, int]]:
-    """The slug order of the arrays and a map contestant id -> row index (ids outside it are dropped)."""
-    rows = session.execute(select(Contestant.id, Contestant.slug).order_by(Contestant.slug)).all()
-    if models is None:
-        slugs = tuple(slug for _, slug in rows)
-    else:
-        slugs = tuple(models)
-        if len(set(slugs)) != len(slugs):
-            raise ValueError("models contains duplicates")
-    position = {slug: i for i, slug in enumerate(slugs)}
-    return slugs, {cid: position[slug] for cid, slug in rows if slug in position}
-
-
-def _check_filters(modes: Sequence[str] | None, since: dt.datetime | None, until: dt.datetime | None) -> None:
-    for mode in modes or ():
-        require_choice(mode, MODES, what="mode")
-    require_aware(since, what="since")
-    require_aware(until, what="until")
-
-
-def _window(column: Any, since: dt.datetime | None, until: dt.datetime | None) -> list[ColumnElement[bool]]:
-    clauses: list[ColumnElement[bool]] = []
-    if since is not None:
-        clauses.append(column >= since)
-    if until is not None:
-        clauses.append(column < until)
-    return clauses
+from db.vote_filters import BattleFilterArgs, VoteFilterArgs, VoteFilters, model_counts, model_index
 
 
 @retry_read
 def pairwise_counts(
-    engine: Engine,
-    *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = DEFAULT_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    corrections_only: bool = False,
-    exclude_flagged: bool = True,
-    exclude_revealed: bool = True,
-    models: Sequence[str] | None = None,
+    engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[VoteFilterArgs]
 ) -> PairCounts:
-    """Wins, ties and both-bad counts over model pairs (see the module doc for the filters)."""
-    _check_filters(modes, since, until)
-    where: list[ColumnElement[bool]] = _window(Vote.created_at, since, until)
-    if scenario is not None:
-        where.append(Vote.scenario == scenario)
-    if modes is not None:
-        where.append(Vote.mode.in_(list(modes)))
-    if corrections_only:
-        where.append(Vote.with_corrections.is_(True))
-    # ``== False`` (not ``IS``) so that the partial index ix_votes_counted_pairs matches the predicate.
-    if exclude_flagged:
-        where.append(Vote.flagged == False)  # noqa: E712
-    if exclude_revealed:
-        where.append(Vote.revealed == False)  # noqa: E712
+    """Wins, ties and both-bad counts over model pairs (filters: ``db.vote_filters``)."""
+    where = VoteFilters.of(filters, votes=True).vote_conditions()
     query = (
         select(Vote.model_a_id, Vote.model_b_id, Vote.choice, func.count())
         .where(*where)
         .group_by(Vote.model_a_id, Vote.model_b_id, Vote.choice)
     )
     with read_session(engine) as session:
-        slugs, index = _model_index(session, models)
+        slugs, index = model_index(session, models)
         rows = session.execute(query).all()
     n = len(slugs)
     wins = np.zeros((n, n), dtype=np.int64)
@@ -123,82 +59,16 @@ def pairwise_counts(
     return PairCounts(models=slugs, wins=wins, ties=ties, both_bad=both_bad)
 
 
-def _fact_filters(
-    facts: tuple[Any, Any, Any, ColumnElement[bool]],
-    scenario: str | None,
-    modes: Sequence[str] | None,
-    since: dt.datetime | None,
-    until: dt.datetime | None,
-    exclude_flagged: bool,
-) -> list[ColumnElement[bool]]:
-    """The leaderboard filters on ``facts``: (start time, scenario, mode columns, "not flagged")."""
-    started, scenario_column, mode_column, not_flagged = facts
-    where = _window(started, since, until)
-    if scenario is not None:
-        where.append(scenario_column == scenario)
-    if modes is not None:
-        where.append(mode_column.in_(list(modes)))
-    if exclude_flagged:
-        where.append(not_flagged)
-    return where
-
-
-def _battle_filters(
-    scenario: str | None,
-    modes: Sequence[str] | None,
-    since: dt.datetime | None,
-    until: dt.datetime | None,
-    exclude_flagged: bool,
-) -> list[ColumnElement[bool]]:
-    facts = (Battle.created_at, Battle.scenario, Battle.mode, Battle.status != "flagged")
-    return _fact_filters(facts, scenario, modes, since, until, exclude_flagged)
-
-
-def side_filters(
-    scenario: str | None,
-    modes: Sequence[str] | None,
-    since: dt.datetime | None,
-    until: dt.datetime | None,
-    exclude_flagged: bool,
-) -> list[ColumnElement[bool]]:
-    """``_battle_filters`` on the battle facts copied into ``side_stats``."""
-    facts = (SideStats.started_at, SideStats.scenario, SideStats.mode, SideStats.flagged.is_(False))
-    return _fact_filters(facts, scenario, modes, since, until, exclude_flagged)
-
-
-def _model_counts(
-    session: Session, models: Sequence[str] | None, rows: Sequence[Any], success: str
-) -> ModelCounts:
-    slugs, index = _model_index(session, models)
-    successes = np.zeros(len(slugs), dtype=np.int64)
-    trials = np.zeros(len(slugs), dtype=np.int64)
-    for contestant_id, label, count in rows:
-        i = index.get(contestant_id)
-        if i is None:
-            continue
-        trials[i] += count
-        if label == success:
-            successes[i] += count
-    return ModelCounts(models=slugs, successes=successes, trials=trials)
-
-
 @retry_read
 def fix_counts(
-    engine: Engine,
-    *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = DEFAULT_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
-    models: Sequence[str] | None = None,
+    engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[BattleFilterArgs]
 ) -> ModelCounts:
     """Per model: corrections judged ``fixed`` out of those judged fixed or not fixed (by any judge),
     summed from the per-side roll-up (``side_stats``)."""
-    _check_filters(modes, since, until)
+    where = VoteFilters.of(filters).side_conditions()
     query = (
         select(SideStats.contestant_id, func.sum(SideStats.judged_fixed), func.sum(SideStats.judged))
-        .where(SideStats.judged > 0, *side_filters(scenario, modes, since, until, exclude_flagged))
+        .where(SideStats.judged > 0, *where)
         .group_by(SideStats.contestant_id)
     )
     with read_session(engine) as session:
@@ -207,33 +77,23 @@ def fix_counts(
         for contestant_id, fixed, judged in rows:
             split += [(contestant_id, "fixed", int(fixed or 0)),
                       (contestant_id, "not_fixed", int(judged or 0) - int(fixed or 0))]
-        return _model_counts(session, models, split, "fixed")
+        return model_counts(session, models, split, "fixed")
 
 
 @retry_read
 def first_try_counts(
-    engine: Engine,
-    *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = DEFAULT_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
-    models: Sequence[str] | None = None,
+    engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[BattleFilterArgs]
 ) -> ModelCounts:
     """Per model: first replies of a conversation labelled ``correct`` out of those the grader labelled."""
-    _check_filters(modes, since, until)
+    where = VoteFilters.of(filters).side_conditions()
     # The first try's label is rolled up with its side (db.reply_stats): one narrow row per side, no join.
     query = (
         select(SideStats.contestant_id, SideStats.first_try_label, func.count())
-        .where(
-            SideStats.first_try_label.is_not(None),
-            *side_filters(scenario, modes, since, until, exclude_flagged),
-        )
+        .where(SideStats.first_try_label.is_not(None), *where)
         .group_by(SideStats.contestant_id, SideStats.first_try_label)
     )
     with read_session(engine) as session:
-        return _model_counts(session, models, session.execute(query).all(), "correct")
+        return model_counts(session, models, session.execute(query).all(), "correct")
 
 
 # --- rate limits ---------------------------------------------------------------------------------------

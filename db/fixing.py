@@ -10,8 +10,8 @@ automatic arena grade in the dialogue's context. Every figure the board shows is
 (result rows grow with models): the measures that follow a conversation (recurrence, turns to fix)
 read what ``db.reply_stats`` rolled up when the rows were written.
 
-Filters as in ``db.aggregates``: ``scenario``, ``modes`` (None for all), ``since``/``until`` on the
-battle's start (UTC, half-open), ``exclude_flagged``.
+Filters: the battle ones of ``db.vote_filters`` (``scenario``, ``modes``, default every human mode, None
+for all; ``since``/``until`` on the battle's start, UTC, half-open; ``exclude_flagged``).
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Unpack
 
 from sqlalchemy import ColumnElement, Engine, String, and_, case, cast, func, select
 from sqlalchemy.orm import aliased
 
-from db.aggregates import _battle_filters, _check_filters, _model_counts, _model_index
 from db.checks import retry_read
 from db.engine import read_session
 from db.models import Battle, Conversation, Correction, Message
 from db.side_totals import HUMAN_MODES, FixingTotals, fixing_totals
 from db.views import ModelCounts
+from db.vote_filters import BattleFilterArgs, VoteFilters, model_counts, model_index
 
 FIXED_LABEL = "correct"  # the grader finds a correction fixed when the reply that followed is labelled this
 Judge = Literal["person", "grader"]
@@ -65,6 +65,10 @@ class GradedReply:
     mistakes: tuple[str, ...]
 
 
+def _battles(filters: BattleFilterArgs) -> list[ColumnElement[bool]]:
+    return VoteFilters.of(filters, modes=HUMAN_MODES).battle_conditions()
+
+
 def _check(judge: str) -> None:
     if judge not in ("person", "grader"):
         raise ValueError(f"judge must be person or grader, got {judge!r}")
@@ -75,17 +79,12 @@ def fix_outcomes(
     engine: Engine,
     *,
     judge: Judge,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = HUMAN_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
     models: Sequence[str] | None = None,
+    **filters: Unpack[BattleFilterArgs],
 ) -> ModelCounts:
     """Per model: corrections the judge found fixed, out of those it judged."""
     _check(judge)
-    _check_filters(modes, since, until)
-    where = _battle_filters(scenario, modes, since, until, exclude_flagged)
+    where = _battles(filters)
     if judge == "person":
         query = (
             select(Conversation.contestant_id, Correction.outcome, func.count())
@@ -106,22 +105,18 @@ def fix_outcomes(
             .group_by(Conversation.contestant_id, verdict)
         )
     with read_session(engine) as session:
-        return _model_counts(session, models, session.execute(query).all(), "fixed")
+        return model_counts(session, models, session.execute(query).all(), "fixed")
 
 
 @retry_read
 def judge_table(
     engine: Engine,
     *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = HUMAN_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
     models: Sequence[str] | None = None,
+    **filters: Unpack[BattleFilterArgs],
 ) -> JudgeTable:
     """Corrections judged by a person whose next reply the grader labelled, as per-model 2×2 tables."""
-    _check_filters(modes, since, until)
+    where = _battles(filters)
     grader_fixed = case((_Next.grader_label == FIXED_LABEL, 1), else_=0)
     query = (
         select(Conversation.contestant_id, Correction.outcome, grader_fixed, func.count())
@@ -130,12 +125,11 @@ def judge_table(
         .join(Battle, Battle.id == Correction.battle_id)
         .join(_Next, _Next.id == Correction.next_reply_message_id)
         .where(Correction.judged_by == "person", Correction.outcome != "unknown",
-               _Next.grader_label.is_not(None),
-               *_battle_filters(scenario, modes, since, until, exclude_flagged))
+               _Next.grader_label.is_not(None), *where)
         .group_by(Conversation.contestant_id, Correction.outcome, grader_fixed)
     )
     with read_session(engine) as session:
-        slugs, index = _model_index(session, models)
+        slugs, index = model_index(session, models)
         rows = session.execute(query).all()
     cells = [[0, 0, 0, 0] for _ in slugs]
     for contestant_id, outcome, by_grader, count in rows:
@@ -152,15 +146,11 @@ def correction_links(
     engine: Engine,
     *,
     judge: Judge,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = HUMAN_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
+    **filters: Unpack[BattleFilterArgs],
 ) -> list[CorrectionLink]:
     """Every correction with a reply after it, oldest first, with the judge's verdict."""
     _check(judge)
-    _check_filters(modes, since, until)
+    where = _battles(filters)
     query = (
         select(Conversation.contestant_id, Correction.faulty_message_id, Correction.next_reply_message_id,
                Correction.outcome, Correction.judged_by, _Next.grader_label)
@@ -168,11 +158,11 @@ def correction_links(
         .join(Conversation, Conversation.id == Correction.conversation_id)
         .join(Battle, Battle.id == Correction.battle_id)
         .join(_Next, _Next.id == Correction.next_reply_message_id)
-        .where(*_battle_filters(scenario, modes, since, until, exclude_flagged))
+        .where(*where)
         .order_by(Correction.id)
     )
     with read_session(engine) as session:
-        slugs, index = _model_index(session, None)
+        slugs, index = model_index(session, None)
         rows = session.execute(query).all()
     by_id = {cid: slugs[i] for cid, i in index.items()}
     links = []
@@ -202,17 +192,12 @@ def turns_to_fix_counts(
     engine: Engine,
     *,
     judge: Judge,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = HUMAN_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
     models: Sequence[str] | None = None,
+    **filters: Unpack[BattleFilterArgs],
 ) -> TurnsToFix:
     """``ranking.fixing.fix_episodes`` summed from the per-side roll-up (``db.side_totals``)."""
     _check(judge)
-    totals = fixing_totals(engine, scenario=scenario, modes=modes, since=since, until=until,
-                           exclude_flagged=exclude_flagged, models=models)
+    totals = fixing_totals(engine, models=models, **filters)
     return turns_from_totals(totals, judge)
 
 
@@ -247,16 +232,11 @@ def _graded_where() -> ColumnElement[bool]:
 def reply_flags(
     engine: Engine,
     *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = HUMAN_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
     models: Sequence[str] | None = None,
+    **filters: Unpack[BattleFilterArgs],
 ) -> ReplyFlags:
     """Graded replies, regressions, recurrences, chatty replies per model, from the per-side roll-up."""
-    totals = fixing_totals(engine, scenario=scenario, modes=modes, since=since, until=until,
-                           exclude_flagged=exclude_flagged, models=models)
+    totals = fixing_totals(engine, models=models, **filters)
     return flags_from_totals(totals)
 
 
@@ -269,17 +249,12 @@ def flags_from_totals(totals: FixingTotals) -> ReplyFlags:
 def graded_replies(
     engine: Engine,
     *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = HUMAN_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
     min_replies: int = 1,
+    **filters: Unpack[BattleFilterArgs],
 ) -> list[GradedReply]:
     """Current (not superseded) graded replies with their mistakes, in conversation order, of the
     conversations with at least ``min_replies`` of them (a recurrence needs three: made, cleared, back)."""
-    _check_filters(modes, since, until)
-    where = [_graded_where(), *_battle_filters(scenario, modes, since, until, exclude_flagged)]
+    where = [_graded_where(), *_battles(filters)]
     query = (
         select(Conversation.contestant_id, Message.conversation_id, Message.grader_mistakes)
         .join(Conversation, Conversation.id == Message.conversation_id)
@@ -298,7 +273,7 @@ def graded_replies(
         )
         query = query.where(Message.conversation_id.in_(long_enough))
     with read_session(engine) as session:
-        slugs, index = _model_index(session, None)
+        slugs, index = model_index(session, None)
         rows = session.execute(query).all()
     by_id = {cid: slugs[i] for cid, i in index.items()}
     return [GradedReply(by_id[cid], conv, tuple(mistakes or ())) for cid, conv, mistakes in rows]
@@ -314,12 +289,11 @@ def auto_battle_ids(
     exclude_flagged: bool = True,
 ) -> list[str]:
     """Automatic-arena battles (mode ``auto``), oldest first."""
-    _check_filters(("auto",), since, until)
+    filters = VoteFilters(scenario=scenario, modes=("auto",), since=since, until=until,
+                          exclude_flagged=exclude_flagged)
     # Sorted here, not in SQL: ordering by (created_at, id) makes SQLite walk that index over every
     # battle (0.7 s at 200k), while the unordered filter is one quick scan; auto battles are few.
-    query = select(Battle.id, Battle.created_at).where(
-        *_battle_filters(scenario, ("auto",), since, until, exclude_flagged)
-    )
+    query = select(Battle.id, Battle.created_at).where(*filters.battle_conditions())
     with read_session(engine) as session:
         rows = session.execute(query).all()
     return [battle_id for battle_id, _ in sorted(rows, key=lambda row: (row[1], row[0]))]

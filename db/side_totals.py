@@ -4,19 +4,19 @@ the scan with sides, never with replies or corrections, and no row reaches Pytho
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Unpack
 
 import numpy as np
 from sqlalchemy import Engine, func, select
 
-from db.aggregates import _check_filters, _model_index, side_filters
 from db.checks import retry_read
 from db.engine import read_session
 from db.models import SIDE_COUNTS, SideStats
+from db.vote_filters import HUMAN_MODES, BattleFilterArgs, VoteFilters, model_index
 
-HUMAN_MODES: tuple[str, ...] = ("anonymous", "named", "direct")
+__all__ = ["HUMAN_MODES", "FixingTotals", "fixing_totals"]  # HUMAN_MODES: importable from here too
 
 
 @dataclass(frozen=True)
@@ -32,24 +32,17 @@ class FixingTotals:
 
 @retry_read
 def fixing_totals(
-    engine: Engine,
-    *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = HUMAN_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    exclude_flagged: bool = True,
-    models: Sequence[str] | None = None,
+    engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[BattleFilterArgs]
 ) -> FixingTotals:
     """Every count of the Fixing board, per model, in one scan of ``side_stats``."""
-    _check_filters(modes, since, until)
+    where = VoteFilters.of(filters, modes=HUMAN_MODES).side_conditions()
     query = (
         select(SideStats.contestant_id, *(func.sum(getattr(SideStats, name)) for name in SIDE_COUNTS))
-        .where(*side_filters(scenario, modes, since, until, exclude_flagged))
+        .where(*where)
         .group_by(SideStats.contestant_id)
     )
     with read_session(engine) as session:
-        slugs, index = _model_index(session, models)
+        slugs, index = model_index(session, models)
         rows = session.execute(query).all()
     sums = {name: np.zeros(len(slugs), dtype=np.int64) for name in SIDE_COUNTS}
     for contestant_id, *values in rows:

@@ -1,21 +1,21 @@
 """The Votes board's per-vote queries: the counted votes one by one (the anomalous-voter test) and their
-per-side style features (style control). Same filters as ``db.aggregates.pairwise_counts``."""
+per-side style features (style control). Same filters as ``db.aggregates.pairwise_counts``
+(``db.vote_filters.VoteFilters.vote_conditions``)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from sqlalchemy import ColumnElement, Engine, case, func, or_, select
 
-from db.aggregates import DEFAULT_MODES, _check_filters, _model_index, _window
 from db.checks import retry_read
 from db.engine import read_session
 from db.fixing import mistake_flag
 from db.models import Conversation, Message, Vote
+from db.vote_filters import VoteFilterArgs, VoteFilters, model_index
 
 STYLE_COLUMNS: tuple[str, ...] = ("length", "chatty", "apology", "multiline")
 STYLE_NOTES: dict[str, str] = {  # what each feature measures (the dataset card quotes these)
@@ -25,31 +25,6 @@ STYLE_NOTES: dict[str, str] = {  # what each feature measures (the dataset card 
     "multiline": "share of replies longer than one line (after trimming)",
 }
 VOTE_CODES: dict[str, int] = {"a": 0, "b": 1, "tie": 2, "both_bad": 3}  # ranking.counts' outcome codes
-
-
-def _vote_filters(
-    scenario: str | None,
-    modes: Sequence[str] | None,
-    since: dt.datetime | None,
-    until: dt.datetime | None,
-    corrections_only: bool,
-    exclude_flagged: bool,
-    exclude_revealed: bool,
-) -> list[ColumnElement[bool]]:
-    """The counted-vote predicate of ``db.aggregates.pairwise_counts``."""
-    _check_filters(modes, since, until)
-    where: list[ColumnElement[bool]] = _window(Vote.created_at, since, until)
-    if scenario is not None:
-        where.append(Vote.scenario == scenario)
-    if modes is not None:
-        where.append(Vote.mode.in_(list(modes)))
-    if corrections_only:
-        where.append(Vote.with_corrections.is_(True))
-    if exclude_flagged:
-        where.append(Vote.flagged == False)  # noqa: E712
-    if exclude_revealed:
-        where.append(Vote.revealed == False)  # noqa: E712
-    return where
 
 
 @dataclass(frozen=True)
@@ -66,26 +41,17 @@ class CountedVotes:
 
 @retry_read
 def counted_votes(
-    engine: Engine,
-    *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = DEFAULT_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    corrections_only: bool = False,
-    exclude_flagged: bool = True,
-    exclude_revealed: bool = True,
-    models: Sequence[str] | None = None,
+    engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[VoteFilterArgs]
 ) -> CountedVotes:
     """The votes ``pairwise_counts`` counts, one row each (for the anomalous-voter test)."""
-    where = _vote_filters(scenario, modes, since, until, corrections_only, exclude_flagged, exclude_revealed)
+    where = VoteFilters.of(filters, votes=True).vote_conditions()
     query = (
         select(Vote.model_a_id, Vote.model_b_id, Vote.choice, Vote.visitor_id)
         .where(*where)
         .order_by(Vote.created_at, Vote.id)
     )
     with read_session(engine) as session:
-        slugs, index = _model_index(session, models)
+        slugs, index = model_index(session, models)
         rows = [r for r in session.execute(query).all() if r[0] in index and r[1] in index]
     return CountedVotes(
         models=slugs,
@@ -129,19 +95,10 @@ class StyleBattles:
 
 @retry_read
 def vote_style_features(
-    engine: Engine,
-    *,
-    scenario: str | None = None,
-    modes: Sequence[str] | None = DEFAULT_MODES,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
-    corrections_only: bool = False,
-    exclude_flagged: bool = True,
-    exclude_revealed: bool = True,
-    models: Sequence[str] | None = None,
+    engine: Engine, *, models: Sequence[str] | None = None, **filters: Unpack[VoteFilterArgs]
 ) -> StyleBattles:
     """The votes the Votes board counts (same filters as ``pairwise_counts``) with style features."""
-    where = _vote_filters(scenario, modes, since, until, corrections_only, exclude_flagged, exclude_revealed)
+    where = VoteFilters.of(filters, votes=True).vote_conditions()
     query = (
         select(Vote.id, Vote.model_a_id, Vote.model_b_id, Vote.choice, Conversation.side, *side_style())
         .join(Conversation, Conversation.battle_id == Vote.battle_id)
@@ -151,7 +108,7 @@ def vote_style_features(
         .order_by(Vote.id)
     )
     with read_session(engine) as session:
-        slugs, index = _model_index(session, models)
+        slugs, index = model_index(session, models)
         rows = session.execute(query).all()
     pairs: dict[int, tuple[int, int, float]] = {}
     sides: dict[tuple[int, str], list[float]] = {}
