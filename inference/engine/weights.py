@@ -11,11 +11,11 @@ from two rows up), ``int8`` (per-output-channel symmetric weights with per-row d
 scales, keras' own ``quantize("int8")`` scheme), and llama.cpp's block layouts for the native CPU
 kernels (:mod:`inference.engine.kernels`): ``q8`` (int8 with a float16 scale per 32 weights, Q8_0)
 and ``q4`` (4-bit with a float16 scale and offset per 32 weights, Q4_1) -- ``q4`` keeps a matrix in
-4 bits only where that reproduces it (a matrix the GGUF file stored as Q4_1 comes back exactly) and
-uses ``q8`` for the others; ``q8a8`` and ``q4a8`` store the same blocks and round the activations to
-int8 blocks inside each product, as llama.cpp does (integer dot products). Block matrices are kept
-``(out, in)``, each output's weights contiguous;
-the others ``(in, out)``. Norm scales, the KV cache, activations and every accumulation stay float32
+4 bits only where that reproduces it (a matrix the GGUF file stored as Q4_1 comes back exactly, a Q4_K
+one to float16 rounding of its per-32 scales) and uses ``q8`` for the others; ``q8a8`` and ``q4a8``
+store the same blocks and round the activations to int8 blocks inside each product, as llama.cpp does
+(integer dot products). Block matrices are kept ``(out, in)``, each output's weights contiguous; the
+others ``(in, out)``. Norm scales, the KV cache, activations and every accumulation stay float32
 (inside a product, the kernels may round to bfloat16: :func:`inference.engine.kernels.product_type`).
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -31,8 +32,12 @@ WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("float32", "bfloat16", "int8", "q8",
 BLOCK_FORMATS: tuple[WeightFormat, ...] = ("q8", "q4", "q8a8", "q4a8")
 # The same blocks as q8/q4, multiplied with activations rounded to int8 per block of 32 (W4A8, W8A8).
 INT8_ACTIVATION_FORMATS: tuple[WeightFormat, ...] = ("q8a8", "q4a8")
-# q4 is used for a matrix only if it reproduces it to this fraction of the matrix's largest weight.
-Q4_TOLERANCE = 1e-4
+# q4 is used for a matrix only if it reproduces it to this fraction of the matrix's largest weight: twice
+# float16's unit roundoff (2^-11), what rounding a block's scale and offset to float16 alone can cost
+# (|Δw| ≤ u·(15·|d| + |m|)). A Q4_K file's sub-blocks need it (d = its float16 scale × a 6-bit scale);
+# anything that is not a 4-bit grid misses it by far (a Q6_K or Q8_0 matrix by ~3e-2).
+Q4_TOLERANCE = 2.0**-10
+GRID_SAMPLE_ROWS = 64  # rows a matrix's q4 grid fit is tried on before the whole matrix
 
 
 class QuantizedMatrix(NamedTuple):
@@ -200,12 +205,27 @@ def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> A
 
 
 def _blocks(matrix: Any, weight_format: WeightFormat) -> Q8Blocks | Q4Blocks:
-    """An ``(out, in)`` matrix in q4 where that reproduces it, else q8."""
+    """An ``(out, in)`` matrix in q4 where that reproduces it, else q8.
+
+    The range fit first (a Q4_1 matrix), then the grid fit (a Q4_K one; it costs ~10x as much), tried on
+    the whole matrix only if its first :data:`GRID_SAMPLE_ROWS` rows pass: a Q6_K or Q8_0 matrix is
+    turned down after those."""
     if weight_format in ("q4", "q4a8"):
-        q4 = Q4Blocks(*_program("q4", None)(matrix))
-        if float(_program("q4_error", None)(matrix, *q4)) <= Q4_TOLERANCE:
-            return q4
+        largest = float(_program("largest", None)(matrix))
+        for grid in (False, True):
+            if grid and not _q4_reproduces(matrix[:GRID_SAMPLE_ROWS], grid=True, largest=largest):
+                break
+            q4 = Q4Blocks(*_program("q4", grid)(matrix))
+            if float(_program("q4_error", None)(matrix, *q4)) <= Q4_TOLERANCE:
+                return q4
     return Q8Blocks(*_program("q8", None)(matrix))
+
+
+def _q4_reproduces(rows: Any, *, grid: bool, largest: float) -> bool:
+    """Whether q4 reproduces ``rows`` of a matrix whose largest weight is ``largest`` (the tolerance is
+    a fraction of the whole matrix's largest weight, not of the rows')."""
+    error = float(_program("q4_error", None)(rows, *_program("q4", grid)(rows)))  # relative to the rows'
+    return error * float(_program("largest", None)(rows)) <= Q4_TOLERANCE * largest
 
 
 def _as_matrix(value: Any, layout: str) -> Any:
@@ -249,13 +269,14 @@ def _program(kind: str, arg: Any) -> Any:
         w = w.astype("float32")
         return jnp.max(jnp.abs(kernels.q4_dequantize(*q4) - w)) / jnp.maximum(jnp.max(jnp.abs(w)), 1e-30)
 
-    programs = {
+    programs: dict[str, Callable[..., Any]] = {
         "concat": lambda *ms: jnp.concatenate(ms, axis=arg),
         "flatten": lambda w: w.astype("float32").reshape(-1),
         "transpose": lambda w: w.T,
         "q8": kernels.q8_quantize,
-        "q4": kernels.q4_quantize,
+        "q4": functools.partial(kernels.q4_quantize, grid=arg),
         "q4_error": q4_error,
+        "largest": lambda w: jnp.max(jnp.abs(w.astype("float32"))),
         "cast": lambda w: w.astype(arg),
         "reshape": reshape,
         "quantize": quantize,
@@ -264,9 +285,9 @@ def _program(kind: str, arg: Any) -> Any:
 
 
 def matrix_formats(params: dict[str, Any]) -> dict[str, int]:
-    """How many matrices ended up in each format (``{"q4": 0, "q8": 97}``): ``q4`` serves a matrix only
-    where it reproduces it, so a file of Q4_K/Q6_K/Q5_0 blocks comes out mostly ``q8`` (a
-    re-quantization, never silent: the engine logs these counts and the fidelity bench reports them)."""
+    """How many matrices ended up in each format (``{"q4": 169, "q8": 29}``): ``q4`` serves a matrix only
+    where it reproduces it (a Q4_1 or Q4_K matrix), so a file's Q6_K/Q5_0/Q8_0 matrices come out ``q8``
+    (a re-quantization, never silent: the engine logs these counts and the fidelity bench reports them)."""
     counts: dict[str, int] = {}
 
     def visit(value: Any) -> None:

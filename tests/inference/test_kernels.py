@@ -34,7 +34,7 @@ from inference.engine.forward import (
     output_logits,
     write_rows,
 )
-from inference.engine.weights import Q4Blocks, Q8Blocks, _blocks
+from inference.engine.weights import Q4_TOLERANCE, Q4Blocks, Q8Blocks, _blocks
 from inference.local import LocalChatModel
 from inference.protocol import GenerationParams
 from tests.inference.conftest import TINY_CATALOGUE, reordered_sum_bound
@@ -160,6 +160,35 @@ def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
     q8 = kernels.q8_quantize(noise)
     error = float(jnp.max(jnp.abs(kernels.q8_dequantize(*q8) - noise)) / jnp.max(jnp.abs(noise)))
     assert 0 < error < 1 / 127
+
+
+def test_q4_reproduces_a_q4_k_matrix_whose_blocks_do_not_span_16_levels() -> None:
+    """What llama.cpp's Q4_K dequantizes to: per 256 weights a float16 d and dmin, per 32 a 6-bit scale
+    and min, w = d·sc·q − dmin·mn with q in 0..15, and most sub-blocks use only some of the 16 levels
+    (here 3..12, or every other level). The range/15 fit misses those grids by ~4 %; the gap fit finds
+    them, to the float16 rounding of d·sc and the offset."""
+    rng = np.random.default_rng(8)
+    n, k = 16, 512
+    d = rng.uniform(0.0005, 0.003, size=(n, k // 256, 1)).astype("float16").astype("float32")
+    dmin = rng.uniform(0.001, 0.01, size=(n, k // 256, 1)).astype("float16").astype("float32")
+    sc = rng.integers(1, 64, size=(n, k // 256, 8)).astype("float32")
+    mn = rng.integers(0, 64, size=(n, k // 256, 8)).astype("float32")
+    q = rng.integers(3, 13, size=(n, k // 256, 8, 32))
+    q[:, 0, 0] = 2 * rng.integers(0, 8, size=(n, 32))  # one sub-block per row on every other level
+    scale, offset = (d * sc)[..., None], (dmin * mn)[..., None]
+    matrix = jnp.asarray((q * scale - offset).reshape(n, k).astype("float32"))
+    largest = float(jnp.max(jnp.abs(matrix)))
+    fit = kernels.q4_quantize(matrix, grid=True)
+    error = float(jnp.max(jnp.abs(kernels.q4_dequantize(*fit) - matrix))) / largest
+    assert error <= Q4_TOLERANCE
+    assert isinstance(_blocks(matrix, "q4"), Q4Blocks)
+    blocks = matrix.reshape(n, k // 32, 32)
+    low, high = jnp.min(blocks, axis=-1, keepdims=True), jnp.max(blocks, axis=-1, keepdims=True)
+    step = (high - low) / 15
+    range_fit = jnp.round((blocks - low) / step) * step + low
+    assert float(jnp.max(jnp.abs(range_fit - blocks))) / largest > 10 * Q4_TOLERANCE  # why the gap fit
+    without = kernels.q4_dequantize(*kernels.q4_quantize(matrix))  # the range fit alone: the same miss
+    assert float(jnp.max(jnp.abs(without - matrix))) / largest > 10 * Q4_TOLERANCE
 
 
 @pytest.mark.parametrize(("tokens", "valid"), [(1, None), (5, None), (5, 3)])

@@ -39,6 +39,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 BLOCK = 32  # weights per scale
+# q4_quantize: the smallest gap between a block's values, divided by these, are the grid steps it tries
+# besides range/15; gaps under Q4_GAP_FLOOR of the block's range are float noise within one level.
+Q4_STEPS = (1, 2)
+Q4_GAP_FLOOR = 1e-3
 SOURCE = Path(__file__).with_name("cpu_kernels.cc")
 _TARGETS = {  # JAX name -> symbol
     "fixit_q8_matmul": "FixitQ8Matmul",
@@ -365,20 +369,63 @@ def q8_quantize(matrix: Any) -> tuple[Any, Any]:
     return values.reshape(n, k), scale
 
 
-def q4_quantize(matrix: Any) -> tuple[Any, Any, Any]:
+def _smallest_gaps(blocks: Any, floor: Any, *, chunk: int = 4096) -> Any:
+    """Per row of ``blocks (B, 32)``, the smallest difference between two of its values above ``floor (B,)``
+    (inf where there is none), a chunk of rows at a time: the 32x32 differences of every row at once
+    would be 32 times the matrix (30 GB for Qwen2.5-Coder-1.5B's embedding)."""
+    import jax
+    import jax.numpy as jnp
+
+    rows = blocks.shape[0]
+    padded = -(-rows // chunk) * chunk
+    blocks = jnp.pad(blocks, ((0, padded - rows), (0, 0)))
+    floor = jnp.pad(floor, (0, padded - rows))
+
+    def one(part: tuple[Any, Any]) -> Any:
+        values, least = part
+        pairs = values[:, None, :] - values[:, :, None]
+        return jnp.min(jnp.where(pairs > least[:, None, None], pairs, jnp.inf), axis=(-2, -1))
+
+    gaps = jax.lax.map(one, (blocks.reshape(-1, chunk, BLOCK), floor.reshape(-1, chunk)))
+    return gaps.reshape(-1)[:rows]
+
+
+def q4_quantize(matrix: Any, *, grid: bool = False) -> tuple[Any, Any, Any]:
     """``(N, K)`` float -> packed uint8 ``(N, K/2)``, float16 scales and offsets ``(N, K/32)``: per block of
-    32 along K, ``w ≈ d·q + m`` with q in 0..15 (llama.cpp's Q4_1). A block that came from a Q4_1 file
-    comes back exactly (to float16 rounding of d and m, which the file stored as float16)."""
+    32 along K, ``w ≈ d·q + m`` with q in 0..15 (llama.cpp's Q4_1 layout), jit-able (``grid`` static).
+
+    ``m`` is the block's smallest weight and ``d`` the range over 15 (the Q4_1 fit: a block from a Q4_1
+    file comes back to float16 rounding). With ``grid``, ``d`` is whichever step reproduces the block
+    best: that, or the smallest gap between two of the block's values divided by
+    :data:`Q4_STEPS`. The gap recovers the grid of a block whose values do not span all 16 levels, which
+    is what a sub-block of a Q4_K file is (d = super-block scale × 6-bit scale, m likewise): such a
+    matrix comes back to the float16 rounding of d and m, as a Q4_1 file's does. (The gap is a min over
+    all pairs, not over sorted neighbours: XLA-CPU's sort took minutes on a 1.5B model's matrices.)
+    """
     import jax.numpy as jnp
 
     n, k = matrix.shape
     blocks = matrix.astype(jnp.float32).reshape(n, k // BLOCK, BLOCK)
     low, high = jnp.min(blocks, axis=-1), jnp.max(blocks, axis=-1)
-    scale = ((high - low) / 15.0).astype(jnp.float16)
     offset = low.astype(jnp.float16)
-    wide, base = scale.astype(jnp.float32), offset.astype(jnp.float32)
-    safe = jnp.where(wide == 0, 1.0, wide)
-    q = jnp.clip(jnp.round((blocks - base[:, :, None]) / safe[:, :, None]), 0, 15).astype(jnp.uint8)
+    base = offset.astype(jnp.float32)[:, :, None]
+    steps = [(high - low) / 15.0]
+    if grid:
+        floor = (high - low).reshape(-1) * Q4_GAP_FLOOR  # closer than this: one level, float noise
+        gap = _smallest_gaps(blocks.reshape(-1, BLOCK), floor).reshape(low.shape)
+        steps += [gap / divisor for divisor in Q4_STEPS]
+    best_error = jnp.full(low.shape, jnp.inf, jnp.float32)
+    scale = jnp.zeros(low.shape, jnp.float16)
+    for step in steps:
+        candidate = jnp.where(jnp.isfinite(step), step, 0.0).astype(jnp.float16)
+        wide = candidate.astype(jnp.float32)[:, :, None]
+        levels = jnp.round((blocks - base) / jnp.where(wide == 0, 1.0, wide))
+        error = jnp.max(jnp.abs(jnp.clip(levels, 0, 15) * wide + base - blocks), axis=-1)
+        error = jnp.where(jnp.max(levels, axis=-1) <= 15, error, jnp.inf)  # the grid must fit 4 bits
+        better = error < best_error  # ties keep the earlier step: the range fit first
+        scale, best_error = jnp.where(better, candidate, scale), jnp.where(better, error, best_error)
+    wide = scale.astype(jnp.float32)[:, :, None]
+    q = jnp.clip(jnp.round((blocks - base) / jnp.where(wide == 0, 1.0, wide)), 0, 15).astype(jnp.uint8)
     packed = q[:, :, : BLOCK // 2] | (q[:, :, BLOCK // 2 :] << 4)
     return packed.reshape(n, k // 2), scale, offset
 
