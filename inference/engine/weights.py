@@ -209,23 +209,22 @@ def _blocks(matrix: Any, weight_format: WeightFormat) -> Q8Blocks | Q4Blocks:
 
     The range fit first (a Q4_1 matrix), then the grid fit (a Q4_K one; it costs ~10x as much), tried on
     the whole matrix only if its first :data:`GRID_SAMPLE_ROWS` rows pass: a Q6_K or Q8_0 matrix is
-    turned down after those."""
+    turned down after those. Every check is against the whole matrix's largest weight."""
     if weight_format in ("q4", "q4a8"):
-        largest = float(_program("largest", None)(matrix))
+        bound = Q4_TOLERANCE * float(_program("largest", None)(matrix))
         for grid in (False, True):
-            if grid and not _q4_reproduces(matrix[:GRID_SAMPLE_ROWS], grid=True, largest=largest):
+            if grid and _q4_error(matrix[:GRID_SAMPLE_ROWS], grid=True)[0] > bound:
                 break
-            q4 = Q4Blocks(*_program("q4", grid)(matrix))
-            if float(_program("q4_error", None)(matrix, *q4)) <= Q4_TOLERANCE:
+            error, q4 = _q4_error(matrix, grid=grid)
+            if error <= bound:
                 return q4
     return Q8Blocks(*_program("q8", None)(matrix))
 
 
-def _q4_reproduces(rows: Any, *, grid: bool, largest: float) -> bool:
-    """Whether q4 reproduces ``rows`` of a matrix whose largest weight is ``largest`` (the tolerance is
-    a fraction of the whole matrix's largest weight, not of the rows')."""
-    error = float(_program("q4_error", None)(rows, *_program("q4", grid)(rows)))  # relative to the rows'
-    return error * float(_program("largest", None)(rows)) <= Q4_TOLERANCE * largest
+def _q4_error(matrix: Any, *, grid: bool) -> tuple[float, Q4Blocks]:
+    """``matrix`` in q4 and the largest absolute round-trip error of any weight."""
+    q4 = Q4Blocks(*_program("q4", grid)(matrix))
+    return float(_program("q4_error", None)(matrix, *q4)), q4
 
 
 def _as_matrix(value: Any, layout: str) -> Any:
@@ -265,9 +264,8 @@ def _program(kind: str, arg: Any) -> Any:
     from inference.engine import kernels
 
     def q4_error(w: Any, *q4: Any) -> Any:
-        """The largest q4 round-trip error, as a fraction of the largest weight."""
-        w = w.astype("float32")
-        return jnp.max(jnp.abs(kernels.q4_dequantize(*q4) - w)) / jnp.maximum(jnp.max(jnp.abs(w)), 1e-30)
+        """The largest q4 round-trip error of any weight."""
+        return jnp.max(jnp.abs(kernels.q4_dequantize(*q4) - w.astype("float32")))
 
     programs: dict[str, Callable[..., Any]] = {
         "concat": lambda *ms: jnp.concatenate(ms, axis=arg),
