@@ -87,7 +87,16 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, isa: str) ->
     exact = np.asarray(_reference(fmt)(x, *weights))
     scale = float(np.max(np.abs(exact)))
     assert scale > 0.1
-    if kernels.product_type(isa) == "bfloat16" and not fmt.endswith("a8"):  # as if both were rounded first
+    xs = np.asarray(kernels.quantize_activations(x) if fmt.endswith("a8") else x)
+    magnitudes = np.abs(_dense(fmt, weights))
+    if fmt == "q4" and rows <= 16 and kernels.exact_q4(isa):
+        # A decode batch's exact 4-bit products: the bfloat16-rounded rows times the stored weights, as
+        # d·Σ(128 + q)·x + (m − 128·d)·Σx, whose terms are up to (|m| + 271·d)·|x| each.
+        xs = np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32))
+        want = xs @ _dense(fmt, weights).T
+        d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
+        magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 271 * d
+    elif kernels.product_type(isa) == "bfloat16" and not fmt.endswith("a8"):  # as if both were rounded first
         dequantize = kernels.q8_dequantize if fmt == "q8" else kernels.q4_dequantize
         w = dequantize(*weights).astype(jnp.bfloat16).astype(jnp.float32)
         want = np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32) @ w.T)
@@ -96,8 +105,7 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, isa: str) ->
         want = exact
     # The same 96 float32 products as XLA's, summed in another order (each copy its own vector width);
     # a8: the reference rounds the activations to the same int8 blocks, the kernel multiplies them exactly.
-    xs = np.asarray(kernels.quantize_activations(x) if fmt.endswith("a8") else x)
-    bound = reordered_sum_bound(np.abs(xs) @ np.abs(_dense(fmt, weights)).T, terms=96)
+    bound = reordered_sum_bound(np.abs(xs) @ magnitudes.T, terms=96)
     assert np.all(np.abs(got - want) <= bound)
     if fmt.endswith("a8"):  # the price of 8-bit activations: a small error against float32 activations
         plain = np.asarray(x) @ _dense(fmt, weights).T
@@ -113,7 +121,8 @@ def test_rows_past_the_valid_count_are_skipped_and_zero(fmt: str, isa: str) -> N
     call = jax.jit(lambda x, rows, *w: kernel(x, *w, rows=rows, isa=isa, int8_activations=fmt.endswith("a8")))
     full = np.asarray(call(x, jnp.int32(40), *weights))
     part = np.asarray(call(x, jnp.int32(7), *weights))  # the same compiled program: rows is traced
-    np.testing.assert_array_equal(part[:7], full[:7])
+    # the valid rows are computed as those rows alone are (a decode batch's path, below 16 rows)
+    np.testing.assert_array_equal(part[:7], np.asarray(_native(fmt, isa)(x[:7], *weights)))
     assert not part[7:].any() and full[7:].any()
 
 
@@ -121,8 +130,17 @@ def test_rows_past_the_valid_count_are_skipped_and_zero(fmt: str, isa: str) -> N
 def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str, isa: str) -> None:
     weights = _weights(fmt, n=50, k=64, seed=3)
     x = jnp.asarray(np.random.default_rng(4).normal(size=(40, 64)).astype("float32"))
-    batch = np.asarray(_native(fmt, isa)(x, *weights))  # 40 rows: a prefill's panel path
-    for size in (1, 5, 8, 11, 16):  # decode batches: weights decoded in registers
+    prefill = np.asarray(_native(fmt, isa)(x, *weights))  # 40 rows: a prefill's panel path
+    # Decode batches (weights decoded in registers) agree with each other to the bit, so a reply is what
+    # it would be alone; and with a prefill to the bit too, except where a copy multiplies a decode
+    # batch's 4-bit integers exactly (it rounds no weight, so it is closer to the stored matrix).
+    batch = np.asarray(_native(fmt, isa)(x[:16], *weights))
+    exact = fmt == "q4" and kernels.exact_q4(isa)
+    if not exact:
+        np.testing.assert_array_equal(batch, prefill[:16])
+    else:
+        np.testing.assert_allclose(batch, prefill[:16], atol=2e-2 * float(np.max(np.abs(prefill))))
+    for size in (1, 5, 8, 11):
         np.testing.assert_array_equal(np.asarray(_native(fmt, isa)(x[:size], *weights)), batch[:size])
 
 

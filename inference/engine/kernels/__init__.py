@@ -60,14 +60,14 @@ class KernelUnavailable(RuntimeError):
 # asks the CPU itself, before anything is registered, whether it can run (``fixit_runnable``).
 ISAS: tuple[str, ...] = ("avx512bf16", "avx512", "avx2", "scalar")
 _ISA_FLAGS: dict[str, tuple[str, ...]] = {
-    "avx512bf16": ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni", "-mtune=generic"),  # + VNNI
+    "avx512bf16": ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni", "-mavx512vbmi", "-mtune=generic"),
     "avx512": ("-march=x86-64-v4", "-mtune=generic"),  # AVX-512 F, BW, CD, DQ, VL
     "avx2": ("-march=x86-64-v3", "-mtune=generic"),  # AVX2, FMA, F16C
     "scalar": ("-march=x86-64", "-mtune=generic"),  # SSE2: weights widened by scalar loops
 }
 _ISA_CPU_FLAGS: dict[str, frozenset[str]] = {
     "avx512bf16": frozenset(
-        {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni", "fma", "f16c"}
+        {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni", "avx512vbmi", "fma", "f16c"}
     ),
     "avx512": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma", "f16c"}),
     "avx2": frozenset({"avx2", "fma", "f16c"}),
@@ -258,6 +258,13 @@ def product_type(isa: str | None = None) -> str:
     function = _library(isa)[1].fixit_product_type
     function.restype = ctypes.c_char_p
     return str(function().decode())
+
+
+def exact_q4(isa: str | None = None) -> bool:
+    """Whether a decode batch's ``q4`` products multiply the 4-bit integers exactly (``avx512bf16``, which
+    needs VBMI: bfloat16 ``128 + q`` times the bfloat16-rounded activations, scale and offset applied in
+    float32) rather than the weights rounded to :func:`product_type` first."""
+    return bool(_library(isa)[1].fixit_exact_q4())
 
 
 def _require(isa: str | None) -> str:
