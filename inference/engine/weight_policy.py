@@ -266,7 +266,9 @@ def _verdict_path(isas: tuple[str, ...]) -> Path:
     from inference.engine import kernels
 
     key = hashlib.sha256()
-    for part in (str(MEASURE_VERSION), kernels.SOURCE.read_bytes().hex()[:64], ",".join(isas),
+    # the whole kernel source: a verdict measured on other kernels is measured again
+    source = hashlib.sha256(kernels.SOURCE.read_bytes()).hexdigest()
+    for part in (str(MEASURE_VERSION), source, ",".join(isas),
                  jax.__version__, kernels.cpu_model(), " ".join(sorted(kernels.cpu_flags()))):
         key.update(part.encode())
     return kernels.cache_dir() / f"weights-auto-{key.hexdigest()[:16]}.json"

@@ -79,10 +79,11 @@ def _dense(fmt: str, weights: tuple[Any, ...]) -> np.ndarray:
 
 @pytest.mark.parametrize("fmt", BLOCK_FORMATS)
 @pytest.mark.parametrize("rows", [1, 3, 8, 9, 16, 40])
-def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, isa: str) -> None:
-    weights = _weights(fmt, n=37, k=96)  # 37 outputs: the kernels' 4- and 2-wide tiles leave a remainder
+@pytest.mark.parametrize("k", [96, 608])  # 3 blocks of 32; 19 (more than one 16-block chunk of scales)
+def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa: str) -> None:
+    weights = _weights(fmt, n=37, k=k)  # 37 outputs: the kernels' 4- and 2-wide tiles leave a remainder
     # (x is a 2-D array: rows of a decode batch up to 16, a prefill's beyond)
-    x = jnp.asarray(np.random.default_rng(rows).normal(size=(rows, 96)).astype("float32"))
+    x = jnp.asarray(np.random.default_rng(rows).normal(size=(rows, k)).astype("float32"))
     got = np.asarray(_native(fmt, isa)(x, *weights))
     exact = np.asarray(_reference(fmt)(x, *weights))
     scale = float(np.max(np.abs(exact)))
@@ -103,9 +104,9 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, isa: str) ->
         assert float(np.max(np.abs(got - exact))) <= 2e-2 * scale
     else:
         want = exact
-    # The same 96 float32 products as XLA's, summed in another order (each copy its own vector width);
+    # The same k float32 products as XLA's, summed in another order (each copy its own vector width);
     # a8: the reference rounds the activations to the same int8 blocks, the kernel multiplies them exactly.
-    bound = reordered_sum_bound(np.abs(xs) @ magnitudes.T, terms=96)
+    bound = reordered_sum_bound(np.abs(xs) @ magnitudes.T, terms=k)
     assert np.all(np.abs(got - want) <= bound)
     if fmt.endswith("a8"):  # the price of 8-bit activations: a small error against float32 activations
         plain = np.asarray(x) @ _dense(fmt, weights).T
@@ -403,6 +404,21 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     assert calls == [True] and again.cached and again.format == first.format  # read, not measured
     assert weight_policy.choose_weights("auto")[0] == first.format
     assert list(tmp_path.glob("weights-auto-*.json"))
+
+
+def test_a_verdict_is_measured_again_when_any_line_of_the_kernels_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from inference.engine import weight_policy
+
+    source = tmp_path / "cpu_kernels.cc"
+    text = kernels.SOURCE.read_text()
+    source.write_text(text)
+    monkeypatch.setattr(kernels, "SOURCE", source)
+    isas = weight_policy.copies_to_measure()
+    before = weight_policy._verdict_path(isas)
+    source.write_text(text + "\n// a change at the end of the file\n")  # past any prefix of the file
+    assert weight_policy._verdict_path(isas) != before
 
 
 def test_the_kernels_use_the_copy_auto_measured_fastest(
