@@ -90,7 +90,10 @@ def _parser() -> argparse.ArgumentParser:
                         "isa, isas, cpu, auto}")
     p.add_argument("--bench", action="store_true",
                    help="time every block format through every copy of the kernels this CPU runs beside "
-                        "XLA's float32/bfloat16 dots (SmolLM2's shapes, 1/8/100 rows)")
+                        "XLA's float32/bfloat16 dots (1/8/100 rows)")
+    p.add_argument("--shapes", choices=("smollm2", "qwen2.5-1.5b"), default="smollm2",
+                   help="with --bench: one layer's matrices and the head of SmolLM2 (31.8 M weights) or of "
+                        "Qwen2.5-Coder-1.5B (264 M weights, more than a cache holds)")
     p.set_defaults(handler=_cmd_kernels)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
@@ -115,7 +118,7 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
     from inference.engine.weight_policy import auto_verdict
 
     if args.bench:
-        return _kernel_bench(json_out=args.json)
+        return _kernel_bench(json_out=args.json, shapes=args.shapes)
     verdict = auto_verdict()  # first: it picks the copy it measured fastest, which the lines below report
     reason = kernels.kernel_status()
     try:
@@ -146,10 +149,10 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
     return 0 if reason is None else 1
 
 
-def _kernel_bench(*, json_out: bool) -> int:
-    from inference.engine.kernel_bench import run_kernel_bench
+def _kernel_bench(*, json_out: bool, shapes: str = "smollm2") -> int:
+    from inference.engine.kernel_bench import WORKLOADS, run_kernel_bench
 
-    out = run_kernel_bench()
+    out = run_kernel_bench(shapes=WORKLOADS[shapes])
     if json_out:
         print(json.dumps(out))
         return 0

@@ -325,11 +325,12 @@ def run_fidelity_bench(
 
     The float32 fast engine writes a greedy, stop-free reply to the bench prompt; prompt + reply is then
     run through the decoder in every format: ``{model, positions, formats: {fmt: {top1_agreement,
-    mean_kl, matrices}}}``, KL(float32 ‖ format) in nats, averaged over positions.
+    mean_kl, matrices, decode_top1_agreement, decode_mean_kl}}}``, KL(float32 ‖ format) in nats,
+    averaged over positions. The first two come from one prefill of the whole sequence (how a prompt is
+    read); the ``decode_`` pair from feeding it one token a step through a cache (how a reply's tokens
+    are computed: the native kernels' decode-batch path, which multiplies q4's integers exactly).
     """
     import dataclasses
-
-    import numpy as np
 
     from inference.builder import build_chat_model
 
@@ -342,21 +343,31 @@ def run_fidelity_bench(
     trace = TokenTrace(ids=[])
     list(_serve(model, ids, params, trace=trace))
     sequence = (ids + trace.ids)[: model.context_length]
-    reference, _ = _all_logits(model.loaded.backbone, "float32", sequence)
+    reference, _, _ = _all_logits(model.loaded.backbone, "float32", sequence, decode=False)
     formats = {}
     for weights in ("bfloat16", "int8", "q8", "q4", "q8a8", "q4a8"):
-        logits, matrices = _all_logits(model.loaded.backbone, weights, sequence)
+        logits, stepped, matrices = _all_logits(model.loaded.backbone, weights, sequence, decode=True)
         formats[weights] = {
-            "top1_agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
-            "mean_kl": round(_mean_kl(reference, logits), 5),
+            **_agreement(reference, logits),
             "matrices": matrices,
+            **{f"decode_{key}": value for key, value in _agreement(reference, stepped).items()},
         }
     return {"model": entry.slug, "positions": len(sequence), "formats": formats}
 
 
-def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> tuple[Any, dict[str, int]]:
-    """Next-token logits at every position of ``sequence`` (one prefill through the fast decoder), and
-    how many matrices each format served (:func:`inference.engine.weights.matrix_formats`)."""
+def _agreement(reference: Any, logits: Any) -> dict[str, float]:
+    import numpy as np
+
+    return {"top1_agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
+            "mean_kl": round(_mean_kl(reference, logits), 5)}
+
+
+def _all_logits(
+    backbone: Any, weights: str, sequence: list[int], *, decode: bool
+) -> tuple[Any, Any, dict[str, int]]:
+    """Next-token logits at every position of ``sequence``, from one prefill through the fast decoder and
+    (``decode``) from one token a step through a cache, as a reply is generated (else None); and how many
+    matrices each format served (:func:`inference.engine.weights.matrix_formats`)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -374,8 +385,20 @@ def _all_logits(backbone: Any, weights: str, sequence: list[int]) -> tuple[Any, 
         hidden, _ = forward(spec, p, cache, tokens, jnp.zeros((1,), "int32"))
         return output_logits(spec, p, hidden[0])
 
+    def step(p: Any, cache: Any, token: Any, index: Any) -> Any:
+        hidden, cache = forward(spec, p, cache, token[None, None], index[None])
+        return output_logits(spec, p, hidden[:, 0])[0], cache
+
     logits = np.asarray(jax.jit(run)(params, jnp.asarray([sequence], "int32")), dtype=np.float64)
-    return logits, matrix_formats(params)
+    if not decode:
+        return logits, None, matrix_formats(params)
+    stepped = []
+    one_step = jax.jit(step, donate_argnums=(1,))
+    cache = empty_cache(spec, batch=1, slots=len(sequence))
+    for position, token in enumerate(sequence):
+        row, cache = one_step(params, cache, jnp.int32(token), jnp.int32(position))
+        stepped.append(np.asarray(row, dtype=np.float64))
+    return logits, np.stack(stepped), matrix_formats(params)
 
 
 def _mean_kl(reference: Any, other: Any) -> float:

@@ -15,21 +15,35 @@ from collections.abc import Callable
 from typing import Any
 
 SHAPES = ((960, 576), (576, 576), (3072, 576), (576, 1536), (49152, 576))  # (out, in)
+# ``--shapes``: SmolLM2's (the default), or Qwen2.5-Coder-1.5B's layer (fused q/k/v 1536 -> 2048, output,
+# fused gate/up 1536 -> 17920, down 8960 -> 1536) and untied 151936 x 1536 head, 264 M weights: a call
+# reads more than any cache holds, as a decode step of that model does.
+WORKLOADS: dict[str, tuple[tuple[int, int], ...]] = {
+    "smollm2": SHAPES,
+    "qwen2.5-1.5b": ((2048, 1536), (1536, 1536), (17920, 1536), (1536, 8960), (151936, 1536)),
+}
 ROWS = (1, 8, 100)
 
 
-def run_kernel_bench(*, repeats: int = 15, rows: tuple[int, ...] = ROWS) -> dict[str, Any]:
+def run_kernel_bench(
+    *, repeats: int = 15, rows: tuple[int, ...] | None = None,
+    shapes: tuple[tuple[int, int], ...] | None = None,
+) -> dict[str, Any]:
     """``{cpu, isas, weights, results: [{path, rows, ms, gweights_s}]}``; ``path`` is ``FORMAT/ISA`` for
-    the native kernels and ``FORMAT/xla`` for XLA's dots."""
+    the native kernels and ``FORMAT/xla`` for XLA's dots. ``rows`` and ``shapes`` default to :data:`ROWS`
+    and :data:`SHAPES`."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     from inference.engine import kernels
 
+    shapes = shapes or SHAPES
+    rows = rows or ROWS
     rng = np.random.default_rng(0)
-    dense = [jnp.asarray(rng.normal(0, 0.05, size=shape).astype("float32")) for shape in SHAPES]
-    total = sum(n * k for n, k in SHAPES)
+    dense = [jnp.asarray(rng.normal(0, 0.05, size=shape).astype("float32")) for shape in shapes]
+    total = sum(n * k for n, k in shapes)
+    width = max(k for _, k in shapes)
     q4 = [jax.jit(kernels.q4_quantize)(w) for w in dense]
     q8 = [jax.jit(kernels.q8_quantize)(w) for w in dense]
     def bfloat16_dot(x: Any, w: Any) -> Any:
@@ -51,7 +65,7 @@ def run_kernel_bench(*, repeats: int = 15, rows: tuple[int, ...] = ROWS) -> dict
     for path, (product, weights) in paths.items():
         step = jax.jit(lambda x, ws, product=product: [product(x[:, : w_in(w)], w) for w in ws])
         for count in rows:
-            x = jnp.asarray(rng.normal(size=(count, 1536)).astype("float32"))
+            x = jnp.asarray(rng.normal(size=(count, width)).astype("float32"))
             jax.block_until_ready(step(x, weights))
             times = []
             for _ in range(repeats):

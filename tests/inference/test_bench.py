@@ -89,6 +89,10 @@ def test_fidelity_bench_compares_every_low_precision_format(
     assert set(out["formats"]) == {"bfloat16", "int8", "q8", "q4", "q8a8", "q4a8"}
     for figures in out["formats"].values():
         assert 0.0 <= figures["top1_agreement"] <= 1.0 and figures["mean_kl"] >= 0.0
+        # the same text one token a step through a cache, as replies are computed
+        assert 0.0 <= figures["decode_top1_agreement"] <= 1.0 and figures["decode_mean_kl"] >= 0.0
+    # bfloat16 rounds the same values whether the positions come at once or one at a time
+    assert out["formats"]["bfloat16"]["decode_top1_agreement"] >= 0.9
     # Coarser weights move the model further: int8 never agrees more than bfloat16 on the same text.
     assert out["formats"]["int8"]["mean_kl"] >= out["formats"]["bfloat16"]["mean_kl"]
     # The random tiny model has no 4-bit structure: q4 falls back to q8 blocks matrix by matrix, and

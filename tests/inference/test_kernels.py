@@ -331,7 +331,7 @@ def test_the_cpu_decides_which_copy_runs(monkeypatch: pytest.MonkeyPatch) -> Non
     flags = kernels.cpu_flags()
     expected = "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
     if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
-        expected = "avx512bf16" if {"avx512_bf16", "avx512_vnni"} <= flags else "avx512"
+        expected = "avx512bf16" if {"avx512_bf16", "avx512_vnni", "avx512vbmi"} <= flags else "avx512"
     assert kernels.selected_isa() == expected or "ARENA_KERNEL_ISA" in os.environ
     assert kernels.vector_decode("scalar") is False
     monkeypatch.setenv("ARENA_KERNEL_ISA", "scalar")
@@ -482,14 +482,28 @@ def test_without_a_compiler_auto_measures_the_xla_formats(tmp_path: Path) -> Non
     assert report["auto"]["format"] in ("float32", "bfloat16") and report["auto"]["cached"] is True
 
 
-def test_kernel_bench_times_every_copy_beside_xla(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kernel_bench_times_every_copy_beside_xla() -> None:
     from inference.engine import kernel_bench
 
-    monkeypatch.setattr(kernel_bench, "SHAPES", ((64, 32), (32, 64)))
-    out = kernel_bench.run_kernel_bench(repeats=2, rows=(1, 3))
+    out = kernel_bench.run_kernel_bench(repeats=2, rows=(1, 3), shapes=((64, 32), (32, 64)))  # x: 64 wide
     paths = {row["path"] for row in out["results"]}
     assert {"float32/xla", "bfloat16/xla"} <= paths
     for isa in out["isas"]:  # every copy this CPU runs, each block format with and without a8
         assert {f"{fmt}/{isa}" for fmt in ("q4", "q8", "q4a8", "q8a8")} <= paths
     assert out["weights"] == 64 * 32 + 32 * 64
     assert all(row["ms"] > 0 and row["gweights_s"] > 0 for row in out["results"])
+
+
+def test_kernel_bench_cli_runs_the_named_workload(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from inference.__main__ import main
+    from inference.engine import kernel_bench
+
+    monkeypatch.setitem(kernel_bench.WORKLOADS, "qwen2.5-1.5b", ((48, 64), (64, 96)))  # Qwen's, shrunk
+    monkeypatch.setattr(kernel_bench, "ROWS", (1,))
+    assert main(["kernels", "--bench", "--shapes", "qwen2.5-1.5b", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["weights"] == 48 * 64 + 64 * 96 and {row["rows"] for row in out["results"]} == {1}
+    with pytest.raises(SystemExit):
+        main(["kernels", "--bench", "--shapes", "llama-70b"])

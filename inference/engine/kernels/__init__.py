@@ -67,7 +67,8 @@ _ISA_FLAGS: dict[str, tuple[str, ...]] = {
 }
 _ISA_CPU_FLAGS: dict[str, frozenset[str]] = {
     "avx512bf16": frozenset(
-        {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni", "avx512vbmi", "fma", "f16c"}
+        {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni", "avx512vbmi", "fma",
+         "f16c"}
     ),
     "avx512": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma", "f16c"}),
     "avx2": frozenset({"avx2", "fma", "f16c"}),
