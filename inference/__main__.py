@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
                         "XLA's float32/bfloat16 dots (1/8/100 rows)")
     p.add_argument("--shapes", choices=("smollm2", "qwen2.5-1.5b"), default="smollm2",
                    help="with --bench: one layer's matrices and the head of SmolLM2 (31.8 M weights) or of "
-                        "Qwen2.5-Coder-1.5B (264 M weights, more than a cache holds)")
+                        "Qwen2.5-Coder-1.5B (280 M weights, more than a cache holds)")
     p.set_defaults(handler=_cmd_kernels)
 
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")

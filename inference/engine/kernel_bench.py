@@ -16,7 +16,7 @@ from typing import Any
 
 SHAPES = ((960, 576), (576, 576), (3072, 576), (576, 1536), (49152, 576))  # (out, in)
 # ``--shapes``: SmolLM2's (the default), or Qwen2.5-Coder-1.5B's layer (fused q/k/v 1536 -> 2048, output,
-# fused gate/up 1536 -> 17920, down 8960 -> 1536) and untied 151936 x 1536 head, 264 M weights: a call
+# fused gate/up 1536 -> 17920, down 8960 -> 1536) and untied 151936 x 1536 head, 280 M weights: a call
 # reads more than any cache holds, as a decode step of that model does.
 WORKLOADS: dict[str, tuple[tuple[int, int], ...]] = {
     "smollm2": SHAPES,
