@@ -257,22 +257,22 @@ inline const uint8_t* block_bytes(const Problem& p, int64_t n, int64_t b) {
 // 151936 x 1536 head at batch 1: q4 7.5 -> 5.5 ms; 1024 and 4096 bytes were slower than 2048).
 constexpr int64_t kPrefetch = 2048;
 
-inline void prefetch_ahead(const uint8_t* bytes) {
+inline void prefetch_ahead(const void* at, int64_t distance = kPrefetch) {
+  const char* target = static_cast<const char*>(at) + distance;
 #if defined(__x86_64__)
-  _mm_prefetch(reinterpret_cast<const char*>(bytes + kPrefetch), _MM_HINT_T0);
+  _mm_prefetch(target, _MM_HINT_T0);
 #else
-  __builtin_prefetch(bytes + kPrefetch);
+  __builtin_prefetch(target);
 #endif
 }
 
 // The scales and offsets, as far ahead as the weights they go with (2 bytes per 16 or 32).
-inline void prefetch_scales(const uint16_t* scales) {
-  prefetch_ahead(reinterpret_cast<const uint8_t*>(scales) - kPrefetch + kPrefetch / 8);
-}
+inline void prefetch_scales(const uint16_t* scales) { prefetch_ahead(scales, kPrefetch / 8); }
 
 // A decode batch: rows [0, ROWS) x outputs [n0, n1), OUTS outputs at a time; each block of weights is
 // decoded once, in registers, and used by every row. The products and the order of the sums are the
-// panel path's, so a row gets the same bits in a step as in a prefill, whatever the batch.
+// panel path's, so a row gets the same bits in a step as in a prefill, whatever the batch (the exact q4
+// path below, where compiled, replaces this one for q4 and matches a prefill only within rounding).
 template <bool Q4, int ROWS, int OUTS>
 void small_tile(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
   const int64_t blocks = p.k / kBlock;
@@ -298,19 +298,29 @@ void small_tile(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
   if (n < n1) small_tile<Q4, ROWS, 1>(p, xs, n, n1);
 }
 
-template <bool Q4>
-void small_chunk(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
-  switch (p.m) {
-    case 1: return small_tile<Q4, 1, 4>(p, xs, n0, n1);
-    case 2: return small_tile<Q4, 2, 4>(p, xs, n0, n1);
-    case 3: return small_tile<Q4, 3, 4>(p, xs, n0, n1);
-    case 4: return small_tile<Q4, 4, 4>(p, xs, n0, n1);
-    case 5: return small_tile<Q4, 5, 2>(p, xs, n0, n1);
-    case 6: return small_tile<Q4, 6, 2>(p, xs, n0, n1);
-    case 7: return small_tile<Q4, 7, 2>(p, xs, n0, n1);
-    default: return small_tile<Q4, 8, 2>(p, xs, n0, n1);
+// A decode chunk of up to 8 rows through Tile::run<ROWS, OUTS>: 4 outputs at a time up to 4 rows, 2 beyond
+// (the accumulators must stay in registers). Every decode tile (float and exact 4-bit) uses this table.
+template <typename Tile, typename... Args>
+void by_rows(int64_t rows, Args... args) {
+  switch (rows) {
+    case 1: return Tile::template run<1, 4>(args...);
+    case 2: return Tile::template run<2, 4>(args...);
+    case 3: return Tile::template run<3, 4>(args...);
+    case 4: return Tile::template run<4, 4>(args...);
+    case 5: return Tile::template run<5, 2>(args...);
+    case 6: return Tile::template run<6, 2>(args...);
+    case 7: return Tile::template run<7, 2>(args...);
+    default: return Tile::template run<8, 2>(args...);
   }
 }
+
+template <bool Q4>
+struct SmallTile {
+  template <int ROWS, int OUTS>
+  static void run(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
+    small_tile<Q4, ROWS, OUTS>(p, xs, n0, n1);
+  }
+};
 
 template <bool Q4>
 void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& panel,
@@ -360,7 +370,7 @@ void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64
       Problem chunk = p;
       chunk.y += row * p.n;
       chunk.m = std::min<int64_t>(8, p.m - row);
-      small_chunk<Q4>(chunk, xs.data() + row * p.k, n0, n1);
+      by_rows<SmallTile<Q4>>(chunk.m, chunk, xs.data() + row * p.k, n0, n1);
     }
     return;
   }
@@ -391,6 +401,22 @@ void parallel_parts(ffi::ThreadPool& pool, int64_t parts, Body body) {
   for (int64_t i = 1; i < parts; ++i) pool.Schedule([state] { state->work(); });
   state->work();
   while (state->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
+}
+
+// body(n0, n1) for consecutive runs of outputs, whole multiples of ``unit``, one per thread (one in all
+// below ~64k multiply-adds, where a second thread costs more to wake than it saves). The caller's
+// frame outlives every part that runs (parallel_parts), so body may capture it by reference.
+template <typename Body>
+void over_outputs(ffi::ThreadPool& pool, const Problem& problem, int64_t unit, Body body) {
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  const bool tiny = problem.m * problem.n * problem.k < (int64_t{1} << 16);
+  const int64_t units = (problem.n + unit - 1) / unit;
+  const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, units);
+  parallel_parts(pool, parts, [&problem, &body, unit, units, parts](int64_t part) {
+    const int64_t n0 = std::min(problem.n, units * part / parts * unit);
+    const int64_t n1 = std::min(problem.n, units * (part + 1) / parts * unit);
+    if (n0 < n1) body(n0, n1);
+  });
 }
 
 // ---- q4 decode rows as exact 4-bit integers (AVX512-BF16 + VBMI) -----------------------------------
@@ -505,18 +531,12 @@ void exact_q4_tile(const Problem& p, const uint16_t* xs, const float* sums, int6
   if (n < n1) exact_q4_tile<ROWS, 1>(p, xs, sums, n, n1);
 }
 
-void exact_q4_chunk(const Problem& p, const uint16_t* xs, const float* sums, int64_t n0, int64_t n1) {
-  switch (p.m) {
-    case 1: return exact_q4_tile<1, 4>(p, xs, sums, n0, n1);
-    case 2: return exact_q4_tile<2, 4>(p, xs, sums, n0, n1);
-    case 3: return exact_q4_tile<3, 4>(p, xs, sums, n0, n1);
-    case 4: return exact_q4_tile<4, 4>(p, xs, sums, n0, n1);
-    case 5: return exact_q4_tile<5, 2>(p, xs, sums, n0, n1);
-    case 6: return exact_q4_tile<6, 2>(p, xs, sums, n0, n1);
-    case 7: return exact_q4_tile<7, 2>(p, xs, sums, n0, n1);
-    default: return exact_q4_tile<8, 2>(p, xs, sums, n0, n1);
+struct ExactQ4Tile {
+  template <int ROWS, int OUTS>
+  static void run(const Problem& p, const uint16_t* xs, const float* sums, int64_t n0, int64_t n1) {
+    exact_q4_tile<ROWS, OUTS>(p, xs, sums, n0, n1);
   }
-}
+};
 
 void exact_q4_part(const Problem& p, const ExactRows& xs, int64_t n0, int64_t n1) {
   const int64_t blocks = p.k / kBlock;
@@ -524,23 +544,14 @@ void exact_q4_part(const Problem& p, const ExactRows& xs, int64_t n0, int64_t n1
     Problem chunk = p;
     chunk.y += row * p.n;
     chunk.m = std::min<int64_t>(8, p.m - row);
-    exact_q4_chunk(chunk, xs.x.data() + row * p.k, xs.sums.data() + row * blocks, n0, n1);
+    by_rows<ExactQ4Tile>(chunk.m, chunk, xs.x.data() + row * p.k, xs.sums.data() + row * blocks, n0, n1);
   }
 }
 
 void run_exact_q4(ffi::ThreadPool& pool, const Problem& problem) {
-  const int64_t unit = 4;
-  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-  const bool tiny = problem.m * problem.n * problem.k < (int64_t{1} << 16);
-  const int64_t units = (problem.n + unit - 1) / unit;
-  const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, units);
-  ExactRows xs;  // on this frame: a late task never reaches it (it claims no part)
+  ExactRows xs;
   exact_rows(problem, xs);
-  parallel_parts(pool, parts, [&problem, &xs, unit, units, parts](int64_t part) {
-    const int64_t n0 = std::min(problem.n, units * part / parts * unit);
-    const int64_t n1 = std::min(problem.n, units * (part + 1) / parts * unit);
-    if (n0 < n1) exact_q4_part(problem, xs, n0, n1);
-  });
+  over_outputs(pool, problem, 4, [&problem, &xs](int64_t n0, int64_t n1) { exact_q4_part(problem, xs, n0, n1); });
 }
 #endif
 
@@ -548,19 +559,10 @@ void run(ffi::ThreadPool& pool, const Problem& problem, bool q4) {
 #if defined(FIXIT_EXACT_Q4)
   if (q4 && problem.m <= kSmallRows) return run_exact_q4(pool, problem);
 #endif
-  const int64_t unit = problem.m <= kSmallRows ? 4 : kPanel;
-  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-  // Below ~64k multiply-adds a second thread costs more to wake than it saves.
-  const bool tiny = problem.m * problem.n * problem.k < (int64_t{1} << 16);
-  const int64_t units = (problem.n + unit - 1) / unit;
-  const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, units);
   std::vector<Scalar> xs;  // the rows in the products' number type
   rows_to_product_type(problem, xs);
-  // The rows live on this frame: a late task never reaches them (it claims no part).
-  parallel_parts(pool, parts, [&problem, &xs, q4, unit, units, parts](int64_t part) {
-    const int64_t n0 = std::min(problem.n, units * part / parts * unit);
-    const int64_t n1 = std::min(problem.n, units * (part + 1) / parts * unit);
-    if (n0 < n1) q4 ? run_part<true>(problem, xs, n0, n1) : run_part<false>(problem, xs, n0, n1);
+  over_outputs(pool, problem, problem.m <= kSmallRows ? 4 : kPanel, [&problem, &xs, q4](int64_t n0, int64_t n1) {
+    q4 ? run_part<true>(problem, xs, n0, n1) : run_part<false>(problem, xs, n0, n1);
   });
 }
 
@@ -714,17 +716,10 @@ void int8_part(const Problem& p, const Quantized& xs, int64_t n0, int64_t n1) {
 }
 
 void run_int8(ffi::ThreadPool& pool, const Problem& problem, bool q4) {
-  const int64_t unit = 4;
-  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-  const bool tiny = problem.m * problem.n * problem.k < (int64_t{1} << 16);
-  const int64_t units = (problem.n + unit - 1) / unit;
-  const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, units);
   Quantized xs;
   quantize_rows(problem, xs);
-  parallel_parts(pool, parts, [&problem, &xs, q4, unit, units, parts](int64_t part) {
-    const int64_t n0 = std::min(problem.n, units * part / parts * unit);
-    const int64_t n1 = std::min(problem.n, units * (part + 1) / parts * unit);
-    if (n0 < n1) q4 ? int8_part<true>(problem, xs, n0, n1) : int8_part<false>(problem, xs, n0, n1);
+  over_outputs(pool, problem, 4, [&problem, &xs, q4](int64_t n0, int64_t n1) {
+    q4 ? int8_part<true>(problem, xs, n0, n1) : int8_part<false>(problem, xs, n0, n1);
   });
 }
 
