@@ -418,10 +418,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
     print(f"{out['model']}: cold start {out['cold_start_s']} s, RSS {out['rss_mb']} MB, "
           f"weights {out['weights']}")
-    print(f"{'concurrency':>11} {'ttft ms':>9} {'decode tok/s':>13} {'aggregate tok/s':>16}")
+    print(f"{'concurrency':>11} {'ttft ms':>9} {'decode tok/s':>13} {'aggregate tok/s':>16} "
+          f"{'reused tokens':>14}")
     for row in out["results"]:
-        cells = (row["concurrency"], row["ttft_ms"], row["decode_tok_s"], row["aggregate_tok_s"])
-        print("{:>11} {:>9} {:>13} {:>16}".format(*cells))
+        cells = (row["concurrency"], row["ttft_ms"], row["decode_tok_s"], row["aggregate_tok_s"],
+                 row["reused_prompt_tokens"])
+        print("{:>11} {:>9} {:>13} {:>16} {:>14}".format(*cells))
+    if "follow_up" in out:
+        f = out["follow_up"]
+        print(f"a follow-up turn of {f['prompt_tokens']} tokens: ttft {f['ttft_ms']} ms reusing "
+              f"{f['reused_prompt_tokens']} of them, {f['ttft_ms_cold']} ms cold")
     if "anchor" in out:
         a = out["anchor"]
         print(f"llama.cpp {a['version']} ({a['threads']} threads), same file and prompt: "

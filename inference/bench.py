@@ -43,9 +43,20 @@ def _timed_run(model: Any, ids: list[int], params: GenerationParams) -> tuple[fl
     return float(result.ttft_ms or 0.0), rate, len(trace.ids)
 
 
+def _forget_prefixes(model: Any) -> None:
+    """Every run starts cold: no kept row of the previous run's identical prompt is reused (llama.cpp's
+    anchor resets its cache before each run too). Requests of one round still share a prompt's prefill."""
+    batcher = getattr(model, "batcher", None)
+    if batcher is not None:
+        batcher.forget_prefixes()
+
+
 def _serve(model: Any, ids: list[int], params: GenerationParams, *, trace: TokenTrace,
-           started: float | None = None) -> Any:
-    """The model's serving path (the fast engine, else keras-hub's), stop-free so every run is as long."""
+           started: float | None = None, cold: bool = True) -> Any:
+    """The model's serving path (the fast engine, else keras-hub's), stop-free so every run is as long;
+    ``cold``: no prefix kept from an earlier run is reused."""
+    if cold:
+        _forget_prefixes(model)
     if hasattr(model, "stream_ids"):
         saved, model.stop_ids = model.stop_ids, frozenset()
         try:
@@ -191,6 +202,7 @@ def _concurrent_round(model: Any, ids: list[int], params: GenerationParams, clie
         "ttft_ms": statistics.median(r[0] for r in results),
         "decode_tok_s": statistics.median(r[1] for r in results),
         "aggregate_tok_s": sum(r[2] for r in results) / wall,
+        "reused_prompt_tokens": 0,  # each request starts cold, after the one before it ended
     }
 
 
@@ -198,6 +210,8 @@ def _batched_round(model: Any, ids: list[int], params: GenerationParams, clients
     """``clients`` requests submitted at once to the model's dynamic batcher, ticked to the end."""
     results: list[GenerationResult] = []
     batcher = model.batcher
+    batcher.forget_prefixes()
+    reused = batcher.reused_tokens
     start = time.perf_counter()
     for _ in range(clients):
         batcher.submit(ids, params, stop_ids=(), emit=_keep_results(results), started=start)
@@ -211,7 +225,40 @@ def _batched_round(model: Any, ids: list[int], params: GenerationParams, clients
         "ttft_ms": statistics.median(float(r.ttft_ms or 0.0) for r in results),
         "decode_tok_s": statistics.median(rates),
         "aggregate_tok_s": sum(r.new_tokens for r in results) / wall,
+        "reused_prompt_tokens": batcher.reused_tokens - reused,
     }
+
+
+FOLLOW_UP_TOKENS = 20  # the "correction" a follow-up turn adds after the first turn's reply
+
+
+def _follow_up(model: Any, ids: list[int], params: GenerationParams) -> dict[str, Any] | None:
+    """A dialogue's next turn as the arena sends it (the first turn's prompt, its reply, then
+    FOLLOW_UP_TOKENS more): its ttft with the first turn's cache row kept, and cold. Each is timed on
+    its second run (the first compiles its shapes). None for a model without a batcher."""
+    batcher = getattr(model, "batcher", None)
+    if batcher is None:
+        return None
+    reply = TokenTrace(ids=[])
+    one = GenerationParams(max_new_tokens=1)
+
+    def ttft(prompt: list[int], *, cold: bool) -> float:
+        result = None
+        for event in _serve(model, prompt, one, trace=TokenTrace(ids=[]), cold=cold):
+            result = event
+        assert isinstance(result, GenerationResult)
+        return float(result.ttft_ms or 0.0)
+
+    reused: list[float] = []
+    before = batcher.reused_tokens
+    for _ in range(2):
+        list(_serve(model, ids, params, trace=reply))  # the first turn, cold: its row is kept
+        follow = ids + reply.ids + ids[:FOLLOW_UP_TOKENS]
+        reused.append(ttft(follow, cold=False))
+    copied = (batcher.reused_tokens - before) // 2
+    cold = [ttft(follow, cold=True) for _ in range(2)]
+    return {"prompt_tokens": len(follow), "reused_prompt_tokens": copied,
+            "ttft_ms": round(reused[-1], 1), "ttft_ms_cold": round(cold[-1], 1)}
 
 
 def _keep_results(results: list[GenerationResult]) -> Any:
@@ -279,6 +326,9 @@ def run_concurrency_bench(
         "weights": model.weight_format if getattr(model, "engine", None) is not None else "keras-hub",
         "compiled_shapes": len(model.compiled_shapes),
     }
+    follow_up = _follow_up(model, ids, params)
+    if follow_up is not None:
+        out["follow_up"] = follow_up
     if anchor_python is not None:
         from inference import anchor
         from inference.builder import entry_file

@@ -12,6 +12,7 @@ import ctypes
 import dataclasses
 import gc
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,7 @@ from typing import Literal
 
 from inference.chat_template import ChatTemplate, fit_to_context
 from inference.engine import KerasEngine, KVRunner, TokenTrace, causal_lm_for
-from inference.engine.batcher import SlotScheduler, stream_alone
+from inference.engine.batcher import DEFAULT_KEEP_ROWS, SlotScheduler, stream_alone
 from inference.engine.fast_engine import SlotEngine
 from inference.engine.weight_policy import choose_weights, min_batch_for
 from inference.engine.weights import (
@@ -41,6 +42,18 @@ from inference.protocol import (
 
 Emit = Callable[[StreamEvent], None]
 log = logging.getLogger(__name__)
+
+
+def prefix_cache_rows() -> int:
+    """``$ARENA_PREFIX_CACHE_ROWS``: finished replies whose cache rows each model keeps so that a prompt
+    beginning with their tokens (the next turn of the dialogue, the same system prompt) prefills only
+    the rest; 0 turns prefix reuse off. Default :data:`~inference.engine.batcher.DEFAULT_KEEP_ROWS`."""
+    text = os.environ.get("ARENA_PREFIX_CACHE_ROWS", "").strip()
+    if not text:
+        return DEFAULT_KEEP_ROWS
+    if not text.isdigit():
+        raise ValueError(f"ARENA_PREFIX_CACHE_ROWS={text!r}: give a whole number of rows >= 0")
+    return int(text)
 
 
 class LocalChatModel:
@@ -97,7 +110,8 @@ class LocalChatModel:
             log.info("%s: fast engine, %s weights (%s); matrices per format: %s", slug, self.weight_format,
                      why, self.matrix_formats)
             self.batcher = SlotScheduler(self.engine, loaded.tokenizer,
-                                         min_batch=min_batch_for(self.weight_format))
+                                         min_batch=min_batch_for(self.weight_format),
+                                         keep_rows=prefix_cache_rows())
             if not keep_keras_weights:  # the fast engine has its own copy: drop keras-hub's float32 one
                 # (freed, and the heap handed back, once the caller drops its reference: the builder does)
                 self.loaded = dataclasses.replace(loaded, backbone=None)

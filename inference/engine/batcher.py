@@ -9,14 +9,21 @@ reply is what the request would get alone. The batch grows through the ``batch_b
 arrive and shrinks (rows compacted) when they leave; the cache length follows the longest row's prompt
 + reply budget, in powers of two. Sampling is per row, on the host; each row's stop tokens, budget,
 streamed text and timings are its :class:`~inference.engine.reply.Reply`'s.
+
+Prefix reuse: a prompt that begins like the tokens another row's cache holds -- a running row, or one of
+the last ``keep_rows`` finished replies, kept for this -- copies that row and prefills only the rest
+(:meth:`Engine.extend`). That is the arena's common case: a correction turn re-sends the whole dialogue
+so far, and every scenario dialogue starts with the same system prompt. The copied keys and values are
+the ones the other row computed (in a decode step, for its reply's tokens), so a reused row's floats
+may differ from a fresh prefill's in the last bits, as another batch size's do.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -33,6 +40,8 @@ from inference.protocol import (
 )
 
 DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16)
+DEFAULT_KEEP_ROWS = 4  # finished replies' cache rows kept for prefix reuse, per model
+MIN_REUSED_PREFIX = 32  # tokens: a shorter shared prefix is prefilled again (not worth copying a row)
 
 
 class Engine(Protocol):
@@ -41,9 +50,11 @@ class Engine(Protocol):
     ``prefill`` runs one prompt into a row cache (``slots``: the batch cache's length, for an engine
     whose rows are made at full length), ``insert`` copies the row into row ``slot`` of the batch cache,
     ``step`` feeds every row one token at its own index, ``resize`` keeps some rows in a new shape.
+    An engine whose ``reuses_prefixes`` is true is also a :class:`PrefixEngine`.
     """
 
     max_length: int
+    reuses_prefixes: bool
 
     def cache_length_for(self, total: int) -> int: ...
 
@@ -60,6 +71,17 @@ class Engine(Protocol):
     def resize(self, cache: Any, rows: list[int], *, batch: int, slots: int) -> Any: ...
 
 
+class PrefixEngine(Engine, Protocol):
+    """An engine that continues a row holding a prompt's prefix: ``prompt_width_for`` (a suffix's padded
+    width) and ``extend`` (run the suffix into a ``resize`` of another reply's row)."""
+
+    def prompt_width_for(self, length: int) -> int: ...
+
+    def extend(
+        self, row: Any, start: int, suffix_ids: list[int], *, temperature: float
+    ) -> tuple[Candidates, Any]: ...
+
+
 @dataclass
 class _Row:
     """A reply in a row of the batch: where it writes next and the token it feeds there."""
@@ -67,6 +89,28 @@ class _Row:
     reply: Reply
     length: int  # tokens in the cache row so far = the slot the pending token goes to
     pending: int = 0
+
+    @property
+    def cached_ids(self) -> list[int]:
+        """The tokens whose keys and values the row's first ``length`` slots hold."""
+        return (self.reply.prompt + self.reply.produced)[: self.length]
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A finished reply's cache row (batch 1), kept for a later prompt that begins with its tokens."""
+
+    ids: tuple[int, ...]
+    cache: Any
+
+
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` have in common."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 class SlotScheduler:
@@ -86,7 +130,12 @@ class SlotScheduler:
         *,
         batch_buckets: tuple[int, ...] = DEFAULT_BATCH_BUCKETS,
         min_batch: int = 1,
+        keep_rows: int = DEFAULT_KEEP_ROWS,
     ) -> None:
+        """``keep_rows``: finished replies kept for prefix reuse (0: no prefix is ever reused; an engine
+        that cannot ``extend`` never reuses one)."""
+        if keep_rows < 0:
+            raise ValueError(f"keep_rows must be >= 0, not {keep_rows}")
         buckets = tuple(sorted(b for b in set(batch_buckets) if b >= min_batch))
         if not buckets:
             raise ValueError(f"no batch bucket is >= the minimum batch {min_batch}")
@@ -98,6 +147,10 @@ class SlotScheduler:
         self.cache: Any = None
         self.slots = 0
         self.steps = 0  # decode device calls so far
+        self.keep_rows = keep_rows if getattr(engine, "reuses_prefixes", False) else 0
+        self._kept: list[_Kept] = []  # oldest first
+        self.prefilled_tokens = 0  # prompt tokens run through the model so far
+        self.reused_tokens = 0  # prompt tokens copied from another row's cache instead
         self._lock = threading.RLock()
 
     # ---- public API -----------------------------------------------------------------------------
@@ -113,6 +166,11 @@ class SlotScheduler:
     @property
     def running(self) -> int:
         return sum(r is not None for r in self.rows)
+
+    @property
+    def kept_rows(self) -> int:
+        """Finished replies' cache rows kept for prefix reuse now."""
+        return len(self._kept)
 
     @property
     def max_batch(self) -> int:
@@ -155,6 +213,12 @@ class SlotScheduler:
         while self.busy and not done():
             self.tick()
 
+    def forget_prefixes(self) -> None:
+        """Drop the kept rows: the next prompts prefill from scratch (benchmarks start each round cold,
+        as llama.cpp's own reset does)."""
+        with self._lock:
+            self._kept = []
+
     def cancel_all(self) -> None:
         """End every request, queued or running, as ``"cancelled"`` (the pool is closing)."""
         with self._lock:
@@ -196,11 +260,62 @@ class SlotScheduler:
         elif slots > self.slots or batch > len(self.rows) or None not in self.rows:
             self._reshape(batch=max(batch, len(self.rows)), slots=max(slots, self.slots))
         slot = self.rows.index(None)
-        candidates, row_cache = self.engine.prefill(reply.prompt, temperature=reply.params.temperature,
-                                                    slots=self.slots)
+        candidates, row_cache = self._prefill(reply.prompt, reply.params.temperature)
         self.cache = self.engine.insert(self.cache, row_cache, slot)
         row = _Row(reply=reply, length=len(reply.prompt))
-        self.rows[slot] = row if self._accept(row, self._sample(row, candidates, 0)) else None
+        self.rows[slot] = row
+        if not self._accept(row, self._sample(row, candidates, 0)):
+            self._release(slot)
+
+    def _prefill(self, prompt: list[int], temperature: float) -> tuple[Candidates, Any]:
+        """The prompt's row for a cache of ``self.slots``: only its suffix is run where another row
+        holds its prefix."""
+        found = self._reusable(prompt)
+        if found is None:
+            self.prefilled_tokens += len(prompt)
+            return self.engine.prefill(prompt, temperature=temperature, slots=self.slots)
+        source, index, start = found
+        engine = cast(PrefixEngine, self.engine)
+        row = engine.resize(source, [index], batch=1, slots=self.slots)
+        self.reused_tokens += start
+        self.prefilled_tokens += len(prompt) - start
+        return engine.extend(row, start, prompt[start:], temperature=temperature)
+
+    def _reusable(self, prompt: list[int]) -> tuple[Any, int, int] | None:
+        """(cache, row, tokens) of the longest prefix of ``prompt`` a row holds (a running one, else a
+        kept one), shortened so the rest's bucket fits the batch cache; None below MIN_REUSED_PREFIX."""
+        if not self.keep_rows:
+            return None
+        best: tuple[Any, int, int] | None = None
+        sources: list[tuple[Any, int, Sequence[int]]] = [
+            (self.cache, i, r.cached_ids) for i, r in enumerate(self.rows) if r is not None]
+        sources += [(kept.cache, 0, kept.ids) for kept in reversed(self._kept)]
+        for cache, index, ids in sources:
+            start = self._fit(len(prompt), min(shared_prefix(prompt, ids), len(prompt) - 1))
+            if start >= MIN_REUSED_PREFIX and (best is None or start > best[2]):
+                best = (cache, index, start)
+        return best
+
+    def _fit(self, n: int, start: int) -> int:
+        """The longest ``<= start`` prefix after which the rest of ``n`` tokens, padded to its bucket,
+        ends inside the batch cache's ``self.slots``."""
+        while start >= MIN_REUSED_PREFIX:
+            width = cast(PrefixEngine, self.engine).prompt_width_for(n - start)
+            if start + width <= self.slots:
+                return start
+            start = self.slots - width
+        return 0
+
+    def _release(self, i: int) -> None:
+        """Free row ``i``; a finished reply's row is kept (the newest ``keep_rows``) for prefix reuse."""
+        row, self.rows[i] = self.rows[i], None
+        if row is None or not self.keep_rows or row.length < MIN_REUSED_PREFIX:
+            return
+        ids = tuple(row.cached_ids)
+        # a kept row whose tokens all begin this one's is covered by it (a dialogue's earlier turn)
+        self._kept = [k for k in self._kept if shared_prefix(k.ids, ids) < len(k.ids)]
+        self._kept.append(_Kept(ids, self.engine.resize(self.cache, [i], batch=1, slots=self.slots)))
+        del self._kept[: -self.keep_rows]
 
     def _reshape(self, *, batch: int, slots: int) -> None:
         """Move the running rows to the front of a ``batch`` x ``slots`` cache."""
@@ -236,7 +351,7 @@ class SlotScheduler:
             if row is not None:
                 row.length += 1
                 if not self._accept(row, self._sample(row, candidates, i)):
-                    self.rows[i] = None
+                    self._release(i)
 
     @staticmethod
     def _sample(row: _Row, candidates: Candidates, i: int) -> int:
@@ -247,7 +362,7 @@ class SlotScheduler:
         for i, row in enumerate(self.rows):
             if row is not None and row.reply.cancel.cancelled:
                 row.reply.finish("cancelled")
-                self.rows[i] = None
+                self._release(i)
 
     @staticmethod
     def _accept(row: _Row, token: int) -> bool:
@@ -269,6 +384,7 @@ class SlotScheduler:
             if row is not None:
                 row.reply.finish(reason, error)
         self.rows, self.cache, self.slots = [], None, 0
+        self._kept = []  # after a failure nothing computed before is trusted
 
 
 def stream_alone(

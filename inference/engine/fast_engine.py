@@ -1,5 +1,6 @@
-"""The fast engine's compiled device programs: prefill one prompt, insert it as a row of a batch cache,
-step every row once, and resize the batch cache. The host-side policy lives in
+"""The fast engine's compiled device programs: prefill one prompt (or only the part after a prefix another
+reply's cache already holds), insert it as a row of a batch cache, step every row once, and resize the
+batch cache. The host-side policy lives in
 :mod:`inference.engine.batcher`.
 
 Shapes are bucketed so a handful of programs serve every mix of requests: prompt widths and cache
@@ -44,6 +45,17 @@ def _prefill(spec: DecoderSpec, params: Any, tokens: Any, length: Any, temperatu
     return (*_candidates(output_logits(spec, params, last), temperatures), row)
 
 
+def _extend(spec: DecoderSpec, params: Any, row: Cache, tokens: Any, start: Any, length: Any,
+            temperatures: Any) -> Any:
+    """A prompt's suffix ``(1, W)`` written from slot ``start`` of a row whose first ``start`` slots
+    already hold the prompt's prefix: candidates after its last real token, and the row."""
+    import jax
+
+    hidden, row = forward(spec, params, row, tokens, start[None], valid=length)
+    last = jax.lax.dynamic_index_in_dim(hidden, length - 1, axis=1, keepdims=False)
+    return (*_candidates(output_logits(spec, params, last), temperatures), row)
+
+
 def _step(spec: DecoderSpec, params: Any, cache: Cache, tokens: Any, index: Any, temperatures: Any) -> Any:
     hidden, cache = forward(spec, params, cache, tokens[:, None], index)
     return (*_candidates(output_logits(spec, params, hidden[:, 0]), temperatures), cache)
@@ -75,6 +87,8 @@ def _resize(cache: Cache, rows: Any, batch: int, slots: int) -> Cache:
 class SlotEngine:
     """Compiled programs of one model over converted weights. Use from one thread (the model's owner)."""
 
+    reuses_prefixes = True  # :meth:`extend` continues a row another reply's cache started
+
     def __init__(self, spec: DecoderSpec, params: dict[str, Any], *, max_length: int) -> None:
         import jax
 
@@ -82,6 +96,7 @@ class SlotEngine:
         self.params = params
         self.max_length = max_length
         self._prefill = jax.jit(partial(_prefill, spec))
+        self._extend = jax.jit(partial(_extend, spec), donate_argnums=(1,))
         self._step = jax.jit(partial(_step, spec), donate_argnums=(1,))
         self._insert = jax.jit(_insert, donate_argnums=(0,))
         self._resize = jax.jit(_resize, static_argnums=(2, 3))
@@ -114,6 +129,25 @@ class SlotEngine:
         )
         return _host(values, ids, norm, logits), row
 
+    def extend(
+        self, row: Cache, start: int, suffix_ids: list[int], *, temperature: float
+    ) -> tuple[Candidates, Cache]:
+        """Run the rest of a prompt, ``suffix_ids``, into ``row`` (one row, given up: it is written in
+        place) from slot ``start``: its first ``start`` slots must hold the prompt's first ``start``
+        tokens, as another reply computed them. The suffix's bucket must fit in the row after them."""
+        n, slots = len(suffix_ids), _slots(row)
+        width = self.prompt_width_for(n) if n else 0
+        if start <= 0 or not n or start + width > slots:
+            raise ValueError(f"a suffix of {n} tokens from slot {start} does not fit a row of {slots} slots")
+        tokens = np.zeros((1, width), dtype="int32")
+        tokens[0, :n] = suffix_ids
+        self._note("extend", width, slots)
+        values, ids, norm, logits, row = self._extend(
+            self.params, row, tokens, np.int32(start), np.int32(n),
+            np.asarray([_safe_temperature(temperature)], "float32"),
+        )
+        return _host(values, ids, norm, logits), row
+
     def insert(self, cache: Cache, row: Cache, slot: int) -> Cache:
         return self._insert(cache, row, np.int32(slot))
 
@@ -140,7 +174,8 @@ class SlotEngine:
 
     @property
     def compiled_shapes(self) -> set[tuple[str, int, int]]:
-        """(kind, batch, prompt width or cache length) of the programs run so far."""
+        """(kind, batch, prompt width or cache length) of the programs run so far; a continuation
+        after a reused prefix is ``("extend", suffix width, row length)``."""
         return set(self._compiled)
 
     @property

@@ -158,6 +158,7 @@ class KerasEngine:
     """
 
     BATCH_BUCKETS = (1,)
+    reuses_prefixes = False  # one row, made at full length by its prefill: nothing to copy a prefix from
 
     def __init__(self, runner: KVRunner) -> None:
         self.runner = runner

@@ -32,6 +32,15 @@ def model(
     yield built
 
 
+def drain(scheduler: Any) -> None:
+    """Tick a :class:`~inference.engine.batcher.SlotScheduler` until every request has ended."""
+    for _ in range(1000):
+        if not scheduler.busy:
+            return
+        scheduler.tick()
+    raise AssertionError("scheduler never finished")
+
+
 # ---- float32 tolerances ----------------------------------------------------------------------------------
 # Two float32 evaluations of the same arithmetic that differ only in the order of their sums (another CPU's
 # vector width, a sharded mesh's partial sums) round differently. The tolerances below follow from float32's

@@ -8,6 +8,7 @@ from inference.engine import TokenTrace, generate_stream
 from inference.engine.batcher import SlotScheduler
 from inference.local import LocalChatModel
 from inference.protocol import CancelToken, GenerationParams, GenerationResult, StreamEvent, TextDelta
+from tests.inference.conftest import drain
 
 GREEDY = GenerationParams(max_new_tokens=12, temperature=0.0)
 
@@ -58,12 +59,6 @@ def _submit(scheduler: SlotScheduler, ids: list[int], params: GenerationParams =
     return sink
 
 
-def _drain(scheduler: SlotScheduler) -> None:
-    for _ in range(1000):
-        if not scheduler.busy:
-            return
-        scheduler.tick()
-    raise AssertionError("scheduler never finished")
 
 
 def test_batched_greedy_equals_batch_one_for_every_request(model: LocalChatModel) -> None:
@@ -72,7 +67,7 @@ def test_batched_greedy_equals_batch_one_for_every_request(model: LocalChatModel
     scheduler = _scheduler(model)
     sinks = [_submit(scheduler, p, GenerationParams(max_new_tokens=n, temperature=0.0))
              for p, n in zip(prompts, lengths, strict=True)]
-    _drain(scheduler)
+    drain(scheduler)
     assert scheduler.rows == [] and scheduler.cache is None  # all done: the batch cache is released
     for sink, prompt, n in zip(sinks, prompts, lengths, strict=True):
         expected = _alone(model, prompt, GenerationParams(max_new_tokens=n, temperature=0.0))
@@ -89,7 +84,7 @@ def test_sampling_settings_stay_per_request(model: LocalChatModel) -> None:
     sampled = GenerationParams(max_new_tokens=10, temperature=1.0, top_k=20, seed=7)
     scheduler = _scheduler(model)
     greedy_sink, sampled_sink = _submit(scheduler, prompt), _submit(scheduler, prompt, sampled)
-    _drain(scheduler)
+    drain(scheduler)
     assert greedy_sink.trace.ids == _alone(model, prompt, GREEDY)
     assert sampled_sink.trace.ids == _alone(model, prompt, sampled)
 
@@ -102,7 +97,7 @@ def test_stop_token_ends_only_its_own_row(model: LocalChatModel) -> None:
     stopped = Sink()
     scheduler.submit(prompt, GREEDY, stop_ids={stop}, emit=stopped, trace=stopped.trace)
     free = _submit(scheduler, prompt)
-    _drain(scheduler)
+    drain(scheduler)
     assert stopped.result is not None and stopped.result.finish_reason == "stop"
     assert stopped.trace.ids == reference[: reference.index(stop)]
     assert free.trace.ids == reference
@@ -116,7 +111,7 @@ def test_cancelling_one_request_leaves_the_others_intact(model: LocalChatModel) 
     for _ in range(4):
         scheduler.tick()
     cancel.cancel()
-    _drain(scheduler)
+    drain(scheduler)
     cancelled = sinks[1].result
     assert cancelled is not None and cancelled.finish_reason == "cancelled"
     assert 0 < cancelled.new_tokens < GREEDY.max_new_tokens
@@ -164,7 +159,7 @@ def test_when_every_row_is_busy_a_newcomer_starts_as_soon_as_one_frees(model: Lo
     scheduler.tick()
     assert scheduler.active == scheduler.running == 2  # it took the freed row ...
     assert sinks[1].result is None  # ... while the long one is still running
-    _drain(scheduler)
+    drain(scheduler)
     for sink, prompt, params in zip(sinks, prompts, (short, long_, short), strict=True):
         assert sink.trace.ids == _alone(model, prompt, params)
 
@@ -189,7 +184,7 @@ def test_the_batch_grows_and_shrinks_through_its_buckets(model: LocalChatModel) 
     grown = _submit(scheduler, _prompt(model, "needs a longer cache"), big)
     scheduler.tick()
     assert scheduler.slots == 512 and len(scheduler.rows) == 2  # cache length follows the longest row
-    _drain(scheduler)
+    drain(scheduler)
     assert first.trace.ids == _alone(model, first_prompt, long_)
     assert grown.result is not None and grown.result.new_tokens == 300
 
@@ -198,7 +193,7 @@ def test_more_requests_than_the_largest_batch_all_finish(model: LocalChatModel) 
     scheduler = _scheduler(model, batch_buckets=(1, 2))
     prompts = [_prompt(model, f"request number {i}") for i in range(5)]
     sinks = [_submit(scheduler, p, GenerationParams(max_new_tokens=4, temperature=0.0)) for p in prompts]
-    _drain(scheduler)
+    drain(scheduler)
     for sink, prompt in zip(sinks, prompts, strict=True):
         assert sink.trace.ids == _alone(model, prompt, GenerationParams(max_new_tokens=4, temperature=0.0))
 
@@ -209,7 +204,7 @@ def test_bad_and_precancelled_requests_end_without_running(model: LocalChatModel
     cancel.cancel()
     too_long = _submit(scheduler, [5] * model.context_length)
     precancelled = _submit(scheduler, _prompt(model, "never mind"), cancel=cancel)
-    _drain(scheduler)
+    drain(scheduler)
     assert too_long.result is not None and too_long.result.finish_reason == "error"
     assert "no room" in (too_long.result.error or "")
     assert precancelled.result is not None and precancelled.result.finish_reason == "cancelled"

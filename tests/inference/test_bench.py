@@ -16,7 +16,7 @@ from inference.bench import fixed_prompt
 from settings import get_settings
 
 REPO = Path(__file__).resolve().parents[2]
-ROW_KEYS = {"concurrency", "ttft_ms", "decode_tok_s", "aggregate_tok_s"}
+ROW_KEYS = {"concurrency", "ttft_ms", "decode_tok_s", "aggregate_tok_s", "reused_prompt_tokens"}
 
 
 @pytest.fixture
@@ -48,6 +48,11 @@ def test_bench_json_contract_on_a_tiny_model(env: Path, capsys: pytest.CaptureFi
     for row in out["results"]:
         assert set(row) == ROW_KEYS
         assert row["ttft_ms"] > 0 and row["decode_tok_s"] > 0 and row["aggregate_tok_s"] > 0
+    # every round starts cold; the 3 identical requests of a round copy the first one's 99-token prefix
+    assert [row["reused_prompt_tokens"] for row in out["results"]] == [0, 2 * 99]
+    follow = out["follow_up"]  # prompt + 64-token reply + 20 tokens; the reply's last token was never fed
+    assert follow["prompt_tokens"] == 184 and follow["reused_prompt_tokens"] == 100 + 63
+    assert follow["ttft_ms"] > 0 and follow["ttft_ms_cold"] > 0
 
 
 def test_serial_bench_keeps_the_shape(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
