@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from inference.engine import kernels
-from inference.engine.weights import DecoderSpec, LayerSpec, Q4Blocks, Q8Blocks, QuantizedMatrix
+from inference.engine.weights import DecoderSpec, LayerSpec, Q4Blocks, Q6Blocks, Q8Blocks, QuantizedMatrix
 
 Cache = tuple[tuple[Any, Any], ...]  # per layer: (keys, values), each (batch, kv_heads, slots, head_dim)
 
@@ -31,7 +31,7 @@ def empty_cache(spec: DecoderSpec, *, batch: int, slots: int) -> Cache:
 
 
 def matmul(x: Any, w: Any, native: bool = False, rows: Any = None, a8: bool = False) -> Any:
-    """``x @ w`` for x ``(..., in)`` float32 and a float32 / bfloat16 / int8 ``(in, out)`` matrix or q8/q4
+    """``x @ w`` for x ``(..., in)`` float32 and a float32 / bfloat16 / int8 ``(in, out)`` matrix or q8/q4/q6
     ``(out, in)`` blocks (``native``: through the CPU kernels, which skip the flattened rows from
     ``rows`` on: padding whose results nobody reads; ``a8``: blocks times activations rounded to int8)."""
     import jax
@@ -45,6 +45,8 @@ def matmul(x: Any, w: Any, native: bool = False, rows: Any = None, a8: bool = Fa
     elif isinstance(w, Q4Blocks):
         y = (kernels.q4_matmul(x2, *w, rows=rows, int8_activations=a8) if native
              else kernels.q4_matmul_reference(x2, *w, int8_activations=a8))
+    elif isinstance(w, Q6Blocks):  # never with a8: the converter keeps q8 for the 8-bit-activation formats
+        y = kernels.q6_matmul(x2, *w, rows=rows) if native else kernels.q6_matmul_reference(x2, *w)
     elif isinstance(w, QuantizedMatrix):
         # Dynamic per-row activation scale (keras' int8 scheme): int8 x int8 -> int32, rescaled.
         x_scale = jnp.max(jnp.abs(x2), axis=-1, keepdims=True) / 127.0
@@ -68,6 +70,8 @@ def embed(spec: DecoderSpec, table: Any, tokens: Any) -> Any:
         x = kernels.q8_dequantize(*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
     elif isinstance(table, Q4Blocks):
         x = kernels.q4_dequantize(*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
+    elif isinstance(table, Q6Blocks):
+        x = kernels.q6_dequantize(*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
     else:
         x = table[tokens].astype("float32")
     return x * jnp.float32(spec.embedding_scale) if spec.embedding_scale != 1.0 else x
@@ -81,7 +85,7 @@ def output_logits(spec: DecoderSpec, params: dict[str, Any], x: Any) -> Any:
     if "head" in params:
         return _soft_cap(spec, matmul(x, params["head"], spec.native_kernels, a8=spec.int8_activations))
     table = params["embedding"]
-    if isinstance(table, (Q8Blocks, Q4Blocks)):  # already (vocab, d): the product the kernels compute
+    if isinstance(table, (Q8Blocks, Q4Blocks, Q6Blocks)):  # already (vocab, d): what the kernels multiply
         return _soft_cap(spec, matmul(x, table, spec.native_kernels, a8=spec.int8_activations))
 
     contract = (((1,), (1,)), ((), ()))

@@ -1,4 +1,5 @@
-"""``python -m inference kernels --bench``: every block format through every copy of the native kernels
+"""``python -m inference kernels --bench``: every block format (q4, q6, q8, and q4/q8 with 8-bit
+activations) through every copy of the native kernels
 this CPU runs, beside XLA's float32 and bfloat16 dots, on SmolLM2's shapes, in one process.
 
 The workload is one decoder layer's four matrices (fused q/k/v 576 -> 960, output 576 -> 576, fused
@@ -46,6 +47,7 @@ def run_kernel_bench(
     width = max(k for _, k in shapes)
     q4 = [jax.jit(kernels.q4_quantize)(w) for w in dense]
     q8 = [jax.jit(kernels.q8_quantize)(w) for w in dense]
+    q6 = [jax.jit(kernels.q6_quantize)(w) for w in dense]
     def bfloat16_dot(x: Any, w: Any) -> Any:
         return jnp.dot(x.astype(jnp.bfloat16), w.T, preferred_element_type=jnp.float32)
 
@@ -61,6 +63,7 @@ def run_kernel_bench(
                 lambda x, w, isa=isa, a8=a8: kernels.q4_matmul(x, *w, isa=isa, int8_activations=a8), q4)
             paths[f"q8{suffix}/{isa}"] = (
                 lambda x, w, isa=isa, a8=a8: kernels.q8_matmul(x, *w, isa=isa, int8_activations=a8), q8)
+        paths[f"q6/{isa}"] = (lambda x, w, isa=isa: kernels.q6_matmul(x, *w, isa=isa), q6)
     results = []
     for path, (product, weights) in paths.items():
         step = jax.jit(lambda x, ws, product=product: [product(x[:, : w_in(w)], w) for w in ws])
@@ -78,7 +81,7 @@ def run_kernel_bench(
 
 
 def w_in(weights: Any) -> int:
-    """The input width of a dense ``(out, in)`` matrix or of q4/q8 blocks."""
+    """The input width of a dense ``(out, in)`` matrix or of q4/q6/q8 blocks."""
     first = weights[0] if isinstance(weights, tuple) else weights
     width = int(first.shape[1])
     return width * 2 if str(first.dtype) == "uint8" else width

@@ -12,7 +12,8 @@ scales, keras' own ``quantize("int8")`` scheme), and llama.cpp's block layouts f
 kernels (:mod:`inference.engine.kernels`): ``q8`` (int8 with a float16 scale per 32 weights, Q8_0)
 and ``q4`` (4-bit with a float16 scale and offset per 32 weights, Q4_1) -- ``q4`` keeps a matrix in
 4 bits only where that reproduces it (a matrix the GGUF file stored as Q4_1 comes back exactly, a Q4_K
-one to float16 rounding of its per-32 scales) and uses ``q8`` for the others; ``q8a8`` and ``q4a8``
+one to float16 rounding of its per-32 scales), in 6 bits (``Q6Blocks``: ``d·(q − 32)``, a float16 ``d``
+per 16 weights) where that does (a Q6_K matrix), and uses ``q8`` for the others; ``q8a8`` and ``q4a8``
 store the same blocks and round the activations to int8 blocks inside each product, as llama.cpp does
 (integer dot products). Block matrices are kept ``(out, in)``, each output's weights contiguous; the
 others ``(in, out)``. Norm scales, the KV cache, activations and every accumulation stay float32
@@ -61,6 +62,15 @@ class Q4Blocks(NamedTuple):
     packed: Any
     scales: Any
     offsets: Any
+
+
+class Q6Blocks(NamedTuple):
+    """An ``(out, in)`` matrix as 6-bit ``q``: ``low`` nibbles ``(out, in/2)`` uint8 (as Q4Blocks'),
+    ``high`` 2 bits ``(out, in/4)`` uint8 and float16 ``scales`` ``(out, in/16)``; w = scale·(q − 32)."""
+
+    low: Any
+    high: Any
+    scales: Any
 
 
 class UnsupportedModel(ValueError):
@@ -204,26 +214,35 @@ def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> A
     return _cast(matrix, weight_format)
 
 
-def _blocks(matrix: Any, weight_format: WeightFormat) -> Q8Blocks | Q4Blocks:
-    """An ``(out, in)`` matrix in q4 where that reproduces it, else q8.
+def _blocks(matrix: Any, weight_format: WeightFormat) -> Q8Blocks | Q4Blocks | Q6Blocks:
+    """An ``(out, in)`` matrix in q4 where that reproduces it, else (``q4`` only: the 8-bit-activation
+    kernels have no 6-bit path) in q6 where that does, else q8.
 
-    The range fit first (a Q4_1 matrix), then the grid fit (a Q4_K one; it costs ~10x as much), tried on
-    the whole matrix only if its first :data:`GRID_SAMPLE_ROWS` rows pass: a Q6_K or Q8_0 matrix is
-    turned down after those. Every check is against the whole matrix's largest weight."""
+    The range fit first (a Q4_1 matrix), then the grid fit (a Q4_K one; it costs ~10x as much), then the
+    6-bit fit (a Q6_K one), each tried on the whole matrix only if its first :data:`GRID_SAMPLE_ROWS` rows
+    pass: a Q8_0 matrix is turned down after those. Every check is against the whole matrix's largest
+    weight."""
     if weight_format in ("q4", "q4a8"):
         bound = Q4_TOLERANCE * float(_program("largest", None)(matrix))
-        for grid in (False, True):
-            if grid and _q4_error(matrix[:GRID_SAMPLE_ROWS], grid=True)[0] > bound:
-                break
-            error, q4 = _q4_error(matrix, grid=grid)
+        fits: list[tuple[str, Any]] = [("q4", False), ("q4", True)]
+        if weight_format == "q4":
+            fits.append(("q6", None))
+        for kind, arg in fits:
+            if arg is not False and _error(matrix[:GRID_SAMPLE_ROWS], kind, arg)[0] > bound:
+                continue
+            error, blocks = _error(matrix, kind, arg)
             if error <= bound:
-                return q4
+                return blocks
     return Q8Blocks(*_program("q8", None)(matrix))
 
 
-def _q4_error(matrix: Any, *, grid: bool) -> tuple[float, Q4Blocks]:
-    """``matrix`` in q4 and the largest absolute round-trip error of any weight."""
-    q4 = Q4Blocks(*_program("q4", grid)(matrix))
+def _error(matrix: Any, kind: str, arg: Any) -> tuple[float, Q4Blocks | Q6Blocks]:
+    """``matrix`` in ``kind`` (q4 with ``grid`` = arg, or q6) and the largest round-trip error of any
+    weight."""
+    if kind == "q6":
+        q6 = Q6Blocks(*_program("q6", None)(matrix))
+        return float(_program("q6_error", None)(matrix, *q6)), q6
+    q4 = Q4Blocks(*_program("q4", arg)(matrix))
     return float(_program("q4_error", None)(matrix, *q4)), q4
 
 
@@ -267,6 +286,9 @@ def _program(kind: str, arg: Any) -> Any:
         """The largest q4 round-trip error of any weight."""
         return jnp.max(jnp.abs(kernels.q4_dequantize(*q4) - w.astype("float32")))
 
+    def q6_error(w: Any, *q6: Any) -> Any:
+        return jnp.max(jnp.abs(kernels.q6_dequantize(*q6) - w.astype("float32")))
+
     programs: dict[str, Callable[..., Any]] = {
         "concat": lambda *ms: jnp.concatenate(ms, axis=arg),
         "flatten": lambda w: w.astype("float32").reshape(-1),
@@ -274,6 +296,8 @@ def _program(kind: str, arg: Any) -> Any:
         "q8": kernels.q8_quantize,
         "q4": functools.partial(kernels.q4_quantize, grid=arg),
         "q4_error": q4_error,
+        "q6": kernels.q6_quantize,
+        "q6_error": q6_error,
         "largest": lambda w: jnp.max(jnp.abs(w.astype("float32"))),
         "cast": lambda w: w.astype(arg),
         "reshape": reshape,
@@ -284,13 +308,16 @@ def _program(kind: str, arg: Any) -> Any:
 
 def matrix_formats(params: dict[str, Any]) -> dict[str, int]:
     """How many matrices ended up in each format (``{"q4": 169, "q8": 29}``): ``q4`` serves a matrix only
-    where it reproduces it (a Q4_1 or Q4_K matrix), so a file's Q6_K/Q5_0/Q8_0 matrices come out ``q8``
-    (a re-quantization, never silent: the engine logs these counts and the fidelity bench reports them)."""
+    where it reproduces it (a Q4_1 or Q4_K matrix; ``q6`` a Q6_K one), so a file's Q5_0/Q8_0 matrices
+    come out ``q8`` (a re-quantization, never silent: the engine logs these counts and the fidelity
+    bench reports them)."""
     counts: dict[str, int] = {}
 
     def visit(value: Any) -> None:
         if isinstance(value, Q4Blocks):
             kind = "q4"
+        elif isinstance(value, Q6Blocks):
+            kind = "q6"
         elif isinstance(value, Q8Blocks):
             kind = "q8"
         elif isinstance(value, QuantizedMatrix):

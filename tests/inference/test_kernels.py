@@ -34,7 +34,7 @@ from inference.engine.forward import (
     output_logits,
     write_rows,
 )
-from inference.engine.weights import Q4_TOLERANCE, Q4Blocks, Q8Blocks, _blocks
+from inference.engine.weights import Q4_TOLERANCE, Q4Blocks, Q6Blocks, Q8Blocks, _blocks
 from inference.local import LocalChatModel
 from inference.protocol import GenerationParams
 from tests.inference.conftest import TINY_CATALOGUE, reordered_sum_bound
@@ -54,27 +54,57 @@ def isa(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-BLOCK_FORMATS = ["q8", "q4", "q8a8", "q4a8"]  # a8: activations rounded to int8 blocks (integer products)
+BLOCK_FORMATS = ["q8", "q4", "q6", "q8a8", "q4a8"]  # a8: activations rounded to int8 blocks (integer ones)
+
+
+def _q6_k_matrix(n: int, k: int, seed: int) -> np.ndarray:
+    """What llama.cpp's Q6_K dequantizes to: per 256 weights a float16 d, per 16 an int8 scale, and
+    w = d·sc·(q − 32) with q in 0..63, each group's largest level wherever the quantizer put it."""
+    rng = np.random.default_rng(seed)
+    d = rng.uniform(0.0002, 0.002, size=(n, k // 256, 1)).astype("float16").astype("float32")
+    sc = rng.integers(-128, 128, size=(n, k // 256, 16)).astype("float32")
+    q = rng.integers(0, 64, size=(n, k // 256, 16, 16))
+    q[:, :, ::3] = rng.integers(20, 44, size=q[:, :, ::3].shape)  # some groups far from the extremes
+    return ((q - 32) * (d * sc)[..., None]).reshape(n, k).astype("float32")
 
 
 def _weights(fmt: str, n: int, k: int, seed: int = 0) -> tuple[Any, ...]:
+    if fmt == "q6":  # any 6-bit grid serves the products; a Q6_K-like one when k holds whole super-blocks
+        matrix = _q6_k_matrix(n, k, seed) if k % 256 == 0 else np.random.default_rng(seed).normal(size=(n, k))
+        return tuple(jax.jit(kernels.q6_quantize)(jnp.asarray(matrix.astype("float32"))))
     matrix = jnp.asarray(np.random.default_rng(seed).normal(size=(n, k)).astype("float32") * 0.1)
     return tuple(jax.jit(kernels.q8_quantize if fmt.startswith("q8") else kernels.q4_quantize)(matrix))
 
 
+def _kernel(fmt: str) -> Any:
+    return {"q8": kernels.q8_matmul, "q4": kernels.q4_matmul, "q6": kernels.q6_matmul}[fmt[:2]]
+
+
 def _native(fmt: str, isa: str | None = None) -> Any:
-    kernel = kernels.q8_matmul if fmt.startswith("q8") else kernels.q4_matmul
+    kernel = _kernel(fmt)
+    if fmt == "q6":
+        return jax.jit(lambda x, *w: kernel(x, *w, isa=isa))
     return jax.jit(lambda x, *w: kernel(x, *w, isa=isa, int8_activations=fmt.endswith("a8")))
 
 
 def _reference(fmt: str) -> Any:
+    if fmt == "q6":
+        return jax.jit(kernels.q6_matmul_reference)
     kernel = kernels.q8_matmul_reference if fmt.startswith("q8") else kernels.q4_matmul_reference
     return jax.jit(lambda x, *w: kernel(x, *w, int8_activations=fmt.endswith("a8")))
 
 
+def _dequantize(fmt: str) -> Any:
+    return {"q8": kernels.q8_dequantize, "q4": kernels.q4_dequantize, "q6": kernels.q6_dequantize}[fmt[:2]]
+
+
 def _dense(fmt: str, weights: tuple[Any, ...]) -> np.ndarray:
-    dequantize = kernels.q8_dequantize if fmt.startswith("q8") else kernels.q4_dequantize
-    return np.asarray(dequantize(*weights))
+    return np.asarray(_dequantize(fmt)(*weights))
+
+
+def _exact(fmt: str, isa: str) -> bool:
+    """Whether a decode batch multiplies this format's integers exactly on this copy."""
+    return fmt in ("q4", "q6") and kernels.exact_q4(isa)
 
 
 @pytest.mark.parametrize("fmt", BLOCK_FORMATS)
@@ -90,16 +120,19 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa:
     assert scale > 0.1
     xs = np.asarray(kernels.quantize_activations(x) if fmt.endswith("a8") else x)
     magnitudes = np.abs(_dense(fmt, weights))
-    if fmt == "q4" and rows <= 16 and kernels.exact_q4(isa):
-        # A decode batch's exact 4-bit products: the bfloat16-rounded rows times the stored weights, as
-        # d·Σ(128 + q)·x + (m − 128·d)·Σx, whose terms are up to (|m| + 271·d)·|x| each.
+    if rows <= 16 and _exact(fmt, isa):
+        # A decode batch's exact 4- or 6-bit products: the bfloat16-rounded rows times the stored weights,
+        # as d·Σ(128 + q)·x + (m − 128·d)·Σx (q6: m = −32·d), whose terms are up to (|m| + 271·d)·|x|
+        # each (q4), (160 + 191)·d·|x| (q6).
         xs = np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32))
         want = xs @ _dense(fmt, weights).T
-        d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
-        magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 271 * d
+        if fmt == "q6":
+            magnitudes = 351 * np.abs(np.repeat(np.asarray(weights[2], "float32"), 16, axis=1))
+        else:
+            d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
+            magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 271 * d
     elif kernels.product_type(isa) == "bfloat16" and not fmt.endswith("a8"):  # as if both were rounded first
-        dequantize = kernels.q8_dequantize if fmt == "q8" else kernels.q4_dequantize
-        w = dequantize(*weights).astype(jnp.bfloat16).astype(jnp.float32)
+        w = _dequantize(fmt)(*weights).astype(jnp.bfloat16).astype(jnp.float32)
         want = np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32) @ w.T)
         assert float(np.max(np.abs(got - exact))) <= 2e-2 * scale
     else:
@@ -118,8 +151,9 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa:
 def test_rows_past_the_valid_count_are_skipped_and_zero(fmt: str, isa: str) -> None:
     weights = _weights(fmt, n=20, k=64, seed=2)
     x = jnp.asarray(np.random.default_rng(5).normal(size=(40, 64)).astype("float32"))
-    kernel = kernels.q8_matmul if fmt.startswith("q8") else kernels.q4_matmul
-    call = jax.jit(lambda x, rows, *w: kernel(x, *w, rows=rows, isa=isa, int8_activations=fmt.endswith("a8")))
+    kernel = _kernel(fmt)
+    extra = {} if fmt == "q6" else {"int8_activations": fmt.endswith("a8")}
+    call = jax.jit(lambda x, rows, *w: kernel(x, *w, rows=rows, isa=isa, **extra))
     full = np.asarray(call(x, jnp.int32(40), *weights))
     part = np.asarray(call(x, jnp.int32(7), *weights))  # the same compiled program: rows is traced
     # the valid rows are computed as those rows alone are (a decode batch's path, below 16 rows)
@@ -136,8 +170,7 @@ def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str, isa: str) -> None
     # it would be alone; and with a prefill to the bit too, except where a copy multiplies a decode
     # batch's 4-bit integers exactly (it rounds no weight, so it is closer to the stored matrix).
     batch = np.asarray(_native(fmt, isa)(x[:16], *weights))
-    exact = fmt == "q4" and kernels.exact_q4(isa)
-    if not exact:
+    if not _exact(fmt, isa):
         np.testing.assert_array_equal(batch, prefill[:16])
     else:
         np.testing.assert_allclose(batch, prefill[:16], atol=2e-2 * float(np.max(np.abs(prefill))))
@@ -159,6 +192,47 @@ def test_integer_products_give_the_same_bits_on_every_vector_copy(fmt: str) -> N
         for isa in copies:
             got = np.asarray(_native(fmt, isa)(x[:rows], *weights))
             np.testing.assert_array_equal(got, want, err_msg=isa)
+
+
+def test_q6_reproduces_a_q6_k_matrix_and_the_converter_keeps_it_in_6_bits() -> None:
+    matrix = _q6_k_matrix(24, 512, seed=12)
+    largest = float(np.max(np.abs(matrix)))
+    low, high, scales = jax.jit(kernels.q6_quantize)(jnp.asarray(matrix))
+    assert (low.shape, high.shape, scales.shape) == ((24, 256), (24, 128), (24, 32))
+    assert low.dtype == high.dtype == jnp.uint8 and scales.dtype == jnp.float16
+    back = np.asarray(kernels.q6_dequantize(low, high, scales))
+    # to the float16 rounding of each group's d·sc: at most 2^-11 of a weight of 32 levels
+    assert float(np.max(np.abs(back - matrix))) <= 2.0**-11 * largest
+    assert isinstance(_blocks(jnp.asarray(matrix), "q4"), Q6Blocks)
+    assert isinstance(_blocks(jnp.asarray(matrix), "q4a8"), Q8Blocks)  # no 6-bit integer-product path
+    assert isinstance(_blocks(jnp.asarray(matrix), "q8"), Q8Blocks)
+    noise = jnp.asarray(np.random.default_rng(3).normal(size=(24, 512)).astype("float32"))
+    assert isinstance(_blocks(noise, "q4"), Q8Blocks)
+
+
+def test_q6_blocks_lay_out_each_weights_bits_as_documented() -> None:
+    """Element e of a block: low nibble in byte e (e < 16) or the high nibble of byte e - 16; high bits
+    in byte e % 8 at bits 2·(e // 8). One weight at a time, so a swapped position cannot hide."""
+    for e in (0, 5, 15, 16, 23, 31):
+        row = np.zeros((1, 32), "float32")
+        row[0, 16 * (e // 16) + (e + 1) % 16] = -32.0  # the group's scale comes out 1 (level -32: q = 0)
+        row[0, e] = 27.0  # q = 59 = 0b11_1011
+        low, high, scales = (np.asarray(a) for a in kernels.q6_quantize(jnp.asarray(row)))
+        assert scales[0, e // 16] == 1.0 and scales[0, 1 - e // 16] == 0.0
+        nibble = low[0, e] & 15 if e < 16 else low[0, e - 16] >> 4
+        assert nibble == 11
+        assert (high[0, e % 8] >> (2 * (e // 8))) & 3 == 3
+        back = kernels.q6_dequantize(jnp.asarray(low), jnp.asarray(high), jnp.asarray(scales))
+        np.testing.assert_array_equal(np.asarray(back), row)
+
+
+def test_q6_matmul_refuses_mismatched_shapes() -> None:
+    low, high, scales = kernels.q6_quantize(jnp.asarray(_q6_k_matrix(8, 256, seed=1)))
+    x = jnp.ones((2, 256), "float32")
+    with pytest.raises(Exception, match="q6 matmul"):
+        np.asarray(kernels.q6_matmul(x, low, high[:, :32], scales))
+    with pytest.raises(Exception, match="q6 matmul"):
+        np.asarray(kernels.q6_matmul(x, low, high, scales[:, :8]))
 
 
 def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
@@ -489,7 +563,7 @@ def test_kernel_bench_times_every_copy_beside_xla() -> None:
     paths = {row["path"] for row in out["results"]}
     assert {"float32/xla", "bfloat16/xla"} <= paths
     for isa in out["isas"]:  # every copy this CPU runs, each block format with and without a8
-        assert {f"{fmt}/{isa}" for fmt in ("q4", "q8", "q4a8", "q8a8")} <= paths
+        assert {f"{fmt}/{isa}" for fmt in ("q4", "q6", "q8", "q4a8", "q8a8")} <= paths
     assert out["weights"] == 64 * 32 + 32 * 64
     assert all(row["ms"] > 0 and row["gweights_s"] > 0 for row in out["results"])
 

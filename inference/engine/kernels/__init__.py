@@ -3,7 +3,8 @@
 ``cpu_kernels.cc`` holds two things XLA-CPU does slowly for a decoder:
 
 - products of activations with weights kept in llama.cpp's block layouts: ``q8`` (int8, one float16
-  scale per 32 weights, Q8_0) and ``q4`` (4-bit, a float16 scale and offset per 32 weights, Q4_1).
+  scale per 32 weights, Q8_0), ``q4`` (4-bit, a float16 scale and offset per 32 weights, Q4_1) and
+  ``q6`` (6-bit, ``w = d·(q − 32)`` with a float16 ``d`` per 16 weights: what a Q6_K file's values are).
   Decode on a small CPU is bound by the bytes of weights read per token; XLA has no such product (it
   would convert the whole matrix to float first). Products are bfloat16 with float32 sums where the CPU
   has AVX512-BF16, float32 elsewhere (:func:`product_type`);
@@ -39,6 +40,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 BLOCK = 32  # weights per scale
+Q6_GROUP = 16  # q6 weights per scale
 # q4_quantize: the smallest gap between a block's values, divided by these, are the grid steps it tries
 # besides range/15; gaps under Q4_GAP_FLOOR of the block's range are float noise within one level.
 Q4_STEPS = (1, 2)
@@ -47,6 +49,7 @@ SOURCE = Path(__file__).with_name("cpu_kernels.cc")
 _TARGETS = {  # JAX name -> symbol
     "fixit_q8_matmul": "FixitQ8Matmul",
     "fixit_q4_matmul": "FixitQ4Matmul",
+    "fixit_q6_matmul": "FixitQ6Matmul",
     "fixit_attention": "FixitAttention",
 }
 
@@ -307,6 +310,20 @@ def q4_matmul(x: Any, packed: Any, scales: Any, offsets: Any, *, rows: Any = Non
                 int8_activations=np.int64(int8_activations))
 
 
+def q6_matmul(x: Any, low: Any, high: Any, scales: Any, *, rows: Any = None, isa: str | None = None) -> Any:
+    """The same for q6 weights: ``low`` uint8 ``(N, K/2)`` (each block's low nibbles, laid out as q4's),
+    ``high`` uint8 ``(N, K/4)`` (the 2 high bits: byte j of a block's 8 holds elements j, j+8, j+16,
+    j+24), ``scales`` float16 ``(N, K/16)``. A decode batch on the ``avx512bf16`` copy multiplies the
+    6-bit integers exactly, as q4's (:func:`exact_q4`)."""
+    import jax
+    import jax.numpy as jnp
+
+    chosen = _require(isa)
+    result = jax.ShapeDtypeStruct((x.shape[0], low.shape[0]), jnp.float32)
+    call = jax.ffi.ffi_call(_target("fixit_q6_matmul", chosen), result)
+    return call(x.astype(jnp.float32), _rows(x, rows), low, high, scales)
+
+
 def _rows(x: Any, rows: Any) -> Any:
     import jax.numpy as jnp
 
@@ -331,6 +348,21 @@ def q4_dequantize(packed: Any, scales: Any, offsets: Any) -> Any:
     q = jnp.concatenate([pairs & 15, pairs >> 4], axis=-1).astype(jnp.float32)  # element j, then j+16
     weights = q * scales.astype(jnp.float32)[:, :, None] + offsets.astype(jnp.float32)[:, :, None]
     return weights.reshape(n, half * 2)
+
+
+def q6_dequantize(low: Any, high: Any, scales: Any) -> Any:
+    """q6 blocks -> the float32 ``(N, K)`` matrix they stand for."""
+    import jax.numpy as jnp
+
+    n, half = low.shape
+    blocks = half * 2 // BLOCK
+    pairs = low.reshape(n, blocks, BLOCK // 2)
+    nibbles = jnp.concatenate([pairs & 15, pairs >> 4], axis=-1).astype(jnp.int32)  # element j, then j+16
+    bits = high.reshape(n, blocks, 1, BLOCK // 4).astype(jnp.int32)
+    tops = (bits >> (2 * jnp.arange(4, dtype=jnp.int32))[None, None, :, None]) & 3  # (.., t, j): element 8t+j
+    q = (nibbles + 16 * tops.reshape(n, blocks, BLOCK) - 32).astype(jnp.float32)
+    groups = q.reshape(n, blocks * BLOCK // Q6_GROUP, Q6_GROUP) * scales.astype(jnp.float32)[:, :, None]
+    return groups.reshape(n, half * 2)
 
 
 def quantize_activations(x: Any) -> Any:
@@ -361,6 +393,48 @@ def q4_matmul_reference(x: Any, packed: Any, scales: Any, offsets: Any, *,
 
     x = quantize_activations(x) if int8_activations else x.astype(jnp.float32)
     return jnp.dot(x, q4_dequantize(packed, scales, offsets).T)
+
+
+def q6_matmul_reference(x: Any, low: Any, high: Any, scales: Any) -> Any:
+    """:func:`q6_matmul` in plain XLA."""
+    import jax.numpy as jnp
+
+    return jnp.dot(x.astype(jnp.float32), q6_dequantize(low, high, scales).T)
+
+
+def q6_quantize(matrix: Any) -> tuple[Any, Any, Any]:
+    """``(N, K)`` float -> q6 ``(low, high, scales)``: per group of 16 along K, ``w ≈ d·(q − 32)`` with q in
+    0..63 and d float16 (jit-able; K a multiple of 32).
+
+    ``d`` is whichever of ``±max|w| / j``, j = 32 .. 1, reproduces the group best with ``q − 32`` inside
+    the 6-bit range -32 .. 31: a group of a Q6_K file (d = super-block scale × int8 scale, of either sign,
+    and its largest weight some level) comes back to the float16 rounding of d. Anything else gets the
+    nearest such grid, far from the matrix (the converter then keeps q8)."""
+    import jax.numpy as jnp
+
+    n, k = matrix.shape
+    groups = matrix.astype(jnp.float32).reshape(n, k // Q6_GROUP, Q6_GROUP)
+    largest = jnp.max(jnp.abs(groups), axis=-1)
+    best_error = jnp.full(largest.shape, jnp.inf, jnp.float32)
+    scale = jnp.zeros(largest.shape, jnp.float16)
+    for level in range(32, 0, -1):
+        candidate = (largest / level).astype(jnp.float16)
+        wide = candidate.astype(jnp.float32)[:, :, None]
+        levels = jnp.round(groups / jnp.where(wide == 0, 1.0, wide))
+        error = jnp.max(jnp.abs(levels * wide - groups), axis=-1)
+        low, high = jnp.min(levels, axis=-1), jnp.max(levels, axis=-1)
+        upright = (low >= -32) & (high <= 31)  # else -d, whose levels are these negated: [-31, 32]
+        error = jnp.where(upright | ((low >= -31) & (high <= 32)), error, jnp.inf)
+        better = error < best_error  # ties keep the finer grid
+        signed = jnp.where(upright, candidate, -candidate)
+        scale, best_error = jnp.where(better, signed, scale), jnp.where(better, error, best_error)
+    wide = scale.astype(jnp.float32)[:, :, None]
+    q = (jnp.clip(jnp.round(groups / jnp.where(wide == 0, 1.0, wide)), -32, 31) + 32).astype(jnp.uint8)
+    q = q.reshape(n, k // BLOCK, BLOCK)
+    low = (q[:, :, : BLOCK // 2] & 15) | ((q[:, :, BLOCK // 2 :] & 15) << 4)
+    tops = (q >> 4).reshape(n, k // BLOCK, 4, BLOCK // 4)  # (.., t, j): element 8t + j
+    high = tops[:, :, 0] | (tops[:, :, 1] << 2) | (tops[:, :, 2] << 4) | (tops[:, :, 3] << 6)
+    return low.reshape(n, k // 2), high.reshape(n, k // 4), scale
 
 
 def q8_quantize(matrix: Any) -> tuple[Any, Any]:

@@ -117,27 +117,81 @@ inline float half_to_float(uint16_t h) {
 #endif
 }
 
+// The block formats: q8 (int8, a float16 scale per 32: Q8_0), q4 (nibbles, a float16 scale and offset
+// per 32: Q4_1) and q6 (6-bit q, w = d·(q − 32) with a float16 d per 16 weights: a Q6_K file's values).
+// A q6 block of 32 keeps its low nibbles as q4 does (byte i: element i, then element i + 16) and its
+// 2 high bits in 8 bytes (byte j, bits 2t..2t+1: element j + 8t).
+enum class Format { q8, q4, q6 };
+
 struct Problem {
   const float* x;         // (M, K)
-  const uint8_t* w;       // (N, K) int8, or (N, K/2) packed nibbles
-  const uint16_t* scale;  // (N, K/32) float16
+  const uint8_t* w;       // (N, K) int8, or (N, K/2) packed nibbles (q4, q6's low ones)
+  const uint16_t* scale;  // (N, K/32) float16; q6: (N, K/16)
   const uint16_t* shift;  // (N, K/32) float16, q4 only
   float* y;               // (M, N)
   int64_t m, k, n;
+  const uint8_t* high = nullptr;  // (N, K/4) q6 only: the 2 high bits of each weight
 };
+
+constexpr int64_t kQ6Group = 16;  // q6 weights per scale
 
 // The 32 weights of a block, as kParts vectors in element order.
 struct Weights {
   f32v v[kParts];
 };
 
+// q6 block b of output n: the 32 integers q − 32 as floats, in element order.
+inline void q6_integers(const Problem& p, int64_t n, int64_t b, Weights& w) {
+  const uint8_t* low = p.w + n * (p.k / 2) + b * (kBlock / 2);
+  const uint8_t* high = p.high + n * (p.k / 4) + b * (kBlock / 4);
+#if defined(__AVX512F__)
+  const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low)));
+  const __m128i eight = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(high));
+  const __m512i bits = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(eight, eight));  // lane i: byte i % 8
+  const __m512i three = _mm512_set1_epi32(3), fifteen = _mm512_set1_epi32(15), bias = _mm512_set1_epi32(32);
+  const __m512i first = _mm512_srlv_epi32(bits, _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0));
+  const __m512i second = _mm512_srlv_epi32(bits, _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4));
+  const __m512 parts[2] = {
+      _mm512_cvtepi32_ps(_mm512_sub_epi32(
+          _mm512_or_si512(_mm512_and_si512(wide, fifteen), _mm512_slli_epi32(_mm512_and_si512(first, three), 4)), bias)),
+      _mm512_cvtepi32_ps(_mm512_sub_epi32(
+          _mm512_or_si512(_mm512_srli_epi32(wide, 4), _mm512_slli_epi32(_mm512_and_si512(second, three), 4)), bias))};
+#elif defined(__AVX2__)
+  const __m128i all = _mm_loadu_si128(reinterpret_cast<const __m128i*>(low));
+  const __m256i first = _mm256_cvtepu8_epi32(all), second = _mm256_cvtepu8_epi32(_mm_srli_si128(all, 8));
+  const __m256i bits = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)));
+  const __m256i three = _mm256_set1_epi32(3), fifteen = _mm256_set1_epi32(15), bias = _mm256_set1_epi32(32);
+  const auto q = [&](__m256i nibbles, int shift) {
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(bits, shift), three);
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(nibbles, _mm256_slli_epi32(top, 4)), bias));
+  };
+  const __m256 parts[4] = {q(_mm256_and_si256(first, fifteen), 0), q(_mm256_and_si256(second, fifteen), 2),
+                           q(_mm256_srli_epi32(first, 4), 4), q(_mm256_srli_epi32(second, 4), 6)};
+#else
+  float parts[kBlock];
+  for (int64_t e = 0; e < kBlock; ++e) {
+    const int nibble = e < kBlock / 2 ? (low[e] & 15) : (low[e - kBlock / 2] >> 4);
+    const int top = (high[e % 8] >> (2 * (e / 8))) & 3;
+    parts[e] = static_cast<float>(nibble + 16 * top - 32);
+  }
+#endif
+  std::memcpy(&w.v, &parts, sizeof w.v);
+}
+
 // The 32 weights of block b of output n (GCC scalarizes a vector-extension conversion from 8-bit
 // integers, one instruction per lane, hence the intrinsics; the scalar copy widens them by a loop).
-template <bool Q4>
+template <Format F>
 inline void decode(const Problem& p, int64_t n, int64_t b, Weights& w) {
   const int64_t blocks = p.k / kBlock;
+  if constexpr (F == Format::q6) {
+    q6_integers(p, n, b, w);
+    const uint16_t* scales = p.scale + n * 2 * blocks + 2 * b;
+    const float d0 = half_to_float(scales[0]), d1 = half_to_float(scales[1]);
+    for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * (j < kParts / 2 ? d0 : d1);
+    return;
+  }
   const float d = half_to_float(p.scale[n * blocks + b]);
-  if constexpr (Q4) {
+  if constexpr (F == Format::q4) {
     const uint8_t* bytes = p.w + n * (p.k / 2) + b * (kBlock / 2);
     const float m = half_to_float(p.shift[n * blocks + b]);
 #if defined(__AVX512F__)
@@ -246,10 +300,10 @@ inline void rows_to_product_type(const Problem& p, std::vector<Scalar>& rows) {
 }
 #endif
 
-// The first byte of block b of output n's weights.
-template <bool Q4>
+// The first byte of block b of output n's weights (q6: its low nibbles).
+template <Format F>
 inline const uint8_t* block_bytes(const Problem& p, int64_t n, int64_t b) {
-  return Q4 ? p.w + n * (p.k / 2) + b * (kBlock / 2) : p.w + n * p.k + b * kBlock;
+  return F == Format::q8 ? p.w + n * p.k + b * kBlock : p.w + n * (p.k / 2) + b * (kBlock / 2);
 }
 
 // A decode batch reads each weight once, in a few short streams (a tile's outputs), too short for the
@@ -269,11 +323,25 @@ inline void prefetch_ahead(const void* at, int64_t distance = kPrefetch) {
 // The scales and offsets, as far ahead as the weights they go with (2 bytes per 16 or 32).
 inline void prefetch_scales(const uint16_t* scales) { prefetch_ahead(scales, kPrefetch / 8); }
 
+// Every stream block b of output n reads, ahead (the scales once per 16 blocks: a cache line's worth).
+template <Format F>
+inline void prefetch_block(const Problem& p, int64_t n, int64_t b) {
+  const int64_t blocks = p.k / kBlock;
+  prefetch_ahead(block_bytes<F>(p, n, b));
+  if constexpr (F == Format::q6) {
+    prefetch_ahead(p.high + n * (p.k / 4) + b * (kBlock / 4), kPrefetch / 2);
+    if (b % 8 == 0) prefetch_ahead(p.scale + n * 2 * blocks + 2 * b, kPrefetch / 4);
+  } else if (b % 16 == 0) {
+    prefetch_scales(p.scale + n * blocks + b);
+    if constexpr (F == Format::q4) prefetch_scales(p.shift + n * blocks + b);
+  }
+}
+
 // A decode batch: rows [0, ROWS) x outputs [n0, n1), OUTS outputs at a time; each block of weights is
 // decoded once, in registers, and used by every row. The products and the order of the sums are the
 // panel path's, so a row gets the same bits in a step as in a prefill, whatever the batch (the exact q4
 // path below, where compiled, replaces this one for q4 and matches a prefill only within rounding).
-template <bool Q4, int ROWS, int OUTS>
+template <Format F, int ROWS, int OUTS>
 void small_tile(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
   const int64_t blocks = p.k / kBlock;
   int64_t n = n0;
@@ -281,13 +349,9 @@ void small_tile(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
     Acc acc[OUTS][ROWS];
     for (int64_t b = 0; b < blocks; ++b) {
       for (int r = 0; r < OUTS; ++r) {
-        prefetch_ahead(block_bytes<Q4>(p, n + r, b));
-        if (b % 16 == 0) {
-          prefetch_scales(p.scale + (n + r) * blocks + b);
-          if constexpr (Q4) prefetch_scales(p.shift + (n + r) * blocks + b);
-        }
+        prefetch_block<F>(p, n + r, b);
         Weights decoded;
-        decode<Q4>(p, n + r, b, decoded);
+        decode<F>(p, n + r, b, decoded);
         const Block w = to_block(decoded);
         for (int i = 0; i < ROWS; ++i) acc[r][i].add_block(xs + i * p.k + b * kBlock, w);
       }
@@ -295,7 +359,7 @@ void small_tile(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
     for (int r = 0; r < OUTS; ++r)
       for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = acc[r][i].total();
   }
-  if (n < n1) small_tile<Q4, ROWS, 1>(p, xs, n, n1);
+  if (n < n1) small_tile<F, ROWS, 1>(p, xs, n, n1);
 }
 
 // A decode chunk of up to 8 rows through Tile::run<ROWS, OUTS>: 4 outputs at a time up to 4 rows, 2 beyond
@@ -314,15 +378,15 @@ void by_rows(int64_t rows, Args... args) {
   }
 }
 
-template <bool Q4>
+template <Format F>
 struct SmallTile {
   template <int ROWS, int OUTS>
   static void run(const Problem& p, const Scalar* xs, int64_t n0, int64_t n1) {
-    small_tile<Q4, ROWS, OUTS>(p, xs, n0, n1);
+    small_tile<F, ROWS, OUTS>(p, xs, n0, n1);
   }
 };
 
-template <bool Q4>
+template <Format F>
 void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& panel,
                 const std::vector<Scalar>& xs) {
   const int64_t blocks = p.k / kBlock;
@@ -332,7 +396,7 @@ void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& p
     for (int64_t r = 0; r < width; ++r)
       for (int64_t b = 0; b < blocks; ++b) {
         Weights decoded;
-        decode<Q4>(p, n + r, b, decoded);
+        decode<F>(p, n + r, b, decoded);
         store_row(&panel[r * p.k + b * kBlock], decoded);
       }
     int64_t row = 0;
@@ -363,19 +427,19 @@ void panel_rows(const Problem& p, int64_t n0, int64_t n1, std::vector<Scalar>& p
 }
 
 // Outputs [n0, n1) for every row.
-template <bool Q4>
+template <Format F>
 void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64_t n1) {
   if (p.m <= kSmallRows) {
     for (int64_t row = 0; row < p.m; row += 8) {  // eight rows at a time, whatever the batch
       Problem chunk = p;
       chunk.y += row * p.n;
       chunk.m = std::min<int64_t>(8, p.m - row);
-      by_rows<SmallTile<Q4>>(chunk.m, chunk, xs.data() + row * p.k, n0, n1);
+      by_rows<SmallTile<F>>(chunk.m, chunk, xs.data() + row * p.k, n0, n1);
     }
     return;
   }
   thread_local std::vector<Scalar> panel;
-  panel_rows<Q4>(p, n0, n1, panel, xs);
+  panel_rows<F>(p, n0, n1, panel, xs);
 }
 
 // Runs body(part) for every part in [0, parts): on the calling thread and on parts - 1 tasks scheduled
@@ -460,15 +524,43 @@ inline __m512bh widen_q4(const uint8_t* bytes, __m512i control) {
   return out;
 }
 
+// q6's 32 integers as bfloat16 128 + q (q = low nibble + 16 · high bits, 0..63), in kNibbleOrder: the
+// nibbles picked as q4's are, the high bits by a second multishift into bits 4..5 of the same bytes
+// (``tops``: top_control), merged and topped with 0x43 by two ternary-logic ops.
+inline __m512i top_control() {  // lane p's low byte takes element kNibbleOrder[p]'s 2 bits into bits 4..5
+  alignas(64) uint8_t control[64] = {};
+  for (int lane = 0; lane < 32; ++lane) {
+    const int e = kNibbleOrder[lane], at = 8 * (e % 8) + 2 * (e / 8);  // its bits in the 8 high bytes
+    control[2 * lane] = static_cast<uint8_t>((at - 4) & 63);
+  }
+  return _mm512_load_si512(control);
+}
+
+inline __m512bh widen_q6(const uint8_t* low, const uint8_t* high, __m512i nibbles, __m512i tops) {
+  const __m512i source = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low)));
+  const __m512i picked = _mm512_multishift_epi64_epi8(nibbles, source);
+  int64_t bits;
+  std::memcpy(&bits, high, sizeof bits);
+  const __m512i top = _mm512_multishift_epi64_epi8(tops, _mm512_set1_epi64(bits));
+  const __m512i both = _mm512_ternarylogic_epi32(picked, top, _mm512_set1_epi16(0x000F), 0xE4);  // c ? a : b
+  const __m512i lanes =
+      _mm512_ternarylogic_epi32(both, _mm512_set1_epi16(0x003F), _mm512_set1_epi16(0x4300), 0xEA);  // (a & b) | c
+  __m512bh out;
+  std::memcpy(&out, &lanes, sizeof out);
+  return out;
+}
+
 struct ExactRows {
   std::vector<uint16_t> x;  // (M, K) bfloat16, each block of 32 in kNibbleOrder
   std::vector<float> sums;  // (M, K/32): each block's sum of those bfloat16 values
+  std::vector<float> halves;  // (M, K/16): each half block's (q6's scale groups)
 };
 
 void exact_rows(const Problem& p, ExactRows& out) {
   const int64_t blocks = p.m * (p.k / kBlock);
   out.x.resize(p.m * p.k);
   out.sums.resize(blocks);
+  out.halves.resize(2 * blocks);
   alignas(64) uint16_t order[32];
   for (int i = 0; i < 32; ++i) order[i] = static_cast<uint16_t>(kNibbleOrder[i]);
   const __m512i permutation = _mm512_load_si512(order);
@@ -482,6 +574,8 @@ void exact_rows(const Problem& p, ExactRows& out) {
     const __m512 hi =
         _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(words, 1)), 16));
     out.sums[b] = _mm512_reduce_add_ps(_mm512_add_ps(lo, hi));
+    out.halves[2 * b] = _mm512_reduce_add_ps(lo);
+    out.halves[2 * b + 1] = _mm512_reduce_add_ps(hi);
   }
 }
 
@@ -538,31 +632,99 @@ struct ExactQ4Tile {
   }
 };
 
-void exact_q4_part(const Problem& p, const ExactRows& xs, int64_t n0, int64_t n1) {
-  const int64_t blocks = p.k / kBlock;
-  for (int64_t row = 0; row < p.m; row += 8) {  // eight rows at a time, whatever the batch
+// q6: Σ_j d·(q_j − 32)·x_j = d·Σ_j (128 + q_j)·x_j − 160·d·Σ_j x_j per group of 16, the first sum half a
+// dpbf16 (lanes 0..7 sum the block's first 16 elements, 8..15 the others: kNibbleOrder keeps the halves
+// apart), each output's 16 scales (8 blocks) one vector.
+template <int ROWS, int OUTS>
+void exact_q6_tile(const Problem& p, const uint16_t* xs, const float* halves, int64_t n0, int64_t n1) {
+  const int64_t blocks = p.k / kBlock, groups = 2 * blocks;
+  const __m512i nibbles = nibble_control(), tops = top_control();
+  const __m512i halfway = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 zero = _mm512_setzero_ps(), minus160 = _mm512_set1_ps(-160.0f);
+  int64_t n = n0;
+  for (; n + OUTS <= n1; n += OUTS) {
+    __m512 acc[OUTS][ROWS];
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) acc[r][i] = zero;
+    for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
+      const int64_t count = std::min<int64_t>(8, blocks - b0);
+      const __mmask16 mask = static_cast<__mmask16>((1u << (2 * count)) - 1);
+      __m512 scale[OUTS];
+      for (int r = 0; r < OUTS; ++r) {
+        const int64_t at = (n + r) * groups + 2 * b0;
+        prefetch_ahead(p.scale + at, kPrefetch / 4);
+        scale[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p.scale + at));
+        const __m512 offset = _mm512_mul_ps(scale[r], minus160);  // zero past the end
+        for (int i = 0; i < ROWS; ++i)
+          acc[r][i] = _mm512_fmadd_ps(offset, _mm512_maskz_loadu_ps(mask, halves + i * groups + 2 * b0), acc[r][i]);
+      }
+      for (int64_t b = 0; b < count; ++b) {
+        const __m512i pair = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(2 * b)), halfway);
+        for (int r = 0; r < OUTS; ++r) {
+          const uint8_t* low = p.w + (n + r) * (p.k / 2) + (b0 + b) * (kBlock / 2);
+          const uint8_t* high = p.high + (n + r) * (p.k / 4) + (b0 + b) * (kBlock / 4);
+          prefetch_ahead(low);
+          prefetch_ahead(high, kPrefetch / 2);
+          const __m512bh w = widen_q6(low, high, nibbles, tops);
+          const __m512 d = _mm512_permutexvar_ps(pair, scale[r]);  // group 2b in lanes 0..7, 2b + 1 in 8..15
+          for (int i = 0; i < ROWS; ++i) {
+            __m512bh x;
+            std::memcpy(&x, xs + (i * blocks + b0 + b) * kBlock, sizeof x);
+            acc[r][i] = _mm512_fmadd_ps(_mm512_dpbf16_ps(zero, x, w), d, acc[r][i]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = _mm512_reduce_add_ps(acc[r][i]);
+  }
+  if (n < n1) exact_q6_tile<ROWS, 1>(p, xs, halves, n, n1);
+}
+
+struct ExactQ6Tile {
+  template <int ROWS, int OUTS>
+  static void run(const Problem& p, const uint16_t* xs, const float* halves, int64_t n0, int64_t n1) {
+    exact_q6_tile<ROWS, OUTS>(p, xs, halves, n0, n1);
+  }
+};
+
+// Outputs [n0, n1) of every row, eight rows at a time whatever the batch; ``sums``: each row's
+// ``per_row`` block sums the tile needs (q4: per block, q6: per half block).
+template <typename Tile>
+void exact_part(const Problem& p, const uint16_t* x, const float* sums, int64_t per_row, int64_t n0, int64_t n1) {
+  for (int64_t row = 0; row < p.m; row += 8) {
     Problem chunk = p;
     chunk.y += row * p.n;
     chunk.m = std::min<int64_t>(8, p.m - row);
-    by_rows<ExactQ4Tile>(chunk.m, chunk, xs.x.data() + row * p.k, xs.sums.data() + row * blocks, n0, n1);
+    by_rows<Tile>(chunk.m, chunk, x + row * p.k, sums + row * per_row, n0, n1);
   }
 }
 
-void run_exact_q4(ffi::ThreadPool& pool, const Problem& problem) {
+void run_exact(ffi::ThreadPool& pool, const Problem& problem, Format format) {
   ExactRows xs;
   exact_rows(problem, xs);
-  over_outputs(pool, problem, 4, [&problem, &xs](int64_t n0, int64_t n1) { exact_q4_part(problem, xs, n0, n1); });
+  const int64_t blocks = problem.k / kBlock;
+  over_outputs(pool, problem, 4, [&problem, &xs, format, blocks](int64_t n0, int64_t n1) {
+    if (format == Format::q6)
+      exact_part<ExactQ6Tile>(problem, xs.x.data(), xs.halves.data(), 2 * blocks, n0, n1);
+    else
+      exact_part<ExactQ4Tile>(problem, xs.x.data(), xs.sums.data(), blocks, n0, n1);
+  });
 }
 #endif
 
-void run(ffi::ThreadPool& pool, const Problem& problem, bool q4) {
+void run(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 #if defined(FIXIT_EXACT_Q4)
-  if (q4 && problem.m <= kSmallRows) return run_exact_q4(pool, problem);
+  if (format != Format::q8 && problem.m <= kSmallRows) return run_exact(pool, problem, format);
 #endif
   std::vector<Scalar> xs;  // the rows in the products' number type
   rows_to_product_type(problem, xs);
-  over_outputs(pool, problem, problem.m <= kSmallRows ? 4 : kPanel, [&problem, &xs, q4](int64_t n0, int64_t n1) {
-    q4 ? run_part<true>(problem, xs, n0, n1) : run_part<false>(problem, xs, n0, n1);
+  over_outputs(pool, problem, problem.m <= kSmallRows ? 4 : kPanel, [&problem, &xs, format](int64_t n0, int64_t n1) {
+    switch (format) {
+      case Format::q4: return run_part<Format::q4>(problem, xs, n0, n1);
+      case Format::q6: return run_part<Format::q6>(problem, xs, n0, n1);
+      default: return run_part<Format::q8>(problem, xs, n0, n1);
+    }
   });
 }
 
@@ -752,7 +914,7 @@ ffi::Error q8_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<
   const Problem p{x.typed_data(), reinterpret_cast<const uint8_t*>(w.typed_data()),
                   reinterpret_cast<const uint16_t*>(scale.typed_data()), nullptr, y->typed_data(),
                   valid_rows(x, valid, y->typed_data(), wd[0]), k, wd[0]};
-  if (p.m > 0 && p.n > 0) int8_activations ? run_int8(pool, p, false) : run(pool, p, false);
+  if (p.m > 0 && p.n > 0) int8_activations ? run_int8(pool, p, false) : run(pool, p, Format::q8);
   return ffi::Error::Success();
 }
 
@@ -769,7 +931,24 @@ ffi::Error q4_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<
   const Problem p{x.typed_data(), w.typed_data(), reinterpret_cast<const uint16_t*>(scale.typed_data()),
                   reinterpret_cast<const uint16_t*>(shift.typed_data()), y->typed_data(),
                   valid_rows(x, valid, y->typed_data(), wd[0]), k, wd[0]};
-  if (p.m > 0 && p.n > 0) int8_activations ? run_int8(pool, p, true) : run(pool, p, true);
+  if (p.m > 0 && p.n > 0) int8_activations ? run_int8(pool, p, true) : run(pool, p, Format::q4);
+  return ffi::Error::Success();
+}
+
+ffi::Error q6_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S32> valid,
+                     ffi::Buffer<ffi::U8> low, ffi::Buffer<ffi::U8> high, ffi::Buffer<ffi::F16> scale,
+                     ffi::ResultBuffer<ffi::F32> y) {
+  const auto xd = x.dimensions(), ld = low.dimensions(), hd = high.dimensions(), sd = scale.dimensions();
+  if (xd.size() != 2 || ld.size() != 2 || hd.size() != 2 || sd.size() != 2)
+    return ffi::Error::InvalidArgument("q6 matmul: operands must be 2-D");
+  const int64_t k = xd[1], n = ld[0];
+  if (k % kBlock != 0 || ld[1] * 2 != k || hd[0] != n || hd[1] * 4 != k || sd[0] != n || sd[1] * kQ6Group != k)
+    return ffi::Error::InvalidArgument("q6 matmul: shapes must be x (M, K), low nibbles (N, K/2), high bits "
+                                       "(N, K/4), scales (N, K/16), with K a multiple of 32");
+  Problem p{x.typed_data(), low.typed_data(), reinterpret_cast<const uint16_t*>(scale.typed_data()), nullptr,
+            y->typed_data(), valid_rows(x, valid, y->typed_data(), n), k, n};
+  p.high = high.typed_data();
+  if (p.m > 0 && p.n > 0) run(pool, p, Format::q6);
   return ffi::Error::Success();
 }
 
@@ -919,6 +1098,16 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitQ4Matmul, q4_matmul,
                                   .Arg<ffi::Buffer<ffi::F16>>()
                                   .Arg<ffi::Buffer<ffi::F16>>()
                                   .Attr<int64_t>("int8_activations")
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitQ6Matmul, q6_matmul,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::U8>>()
+                                  .Arg<ffi::Buffer<ffi::U8>>()
+                                  .Arg<ffi::Buffer<ffi::F16>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitAttention, attention,
