@@ -163,7 +163,12 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
         best, why = decide(candidates)
         verdict = Verdict(best.format, best.native, why, candidates, fastest_copy(candidates),
                           kernels.cpu_model())
-        _write_verdict(path, verdict)
+        if blocked is not None and kernels.kernel_status() is not None:
+            # a failed build (no compiler yet, a timeout, a full disk) may succeed next start: a verdict
+            # cached now would keep the XLA formats until the kernels' source changed
+            log.warning("weights = auto: %s, not cached (%s)", best.label, blocked)
+        else:
+            _write_verdict(path, verdict)
         log.info("weights = auto: %s (%s)", best.label, why)
     if native:
         kernels.prefer_isa(verdict.isa)

@@ -553,7 +553,9 @@ def test_without_a_compiler_auto_measures_the_xla_formats(tmp_path: Path) -> Non
     assert cli.returncode == 1
     report = json.loads(cli.stdout.strip().splitlines()[-1])
     assert report["ready"] is False and "failed" in report["reason"] and report["library"] is None
-    assert report["auto"]["format"] in ("float32", "bfloat16") and report["auto"]["cached"] is True
+    # measured again, not read from a cache: a build that failed may work next start (a compiler installed)
+    assert report["auto"]["format"] in ("float32", "bfloat16") and report["auto"]["cached"] is False
+    assert not list(tmp_path.glob("weights-auto-*.json"))
 
 
 def test_kernel_bench_times_every_copy_beside_xla() -> None:

@@ -402,39 +402,55 @@ def q6_matmul_reference(x: Any, low: Any, high: Any, scales: Any) -> Any:
     return jnp.dot(x.astype(jnp.float32), q6_dequantize(low, high, scales).T)
 
 
-def q6_quantize(matrix: Any) -> tuple[Any, Any, Any]:
-    """``(N, K)`` float -> q6 ``(low, high, scales)``: per group of 16 along K, ``w ≈ d·(q − 32)`` with q in
-    0..63 and d float16 (jit-able; K a multiple of 32).
-
-    ``d`` is whichever of ``±max|w| / j``, j = 32 .. 1, reproduces the group best with ``q − 32`` inside
-    the 6-bit range -32 .. 31: a group of a Q6_K file (d = super-block scale × int8 scale, of either sign,
-    and its largest weight some level) comes back to the float16 rounding of d. Anything else gets the
-    nearest such grid, far from the matrix (the converter then keeps q8)."""
+def _q6_scales(groups: Any) -> Any:
+    """Each group's signed float16 ``d`` (see :func:`q6_quantize`) for ``groups (G, 16)``."""
+    import jax
     import jax.numpy as jnp
 
-    n, k = matrix.shape
-    groups = matrix.astype(jnp.float32).reshape(n, k // Q6_GROUP, Q6_GROUP)
     largest = jnp.max(jnp.abs(groups), axis=-1)
-    best_error = jnp.full(largest.shape, jnp.inf, jnp.float32)
-    scale = jnp.zeros(largest.shape, jnp.float16)
-    for level in range(32, 0, -1):
-        candidate = (largest / level).astype(jnp.float16)
-        wide = candidate.astype(jnp.float32)[:, :, None]
+
+    def candidate(i: Any, best: tuple[Any, Any]) -> tuple[Any, Any]:
+        scale, best_error = best
+        step = (largest / (32 - i).astype(jnp.float32)).astype(jnp.float16)  # level 32, then 31 ... 1
+        wide = step.astype(jnp.float32)[:, None]
         levels = jnp.round(groups / jnp.where(wide == 0, 1.0, wide))
         error = jnp.max(jnp.abs(levels * wide - groups), axis=-1)
         low, high = jnp.min(levels, axis=-1), jnp.max(levels, axis=-1)
         upright = (low >= -32) & (high <= 31)  # else -d, whose levels are these negated: [-31, 32]
         error = jnp.where(upright | ((low >= -31) & (high <= 32)), error, jnp.inf)
         better = error < best_error  # ties keep the finer grid
-        signed = jnp.where(upright, candidate, -candidate)
-        scale, best_error = jnp.where(better, signed, scale), jnp.where(better, error, best_error)
-    wide = scale.astype(jnp.float32)[:, :, None]
+        signed = jnp.where(upright, step, -step)
+        return jnp.where(better, signed, scale), jnp.where(better, error, best_error)
+
+    start = (jnp.zeros(largest.shape, jnp.float16), jnp.full(largest.shape, jnp.inf, jnp.float32))
+    return jax.lax.fori_loop(0, 32, candidate, start)[0]
+
+
+def q6_quantize(matrix: Any, *, chunk: int = 1 << 16) -> tuple[Any, Any, Any]:
+    """``(N, K)`` float -> q6 ``(low, high, scales)``: per group of 16 along K, ``w ≈ d·(q − 32)`` with q in
+    0..63 and d float16 (jit-able; K a multiple of 32).
+
+    ``d`` is whichever of ``±max|w| / j``, j = 32 .. 1, reproduces the group best with ``q − 32`` inside
+    the 6-bit range -32 .. 31: a group of a Q6_K file (d = super-block scale × int8 scale, of either sign,
+    and its largest weight some level) comes back to the float16 rounding of d. Anything else gets the
+    nearest such grid, far from the matrix (the converter then keeps q8). The 32 trials run ``chunk``
+    groups at a time (a 151936 x 1536 head at once asked XLA for 32 GB)."""
+    import jax
+    import jax.numpy as jnp
+
+    n, k = matrix.shape
+    groups = matrix.astype(jnp.float32).reshape(-1, Q6_GROUP)
+    count = groups.shape[0]
+    padded = -(-count // chunk) * chunk
+    parts = jnp.pad(groups, ((0, padded - count), (0, 0))).reshape(-1, chunk, Q6_GROUP)
+    scale = jax.lax.map(_q6_scales, parts).reshape(-1)[:count]
+    wide = scale.astype(jnp.float32)[:, None]
     q = (jnp.clip(jnp.round(groups / jnp.where(wide == 0, 1.0, wide)), -32, 31) + 32).astype(jnp.uint8)
     q = q.reshape(n, k // BLOCK, BLOCK)
     low = (q[:, :, : BLOCK // 2] & 15) | ((q[:, :, BLOCK // 2 :] & 15) << 4)
     tops = (q >> 4).reshape(n, k // BLOCK, 4, BLOCK // 4)  # (.., t, j): element 8t + j
     high = tops[:, :, 0] | (tops[:, :, 1] << 2) | (tops[:, :, 2] << 4) | (tops[:, :, 3] << 6)
-    return low.reshape(n, k // 2), high.reshape(n, k // 4), scale
+    return low.reshape(n, k // 2), high.reshape(n, k // 4), scale.reshape(n, k // Q6_GROUP)
 
 
 def q8_quantize(matrix: Any) -> tuple[Any, Any]:
