@@ -6,7 +6,9 @@ path and nothing is measured. On a CPU, the first model built on a machine times
 small fixed workload (:func:`measure`): a decode-like step over six 2048 x 2048 matrices (25M weights,
 more than a server's L3 in float32, so bandwidth counts as in a real model) at batch 1 and batch 8, in
 ``q4`` and ``q8`` through each vector copy of the native kernels the CPU runs and ``float32`` and
-``bfloat16`` through XLA. It keeps the fastest (batch 1 plus batch 8) whose products stay within
+``bfloat16`` through XLA, every candidate once per round for ``repeats`` rounds (medians), so that a
+shared machine's slow spell falls on all of them alike. It keeps the fastest (batch 1 plus batch 8)
+whose products stay within
 :data:`PRODUCT_TOLERANCE` of float64 on the same stored weights, and the kernels use the copy that served
 the fastest block format (the most capable copy is not always the fastest: on an Intel Emerald Rapids the
 ``avx512`` copy's float32 products and ``avx512bf16``'s bfloat16 ones trade places; docs/BENCHMARKS.md).
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 CANDIDATES: tuple[WeightFormat, ...] = ("q4", "q8", "float32", "bfloat16")
 PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
 BATCHES = (1, 8)
-MEASURE_VERSION = 2  # bump when the workload changes: old verdicts are then measured again
+MEASURE_VERSION = 3  # bump when the workload changes: old verdicts are then measured again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,20 +241,23 @@ def measure(
             runs.append(("q8", copy, _block_product(kernels.q8_matmul, copy)))
     runs += [(fmt, None, products[fmt]) for fmt in CANDIDATES if fmt in products]
     del dense
-    results = []
-    for fmt, copy_used, product in runs:
-        weights = stored[fmt]
-        step = jax.jit(lambda x, ws, product=product: [product(x, w) for w in ws])
-        ms: dict[int, float] = {}
-        for batch in BATCHES:
-            x = jnp.asarray(rng.normal(size=(batch, size)).astype("float32"))
-            jax.block_until_ready(step(x, weights))  # compile
-            times = []
-            for _ in range(repeats):
+    steps = [jax.jit(lambda x, ws, product=product: [product(x, w) for w in ws]) for _, _, product in runs]
+    inputs = {batch: jnp.asarray(rng.normal(size=(batch, size)).astype("float32")) for batch in BATCHES}
+    times: dict[tuple[int, int], list[float]] = {}
+    for batch, x in inputs.items():
+        for i, (fmt, _, _) in enumerate(runs):
+            jax.block_until_ready(steps[i](x, stored[fmt]))  # compile
+        # every candidate once per round, round after round: a shared machine that slows down for a
+        # while (seen here: 2x within an hour) slows them all alike instead of the one measured then
+        for _ in range(repeats):
+            for i, (fmt, _, _) in enumerate(runs):
                 start = time.perf_counter()
-                jax.block_until_ready(step(x, weights))
-                times.append(time.perf_counter() - start)
-            ms[batch] = float(np.median(times)) * 1e3
+                jax.block_until_ready(steps[i](x, stored[fmt]))
+                times.setdefault((i, batch), []).append(time.perf_counter() - start)
+    results = []
+    for i, (fmt, copy_used, _) in enumerate(runs):
+        weights, step = stored[fmt], steps[i]
+        ms = {batch: float(np.median(times[(i, batch)])) * 1e3 for batch in BATCHES}
         probe = rng.normal(size=(BATCHES[-1], size))
         got = np.asarray(step(jnp.asarray(probe.astype("float32")), weights[:1])[0], dtype=np.float64)
         exact = probe @ np.asarray(dequantized[fmt](weights[0]), dtype=np.float64).T
