@@ -107,6 +107,26 @@ def test_a_kept_row_serves_two_requests_at_once(model: LocalChatModel) -> None:
     assert scheduler.reused_tokens >= 2 * (len(first) + len(reply.ids) - 1)
 
 
+def test_a_short_reply_beside_a_long_one_keeps_a_row_of_its_own_length(model: LocalChatModel) -> None:
+    """The batch cache is 512 slots for the long request; the short one (73 tokens at most) keeps 128,
+    and its follow-up, copied back into the longer cache, still replies as it would alone."""
+    scheduler = _scheduler(model)
+    long_params = GenerationParams(max_new_tokens=60, temperature=0.0)
+    short = SYSTEM + _ids(5, 9)
+    _submit(scheduler, _ids(200, 10), long_params)
+    reply = _submit(scheduler, short)
+    scheduler.tick()
+    assert scheduler.slots == 512
+    while scheduler.running == 2:
+        scheduler.tick()
+    assert scheduler.kept_slots == [128]
+    follow_up = short + reply.ids + _ids(7, 11)
+    trace = _submit(scheduler, follow_up)
+    drain(scheduler)
+    assert trace.ids == _alone(model, follow_up)
+    assert scheduler.reused_tokens >= len(short) + len(reply.ids) - 1
+
+
 def test_a_suffix_whose_bucket_would_overrun_the_cache_reuses_a_shorter_prefix(model: LocalChatModel) -> None:
     """100 prompt tokens + 12 new fit a cache of 128 slots; the repeat's 1-token suffix would be padded to 32
     slots from slot 99 (past 128), so it reuses 96 tokens and runs 4."""
