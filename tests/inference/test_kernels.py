@@ -108,7 +108,9 @@ def _exact(fmt: str, isa: str) -> bool:
 
 
 @pytest.mark.parametrize("fmt", BLOCK_FORMATS)
-@pytest.mark.parametrize("rows", [1, 3, 8, 9, 16, 40])
+# rows: one (4-output tiles), three (an odd tile), nine (a chunk of 8 with 2-output tiles, then 1), 40 (a
+# prefill's panels); every copy of the kernels runs every case, so each one added costs 20 tests
+@pytest.mark.parametrize("rows", [1, 3, 9, 40])
 @pytest.mark.parametrize("k", [96, 608])  # 3 blocks of 32; 19 (more than one 16-block chunk of scales)
 def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa: str) -> None:
     weights = _weights(fmt, n=37, k=k)  # 37 outputs: the kernels' 4- and 2-wide tiles leave a remainder
@@ -282,6 +284,28 @@ def test_q4_reproduces_a_q4_k_matrix_whose_blocks_do_not_span_16_levels() -> Non
     assert float(jnp.max(jnp.abs(range_fit - blocks))) / largest > 10 * Q4_TOLERANCE  # why the gap fit
     without = kernels.q4_dequantize(*kernels.q4_quantize(matrix))  # the range fit alone: the same miss
     assert float(jnp.max(jnp.abs(without - matrix))) / largest > 10 * Q4_TOLERANCE
+
+
+def test_q4_finds_the_grid_of_a_block_whose_closest_values_are_three_steps_apart() -> None:
+    """Qwen2.5-Coder-1.5B's ffn_gate+up has a Q4_K sub-block on levels {0, 11, 14} only: no two of its
+    values are one or two steps apart, so the gap fit cannot find its step; span/14 is it. Three such
+    blocks among ordinary ones must not send the matrix to q8."""
+    rng = np.random.default_rng(13)
+    n, k = 8, 256
+    d = rng.uniform(0.001, 0.05, size=(n, k // 32, 1)).astype("float16").astype("float32")
+    m = rng.uniform(0.0, 0.5, size=(n, k // 32, 1)).astype("float16").astype("float32")
+    q = rng.integers(0, 16, size=(n, k // 32, 32)).astype("float32")
+    for row, block, levels in [(0, 1, (0, 11, 14)), (3, 5, (2, 6, 13)), (7, 7, (0, 15))]:
+        q[row, block] = rng.choice(levels, size=32)
+        q[row, block, : len(levels)] = levels  # every level present
+    matrix = jnp.asarray((q * d - m).reshape(n, k))
+    largest = float(jnp.max(jnp.abs(matrix)))
+    fit = kernels.q4_quantize(matrix, grid=True)
+    error = float(jnp.max(jnp.abs(kernels.q4_dequantize(*fit) - matrix))) / largest
+    assert error <= Q4_TOLERANCE
+    assert isinstance(_blocks(matrix, "q4"), Q4Blocks)
+    closest = np.diff(np.unique(np.asarray(matrix).reshape(n, k // 32, 32)[0, 1]))
+    assert np.min(closest) > 2.5 * float(d[0, 1, 0])  # why neither gap step finds it
 
 
 @pytest.mark.parametrize(("tokens", "valid"), [(1, None), (5, None), (5, 3)])

@@ -45,6 +45,10 @@ Q6_GROUP = 16  # q6 weights per scale
 # besides range/15; gaps under Q4_GAP_FLOOR of the block's range are float noise within one level.
 Q4_STEPS = (1, 2)
 Q4_GAP_FLOOR = 1e-3
+# ... and the Q4_REFIT_BLOCKS blocks the best of those fits worst try every span/j (j = 1..15) too: a block
+# on levels {0, 11, 14} has its closest values 3 steps apart, which neither gap step finds (one such block
+# in Qwen2.5-Coder-1.5B's 860k-block ffn_gate+up kept the whole matrix, and five others, in q8)
+Q4_REFIT_BLOCKS = 4096
 SOURCE = Path(__file__).with_name("cpu_kernels.cc")
 _TARGETS = {  # JAX name -> symbol
     "fixit_q8_matmul": "FixitQ8Matmul",
@@ -498,7 +502,9 @@ def q4_quantize(matrix: Any, *, grid: bool = False) -> tuple[Any, Any, Any]:
     :data:`Q4_STEPS`. The gap recovers the grid of a block whose values do not span all 16 levels, which
     is what a sub-block of a Q4_K file is (d = super-block scale × 6-bit scale, m likewise): such a
     matrix comes back to the float16 rounding of d and m, as a Q4_1 file's does. (The gap is a min over
-    all pairs, not over sorted neighbours: XLA-CPU's sort took minutes on a 1.5B model's matrices.)
+    all pairs, not over sorted neighbours: XLA-CPU's sort took minutes on a 1.5B model's matrices.) The
+    few blocks whose closest values are 3 or more steps apart, which the gap misses, are the worst-fit
+    ones: those also try span/j for every j (:func:`_refit_worst`).
     """
     import jax.numpy as jnp
 
@@ -512,20 +518,47 @@ def q4_quantize(matrix: Any, *, grid: bool = False) -> tuple[Any, Any, Any]:
         floor = (high - low).reshape(-1) * Q4_GAP_FLOOR  # closer than this: one level, float noise
         gap = _smallest_gaps(blocks.reshape(-1, BLOCK), floor).reshape(low.shape)
         steps += [gap / divisor for divisor in Q4_STEPS]
-    best_error = jnp.full(low.shape, jnp.inf, jnp.float32)
-    scale = jnp.zeros(low.shape, jnp.float16)
+    scale, error = _best_step(blocks, base, steps)
+    if grid:
+        scale = _refit_worst(blocks.reshape(-1, BLOCK), base.reshape(-1, 1), (high - low).reshape(-1),
+                             scale.reshape(-1), error.reshape(-1)).reshape(low.shape)
+    wide = scale.astype(jnp.float32)[:, :, None]
+    q = jnp.clip(jnp.round((blocks - base) / jnp.where(wide == 0, 1.0, wide)), 0, 15).astype(jnp.uint8)
+    packed = q[:, :, : BLOCK // 2] | (q[:, :, BLOCK // 2 :] << 4)
+    return packed.reshape(n, k // 2), scale, offset
+
+
+def _best_step(blocks: Any, base: Any, steps: list[Any]) -> tuple[Any, Any]:
+    """Of the candidate ``steps`` (each shaped like ``blocks`` without its last axis), the float16 one that
+    reproduces each block best from ``base``, and that largest error (inf where no step fits 4 bits)."""
+    import jax.numpy as jnp
+
+    best_error = jnp.full(blocks.shape[:-1], jnp.inf, jnp.float32)
+    scale = jnp.zeros(blocks.shape[:-1], jnp.float16)
     for step in steps:
         candidate = jnp.where(jnp.isfinite(step), step, 0.0).astype(jnp.float16)
-        wide = candidate.astype(jnp.float32)[:, :, None]
+        wide = candidate.astype(jnp.float32)[..., None]
         levels = jnp.round((blocks - base) / jnp.where(wide == 0, 1.0, wide))
         error = jnp.max(jnp.abs(jnp.clip(levels, 0, 15) * wide + base - blocks), axis=-1)
         error = jnp.where(jnp.max(levels, axis=-1) <= 15, error, jnp.inf)  # the grid must fit 4 bits
         better = error < best_error  # ties keep the earlier step: the range fit first
         scale, best_error = jnp.where(better, candidate, scale), jnp.where(better, error, best_error)
-    wide = scale.astype(jnp.float32)[:, :, None]
-    q = jnp.clip(jnp.round((blocks - base) / jnp.where(wide == 0, 1.0, wide)), 0, 15).astype(jnp.uint8)
-    packed = q[:, :, : BLOCK // 2] | (q[:, :, BLOCK // 2 :] << 4)
-    return packed.reshape(n, k // 2), scale, offset
+    return scale, best_error
+
+
+def _refit_worst(blocks: Any, base: Any, span: Any, scale: Any, error: Any) -> Any:
+    """``scale (B,)`` with the :data:`Q4_REFIT_BLOCKS` worst-fit of ``blocks (B, 32)`` refitted: each also
+    tries span/j for j = 1..15 (a 4-bit grid's block spans j steps for some j, so one of them is its step),
+    keeping whichever reproduces it best. Only those blocks: the 15 candidates over a whole matrix would
+    cost more than the rest of the conversion."""
+    import jax
+    import jax.numpy as jnp
+
+    _, worst = jax.lax.top_k(error, min(Q4_REFIT_BLOCKS, blocks.shape[0]))
+    values, origin, width = blocks[worst], base[worst], span[worst]
+    steps = [scale[worst].astype(jnp.float32)] + [width / levels for levels in range(15, 0, -1)]
+    refit, _ = _best_step(values, origin, steps)  # the first fit's own step first: a tie keeps it
+    return scale.at[worst].set(refit)
 
 
 def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *, valid: Any = None,
