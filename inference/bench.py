@@ -210,7 +210,7 @@ def _batched_round(model: Any, ids: list[int], params: GenerationParams, clients
     """``clients`` requests submitted at once to the model's dynamic batcher, ticked to the end."""
     results: list[GenerationResult] = []
     batcher = model.batcher
-    batcher.forget_prefixes()
+    _forget_prefixes(model)
     reused = batcher.reused_tokens
     start = time.perf_counter()
     for _ in range(clients):

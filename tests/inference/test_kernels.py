@@ -260,8 +260,8 @@ def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
 def test_q4_reproduces_a_q4_k_matrix_whose_blocks_do_not_span_16_levels() -> None:
     """What llama.cpp's Q4_K dequantizes to: per 256 weights a float16 d and dmin, per 32 a 6-bit scale
     and min, w = d·sc·q − dmin·mn with q in 0..15, and most sub-blocks use only some of the 16 levels
-    (here 3..12, or every other level). The range/15 fit misses those grids by ~4 %; the gap fit finds
-    them, to the float16 rounding of d·sc and the offset."""
+    (here 3..12, or every other level). The range/15 fit misses those grids by ~4 %; the grid fit
+    (range/j) finds them, to the float16 rounding of d·sc and the offset."""
     rng = np.random.default_rng(8)
     n, k = 16, 512
     d = rng.uniform(0.0005, 0.003, size=(n, k // 256, 1)).astype("float16").astype("float32")
@@ -281,15 +281,15 @@ def test_q4_reproduces_a_q4_k_matrix_whose_blocks_do_not_span_16_levels() -> Non
     low, high = jnp.min(blocks, axis=-1, keepdims=True), jnp.max(blocks, axis=-1, keepdims=True)
     step = (high - low) / 15
     range_fit = jnp.round((blocks - low) / step) * step + low
-    assert float(jnp.max(jnp.abs(range_fit - blocks))) / largest > 10 * Q4_TOLERANCE  # why the gap fit
+    assert float(jnp.max(jnp.abs(range_fit - blocks))) / largest > 10 * Q4_TOLERANCE  # why the grid fit
     without = kernels.q4_dequantize(*kernels.q4_quantize(matrix))  # the range fit alone: the same miss
     assert float(jnp.max(jnp.abs(without - matrix))) / largest > 10 * Q4_TOLERANCE
 
 
 def test_q4_finds_the_grid_of_a_block_whose_closest_values_are_three_steps_apart() -> None:
     """Qwen2.5-Coder-1.5B's ffn_gate+up has a Q4_K sub-block on levels {0, 11, 14} only: no two of its
-    values are one or two steps apart, so the gap fit cannot find its step; span/14 is it. Three such
-    blocks among ordinary ones must not send the matrix to q8."""
+    values are one or two steps apart, so the smallest gap (the fit tried before) is not its step;
+    range/14 is. Three such blocks among ordinary ones must not send the matrix to q8."""
     rng = np.random.default_rng(13)
     n, k = 8, 256
     d = rng.uniform(0.001, 0.05, size=(n, k // 32, 1)).astype("float16").astype("float32")
@@ -305,7 +305,7 @@ def test_q4_finds_the_grid_of_a_block_whose_closest_values_are_three_steps_apart
     assert error <= Q4_TOLERANCE
     assert isinstance(_blocks(matrix, "q4"), Q4Blocks)
     closest = np.diff(np.unique(np.asarray(matrix).reshape(n, k // 32, 32)[0, 1]))
-    assert np.min(closest) > 2.5 * float(d[0, 1, 0])  # why neither gap step finds it
+    assert np.min(closest) > 2.5 * float(d[0, 1, 0])  # the smallest gap over 1 or 2 is not the step
 
 
 @pytest.mark.parametrize(("tokens", "valid"), [(1, None), (5, None), (5, 3)])

@@ -41,14 +41,9 @@ log = logging.getLogger(__name__)
 
 BLOCK = 32  # weights per scale
 Q6_GROUP = 16  # q6 weights per scale
-# q4_quantize: the smallest gap between a block's values, divided by these, are the grid steps it tries
-# besides range/15; gaps under Q4_GAP_FLOOR of the block's range are float noise within one level.
-Q4_STEPS = (1, 2)
-Q4_GAP_FLOOR = 1e-3
-# ... and the Q4_REFIT_BLOCKS blocks the best of those fits worst try every span/j (j = 1..15) too: a block
-# on levels {0, 11, 14} has its closest values 3 steps apart, which neither gap step finds (one such block
-# in Qwen2.5-Coder-1.5B's 860k-block ffn_gate+up kept the whole matrix, and five others, in q8)
-Q4_REFIT_BLOCKS = 4096
+# q4_quantize's grid fit: a block that spans j steps of its 4-bit grid (j = 1..15) has span/j as its step,
+# and so does span/(a multiple of j); every j up to 15 has a multiple in 8..15, so those eight are tried.
+Q4_SPANS = tuple(range(15, 7, -1))
 SOURCE = Path(__file__).with_name("cpu_kernels.cc")
 _TARGETS = {  # JAX name -> symbol
     "fixit_q8_matmul": "FixitQ8Matmul",
@@ -471,40 +466,17 @@ def q8_quantize(matrix: Any) -> tuple[Any, Any]:
     return values.reshape(n, k), scale
 
 
-def _smallest_gaps(blocks: Any, floor: Any, *, chunk: int = 4096) -> Any:
-    """Per row of ``blocks (B, 32)``, the smallest difference between two of its values above ``floor (B,)``
-    (inf where there is none), a chunk of rows at a time: the 32x32 differences of every row at once
-    would be 32 times the matrix (30 GB for Qwen2.5-Coder-1.5B's embedding)."""
-    import jax
-    import jax.numpy as jnp
-
-    rows = blocks.shape[0]
-    padded = -(-rows // chunk) * chunk
-    blocks = jnp.pad(blocks, ((0, padded - rows), (0, 0)))
-    floor = jnp.pad(floor, (0, padded - rows))
-
-    def one(part: tuple[Any, Any]) -> Any:
-        values, least = part
-        pairs = values[:, None, :] - values[:, :, None]
-        return jnp.min(jnp.where(pairs > least[:, None, None], pairs, jnp.inf), axis=(-2, -1))
-
-    gaps = jax.lax.map(one, (blocks.reshape(-1, chunk, BLOCK), floor.reshape(-1, chunk)))
-    return gaps.reshape(-1)[:rows]
-
-
 def q4_quantize(matrix: Any, *, grid: bool = False) -> tuple[Any, Any, Any]:
     """``(N, K)`` float -> packed uint8 ``(N, K/2)``, float16 scales and offsets ``(N, K/32)``: per block of
     32 along K, ``w ≈ d·q + m`` with q in 0..15 (llama.cpp's Q4_1 layout), jit-able (``grid`` static).
 
     ``m`` is the block's smallest weight and ``d`` the range over 15 (the Q4_1 fit: a block from a Q4_1
-    file comes back to float16 rounding). With ``grid``, ``d`` is whichever step reproduces the block
-    best: that, or the smallest gap between two of the block's values divided by
-    :data:`Q4_STEPS`. The gap recovers the grid of a block whose values do not span all 16 levels, which
-    is what a sub-block of a Q4_K file is (d = super-block scale × 6-bit scale, m likewise): such a
-    matrix comes back to the float16 rounding of d and m, as a Q4_1 file's does. (The gap is a min over
-    all pairs, not over sorted neighbours: XLA-CPU's sort took minutes on a 1.5B model's matrices.) The
-    few blocks whose closest values are 3 or more steps apart, which the gap misses, are the worst-fit
-    ones: those also try span/j for every j (:func:`_refit_worst`).
+    file comes back to float16 rounding). With ``grid``, ``d`` is whichever of range/j, j in
+    :data:`Q4_SPANS`, reproduces the block best. That recovers the grid of a block whose values do not
+    span all 16 levels, which is what a sub-block of a Q4_K file is (d = super-block scale × 6-bit scale,
+    m likewise): such a matrix comes back to the float16 rounding of d and m, as a Q4_1 file's does,
+    whichever levels its blocks use (one on levels {0, 11, 14} has range/14 as its step). (The smallest
+    gap between two values, tried before, missed such a block and cost 32x32 differences a block.)
     """
     import jax.numpy as jnp
 
@@ -513,52 +485,36 @@ def q4_quantize(matrix: Any, *, grid: bool = False) -> tuple[Any, Any, Any]:
     low, high = jnp.min(blocks, axis=-1), jnp.max(blocks, axis=-1)
     offset = low.astype(jnp.float16)
     base = offset.astype(jnp.float32)[:, :, None]
-    steps = [(high - low) / 15.0]
-    if grid:
-        floor = (high - low).reshape(-1) * Q4_GAP_FLOOR  # closer than this: one level, float noise
-        gap = _smallest_gaps(blocks.reshape(-1, BLOCK), floor).reshape(low.shape)
-        steps += [gap / divisor for divisor in Q4_STEPS]
-    scale, error = _best_step(blocks, base, steps)
-    if grid:
-        scale = _refit_worst(blocks.reshape(-1, BLOCK), base.reshape(-1, 1), (high - low).reshape(-1),
-                             scale.reshape(-1), error.reshape(-1)).reshape(low.shape)
+    scale = _best_step(blocks, base, high - low, Q4_SPANS if grid else (15,))  # the range fit first
     wide = scale.astype(jnp.float32)[:, :, None]
     q = jnp.clip(jnp.round((blocks - base) / jnp.where(wide == 0, 1.0, wide)), 0, 15).astype(jnp.uint8)
     packed = q[:, :, : BLOCK // 2] | (q[:, :, BLOCK // 2 :] << 4)
     return packed.reshape(n, k // 2), scale, offset
 
 
-def _best_step(blocks: Any, base: Any, steps: list[Any]) -> tuple[Any, Any]:
-    """Of the candidate ``steps`` (each shaped like ``blocks`` without its last axis), the float16 one that
-    reproduces each block best from ``base``, and that largest error (inf where no step fits 4 bits)."""
+def _best_step(blocks: Any, base: Any, span: Any, divisors: tuple[int, ...]) -> Any:
+    """Of the steps ``span / j`` for j in ``divisors`` (``span`` shaped like ``blocks`` without its last
+    axis), the float16 one that reproduces each block best from ``base`` (ties keep the earlier). One
+    candidate at a time (a loop, not unrolled): eight at once held eight copies of Qwen2.5-Coder-1.5B's
+    151936 x 1536 embedding's temporaries and ran out of 24 GB."""
+    import jax
     import jax.numpy as jnp
 
-    best_error = jnp.full(blocks.shape[:-1], jnp.inf, jnp.float32)
-    scale = jnp.zeros(blocks.shape[:-1], jnp.float16)
-    for step in steps:
-        candidate = jnp.where(jnp.isfinite(step), step, 0.0).astype(jnp.float16)
+    steps = jnp.asarray(divisors, jnp.float32)
+
+    def body(i: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+        scale, best_error = state
+        candidate = (span / steps[i]).astype(jnp.float16)
         wide = candidate.astype(jnp.float32)[..., None]
         levels = jnp.round((blocks - base) / jnp.where(wide == 0, 1.0, wide))
         error = jnp.max(jnp.abs(jnp.clip(levels, 0, 15) * wide + base - blocks), axis=-1)
         error = jnp.where(jnp.max(levels, axis=-1) <= 15, error, jnp.inf)  # the grid must fit 4 bits
-        better = error < best_error  # ties keep the earlier step: the range fit first
-        scale, best_error = jnp.where(better, candidate, scale), jnp.where(better, error, best_error)
-    return scale, best_error
+        better = error < best_error
+        return jnp.where(better, candidate, scale), jnp.where(better, error, best_error)
 
-
-def _refit_worst(blocks: Any, base: Any, span: Any, scale: Any, error: Any) -> Any:
-    """``scale (B,)`` with the :data:`Q4_REFIT_BLOCKS` worst-fit of ``blocks (B, 32)`` refitted: each also
-    tries span/j for j = 1..15 (a 4-bit grid's block spans j steps for some j, so one of them is its step),
-    keeping whichever reproduces it best. Only those blocks: the 15 candidates over a whole matrix would
-    cost more than the rest of the conversion."""
-    import jax
-    import jax.numpy as jnp
-
-    _, worst = jax.lax.top_k(error, min(Q4_REFIT_BLOCKS, blocks.shape[0]))
-    values, origin, width = blocks[worst], base[worst], span[worst]
-    steps = [scale[worst].astype(jnp.float32)] + [width / levels for levels in range(15, 0, -1)]
-    refit, _ = _best_step(values, origin, steps)  # the first fit's own step first: a tie keeps it
-    return scale.at[worst].set(refit)
+    start = (jnp.zeros(blocks.shape[:-1], jnp.float16), jnp.full(blocks.shape[:-1], jnp.inf, jnp.float32))
+    scale, _ = jax.lax.fori_loop(0, len(divisors), body, start)
+    return scale
 
 
 def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *, valid: Any = None,
