@@ -212,6 +212,20 @@ def test_q6_reproduces_a_q6_k_matrix_and_the_converter_keeps_it_in_6_bits() -> N
     assert isinstance(_blocks(noise, "q4"), Q8Blocks)
 
 
+@pytest.mark.parametrize("top", [1, 3, 5, 8, 15, 16, 17, 31])
+def test_q6_finds_the_grid_of_groups_topped_by_any_level(top: int) -> None:
+    """A Q6_K group whose largest weight is at level ``top`` (both signs present): the fit tries the
+    levels 32 .. 16 only, so a lower top must come back as the same grid at a multiple of its level (the
+    step halved, quartered ...); 16 itself is tried, since ±16 doubled would need both -32 and +32."""
+    rng = np.random.default_rng(top)
+    d = rng.uniform(0.001, 0.01, size=(4, 32, 1)).astype("float16").astype("float32")
+    q = rng.integers(-top, top + 1, size=(4, 32, 16))
+    q[:, :, 0], q[:, :, 1] = top, -top
+    matrix = (q * d).reshape(4, 512).astype("float32")
+    back = np.asarray(kernels.q6_dequantize(*jax.jit(kernels.q6_quantize)(jnp.asarray(matrix))))
+    assert float(np.max(np.abs(back - matrix))) <= 2.0**-11 * float(np.max(np.abs(matrix)))
+
+
 def test_q6_blocks_lay_out_each_weights_bits_as_documented() -> None:
     """Element e of a block: low nibble in byte e (e < 16) or the high nibble of byte e - 16; high bits
     in byte e % 8 at bits 2·(e // 8). One weight at a time, so a swapped position cannot hide."""
