@@ -102,10 +102,7 @@ class _Kept:
 
     ids: tuple[int, ...]
     cache: Any
-
-
-def _cache_slots(cache: Any) -> int:
-    return int(cache[0][0].shape[2])
+    slots: int  # the row's cache length: its own length's bucket
 
 
 def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -179,7 +176,7 @@ class SlotScheduler:
     @property
     def kept_slots(self) -> list[int]:
         """The cache length of each kept row, oldest first: its own length's bucket."""
-        return [_cache_slots(kept.cache) for kept in self._kept]
+        return [kept.slots for kept in self._kept]
 
     @property
     def max_batch(self) -> int:
@@ -326,7 +323,7 @@ class SlotScheduler:
         # trimmed to its own length's bucket: a short reply that ran beside a long one need not keep
         # the batch cache's length (on Qwen2.5-Coder-1.5B, 2048 slots are 117 MB a row)
         slots = min(self.engine.cache_length_for(len(ids)), self.slots)
-        self._kept.append(_Kept(ids, self.engine.resize(self.cache, [i], batch=1, slots=slots)))
+        self._kept.append(_Kept(ids, self.engine.resize(self.cache, [i], batch=1, slots=slots), slots))
         del self._kept[: -self.keep_rows]
 
     def _reshape(self, *, batch: int, slots: int) -> None:
