@@ -107,6 +107,12 @@ def _exact(fmt: str, isa: str) -> bool:
     return fmt in ("q4", "q6") and kernels.exact_q4(isa)
 
 
+def _split(fmt: str, isa: str) -> bool:
+    """Whether a decode batch sums this format's products as d·Σq·x + m·Σx instead of Σ(d·q + m)·x: the
+    exact integer path, or q4 on a copy whose products are float32."""
+    return _exact(fmt, isa) or (fmt == "q4" and kernels.product_type(isa) == "float32")
+
+
 @pytest.mark.parametrize("fmt", BLOCK_FORMATS)
 # rows: one (4-output tiles), three (an odd tile), nine (a chunk of 8 with 2-output tiles, then 1), 40 (a
 # prefill's panels); every copy of the kernels runs every case, so each one added costs 20 tests
@@ -133,6 +139,11 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa:
         else:
             d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
             magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 271 * d
+    elif rows <= 16 and _split(fmt, isa):
+        # float32 q4 products as d·Σq·x + m·Σx: terms up to 15·d·|x| and |m|·|x| for each weight
+        d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
+        magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 15 * d
+        want = exact
     elif kernels.product_type(isa) == "bfloat16" and not fmt.endswith("a8"):  # as if both were rounded first
         w = _dequantize(fmt)(*weights).astype(jnp.bfloat16).astype(jnp.float32)
         want = np.asarray(x.astype(jnp.bfloat16).astype(jnp.float32) @ w.T)
@@ -169,10 +180,10 @@ def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str, isa: str) -> None
     x = jnp.asarray(np.random.default_rng(4).normal(size=(40, 64)).astype("float32"))
     prefill = np.asarray(_native(fmt, isa)(x, *weights))  # 40 rows: a prefill's panel path
     # Decode batches (weights decoded in registers) agree with each other to the bit, so a reply is what
-    # it would be alone; and with a prefill to the bit too, except where a copy multiplies a decode
-    # batch's 4-bit integers exactly (it rounds no weight, so it is closer to the stored matrix).
+    # it would be alone; and with a prefill to the bit too, except where a decode batch sums the products
+    # as d·Σq·x + m·Σx (the exact integer path, float32 q4): the same products, in another arrangement.
     batch = np.asarray(_native(fmt, isa)(x[:16], *weights))
-    if not _exact(fmt, isa):
+    if not _split(fmt, isa):
         np.testing.assert_array_equal(batch, prefill[:16])
     else:
         np.testing.assert_allclose(batch, prefill[:16], atol=2e-2 * float(np.max(np.abs(prefill))))

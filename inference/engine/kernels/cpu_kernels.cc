@@ -178,6 +178,29 @@ inline void q6_integers(const Problem& p, int64_t n, int64_t b, Weights& w) {
   std::memcpy(&w.v, &parts, sizeof w.v);
 }
 
+// The 32 nibbles of a q4 block (``bytes``: its 16) as the floats 0..15, in element order.
+inline void q4_integers(const uint8_t* bytes, Weights& w) {
+#if defined(__AVX512F__)
+  const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  const __m512 parts[2] = {_mm512_cvtepi32_ps(_mm512_and_si512(wide, _mm512_set1_epi32(15))),
+                           _mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4))};
+#elif defined(__AVX2__)
+  const __m128i all = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
+  const __m256i first = _mm256_cvtepu8_epi32(all), second = _mm256_cvtepu8_epi32(_mm_srli_si128(all, 8));
+  const __m256i nibble = _mm256_set1_epi32(15);
+  const __m256 parts[4] = {  // elements 0..15 are the low nibbles of bytes 0..15, 16..31 the high ones
+      _mm256_cvtepi32_ps(_mm256_and_si256(first, nibble)), _mm256_cvtepi32_ps(_mm256_and_si256(second, nibble)),
+      _mm256_cvtepi32_ps(_mm256_srli_epi32(first, 4)), _mm256_cvtepi32_ps(_mm256_srli_epi32(second, 4))};
+#else
+  float parts[kBlock];
+  for (int64_t i = 0; i < kBlock / 2; ++i) {
+    parts[i] = static_cast<float>(bytes[i] & 15);
+    parts[i + kBlock / 2] = static_cast<float>(bytes[i] >> 4);
+  }
+#endif
+  std::memcpy(&w.v, &parts, sizeof w.v);
+}
+
 // The 32 weights of block b of output n (GCC scalarizes a vector-extension conversion from 8-bit
 // integers, one instruction per lane, hence the intrinsics; the scalar copy widens them by a loop).
 template <Format F>
@@ -192,27 +215,8 @@ inline void decode(const Problem& p, int64_t n, int64_t b, Weights& w) {
   }
   const float d = half_to_float(p.scale[n * blocks + b]);
   if constexpr (F == Format::q4) {
-    const uint8_t* bytes = p.w + n * (p.k / 2) + b * (kBlock / 2);
     const float m = half_to_float(p.shift[n * blocks + b]);
-#if defined(__AVX512F__)
-    const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
-    const __m512 parts[2] = {_mm512_cvtepi32_ps(_mm512_and_si512(wide, _mm512_set1_epi32(15))),
-                             _mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4))};
-#elif defined(__AVX2__)
-    const __m128i all = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
-    const __m256i first = _mm256_cvtepu8_epi32(all), second = _mm256_cvtepu8_epi32(_mm_srli_si128(all, 8));
-    const __m256i nibble = _mm256_set1_epi32(15);
-    const __m256 parts[4] = {  // elements 0..15 are the low nibbles of bytes 0..15, 16..31 the high ones
-        _mm256_cvtepi32_ps(_mm256_and_si256(first, nibble)), _mm256_cvtepi32_ps(_mm256_and_si256(second, nibble)),
-        _mm256_cvtepi32_ps(_mm256_srli_epi32(first, 4)), _mm256_cvtepi32_ps(_mm256_srli_epi32(second, 4))};
-#else
-    float parts[kBlock];
-    for (int64_t i = 0; i < kBlock / 2; ++i) {
-      parts[i] = static_cast<float>(bytes[i] & 15);
-      parts[i + kBlock / 2] = static_cast<float>(bytes[i] >> 4);
-    }
-#endif
-    std::memcpy(&w.v, &parts, sizeof w.v);
+    q4_integers(p.w + n * (p.k / 2) + b * (kBlock / 2), w);
     for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d + m;
   } else {
     const int8_t* q = reinterpret_cast<const int8_t*>(p.w) + n * p.k + b * kBlock;
@@ -713,9 +717,129 @@ void run_exact(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 }
 #endif
 
+#if !defined(__AVX512BF16__)
+// ---- q4 decode rows in float32 (the copies whose products are float32) ------------------------------
+//   Σ_j (d·q_j + m)·x_j = d·Σ_j q_j·x_j + m·Σ_j x_j
+// A decode batch's q4 products, as the exact path above has them: the nibbles widened to the floats
+// 0..15 and multiplied with x as they are (no d·q + m per weight), d applied once per block and m once per
+// kLanes blocks to each row's block sums, the scales converted a vector at a time. At batch 1 that is
+// about half the vector instructions of decoding d·q + m (the panel path's weights), which made the
+// products bound by widening the nibbles, not by the bytes read. A row's bits depend only on its own
+// values, whatever the decode batch; a prefill sums the same products in another arrangement.
+
+// ``count`` (<= kLanes) float16 values from ``at`` as floats, the lanes past them zero.
+inline f32v load_halves(const uint16_t* at, int64_t count) {
+  f32v out;
+#if defined(__AVX512F__)
+  if (count == kLanes) {
+    const __m512 wide = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+    std::memcpy(&out, &wide, sizeof out);
+    return out;
+  }
+#elif defined(__AVX__) && defined(__F16C__)
+  if (count == kLanes) {
+    const __m256 wide = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+    std::memcpy(&out, &wide, sizeof out);
+    return out;
+  }
+#endif
+  alignas(64) float values[kLanes] = {};
+  for (int64_t t = 0; t < count; ++t) values[t] = half_to_float(at[t]);
+  std::memcpy(&out, values, sizeof out);
+  return out;
+}
+
+struct BlockSums {
+  std::vector<float> sums;  // (M, stride): each row's block sums, zero past its K/32 (whole vectors)
+  int64_t stride = 0;
+};
+
+void block_sums(const Problem& p, BlockSums& out) {
+  const int64_t blocks = p.k / kBlock;
+  out.stride = (blocks + kLanes - 1) / kLanes * kLanes;
+  out.sums.assign(p.m * out.stride, 0.0f);
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* x = p.x + i * p.k + b * kBlock;
+      f32v total = load(x);
+      for (int64_t j = 1; j < kParts; ++j) total += load(x + j * kLanes);
+      out.sums[i * out.stride + b] = sum(total);
+    }
+}
+
+// Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; each output's scales and offsets kLanes blocks at a
+// time. ``stride``: the row stride of ``sums``.
+template <int ROWS, int OUTS>
+void float_q4_tile(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
+  const int64_t blocks = p.k / kBlock;
+  int64_t n = n0;
+  for (; n + OUTS <= n1; n += OUTS) {
+    f32v acc[OUTS][ROWS];
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) acc[r][i] = f32v{};
+    for (int64_t b0 = 0; b0 < blocks; b0 += kLanes) {
+      const int64_t count = std::min<int64_t>(kLanes, blocks - b0);
+      alignas(64) float d[OUTS][kLanes];
+      for (int r = 0; r < OUTS; ++r) {
+        const int64_t at = (n + r) * blocks + b0;
+        prefetch_scales(p.scale + at);
+        prefetch_scales(p.shift + at);
+        const f32v scale = load_halves(p.scale + at, count), shift = load_halves(p.shift + at, count);
+        std::memcpy(d[r], &scale, sizeof scale);
+        for (int i = 0; i < ROWS; ++i) acc[r][i] += shift * load(sums + i * stride + b0);
+      }
+      for (int64_t b = 0; b < count; ++b)
+        for (int r = 0; r < OUTS; ++r) {
+          const uint8_t* bytes = block_bytes<Format::q4>(p, n + r, b0 + b);
+          prefetch_ahead(bytes);
+          Weights q;
+          q4_integers(bytes, q);
+          for (int i = 0; i < ROWS; ++i) {
+            const float* x = xs + i * p.k + (b0 + b) * kBlock;
+            f32v dot = q.v[0] * load(x);
+            for (int64_t j = 1; j < kParts; ++j) dot += q.v[j] * load(x + j * kLanes);
+            acc[r][i] += dot * d[r][b];
+          }
+        }
+    }
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = sum(acc[r][i]);
+  }
+  if (n < n1) float_q4_tile<ROWS, 1>(p, xs, sums, stride, n, n1);
+}
+
+// With 16 vector registers (AVX2, SSE2), at most 8 accumulators: 4 x 4 or 2 x 8 and the block's 4 vectors
+// spilled (8 rows on AVX2: 1.4x slower than the weights decoded as d·q + m).
+constexpr int kFloatQ4Accumulators = kLanes == 16 ? 16 : 8;
+
+struct FloatQ4Tile {
+  template <int ROWS, int OUTS>
+  static void run(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
+    constexpr int outs = std::max(1, std::min(OUTS, kFloatQ4Accumulators / ROWS));
+    float_q4_tile<ROWS, outs>(p, xs, sums, stride, n0, n1);
+  }
+};
+
+void run_float_q4(ffi::ThreadPool& pool, const Problem& problem) {
+  BlockSums xs;
+  block_sums(problem, xs);
+  over_outputs(pool, problem, 4, [&problem, &xs](int64_t n0, int64_t n1) {
+    for (int64_t row = 0; row < problem.m; row += 8) {  // eight rows at a time, whatever the batch
+      Problem chunk = problem;
+      chunk.y += row * problem.n;
+      chunk.m = std::min<int64_t>(8, problem.m - row);
+      by_rows<FloatQ4Tile>(chunk.m, chunk, problem.x + row * problem.k, xs.sums.data() + row * xs.stride,
+                           xs.stride, n0, n1);
+    }
+  });
+}
+#endif
+
 void run(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 #if defined(FIXIT_EXACT_Q4)
   if (format != Format::q8 && problem.m <= kSmallRows) return run_exact(pool, problem, format);
+#elif !defined(__AVX512BF16__)
+  if (format == Format::q4 && problem.m <= kSmallRows) return run_float_q4(pool, problem);
 #endif
   std::vector<Scalar> xs;  // the rows in the products' number type
   rows_to_product_type(problem, xs);
