@@ -109,8 +109,8 @@ def _exact(fmt: str, isa: str) -> bool:
 
 def _split(fmt: str, isa: str) -> bool:
     """Whether a decode batch sums this format's products as d·Σq·x + m·Σx instead of Σ(d·q + m)·x: the
-    exact integer path, or q4 on a copy whose products are float32."""
-    return _exact(fmt, isa) or (fmt == "q4" and kernels.product_type(isa) == "float32")
+    exact integer path, or q4 and q6 on a copy whose products are float32."""
+    return _exact(fmt, isa) or (fmt in ("q4", "q6") and kernels.product_type(isa) == "float32")
 
 
 @pytest.mark.parametrize("fmt", BLOCK_FORMATS)
@@ -140,9 +140,13 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa:
             d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
             magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 271 * d
     elif rows <= 16 and _split(fmt, isa):
-        # float32 q4 products as d·Σq·x + m·Σx: terms up to 15·d·|x| and |m|·|x| for each weight
-        d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
-        magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 15 * d
+        # float32 products as d·Σq·x + m·Σx: terms up to 15·d·|x| and |m|·|x| for each weight (q4), or
+        # Σ(d·q)·x − 32·d·Σx with q in 0..63, (63 + 32)·d·|x| (q6)
+        if fmt == "q6":
+            magnitudes = 95 * np.abs(np.repeat(np.asarray(weights[2], "float32"), 16, axis=1))
+        else:
+            d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
+            magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 15 * d
         want = exact
     elif kernels.product_type(isa) == "bfloat16" and not fmt.endswith("a8"):  # as if both were rounded first
         w = _dequantize(fmt)(*weights).astype(jnp.bfloat16).astype(jnp.float32)

@@ -718,7 +718,7 @@ void run_exact(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 #endif
 
 #if !defined(__AVX512BF16__)
-// ---- q4 decode rows in float32 (the copies whose products are float32) ------------------------------
+// ---- q4 and q6 decode rows in float32 (the copies whose products are float32) -----------------------
 //   Σ_j (d·q_j + m)·x_j = d·Σ_j q_j·x_j + m·Σ_j x_j
 // A decode batch's q4 products, as the exact path above has them: the nibbles widened to the floats
 // 0..15 and multiplied with x as they are (no d·q + m per weight), d applied once per block and m once per
@@ -750,20 +750,21 @@ inline f32v load_halves(const uint16_t* at, int64_t count) {
 }
 
 struct BlockSums {
-  std::vector<float> sums;  // (M, stride): each row's block sums, zero past its K/32 (whole vectors)
+  std::vector<float> sums;  // (M, stride): each row's sums of ``group`` values, zero past K (whole vectors)
   int64_t stride = 0;
 };
 
-void block_sums(const Problem& p, BlockSums& out) {
-  const int64_t blocks = p.k / kBlock;
-  out.stride = (blocks + kLanes - 1) / kLanes * kLanes;
+// ``group``: 32 (a q4 block) or 16 (a q6 scale's group), a whole number of vectors.
+void block_sums(const Problem& p, int64_t group, BlockSums& out) {
+  const int64_t groups = p.k / group;
+  out.stride = (groups + kLanes - 1) / kLanes * kLanes;
   out.sums.assign(p.m * out.stride, 0.0f);
   for (int64_t i = 0; i < p.m; ++i)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const float* x = p.x + i * p.k + b * kBlock;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* x = p.x + i * p.k + g * group;
       f32v total = load(x);
-      for (int64_t j = 1; j < kParts; ++j) total += load(x + j * kLanes);
-      out.sums[i * out.stride + b] = sum(total);
+      for (int64_t j = kLanes; j < group; j += kLanes) total += load(x + j);
+      out.sums[i * out.stride + g] = sum(total);
     }
 }
 
@@ -820,17 +821,110 @@ struct FloatQ4Tile {
   }
 };
 
-void run_float_q4(ffi::ThreadPool& pool, const Problem& problem) {
-  BlockSums xs;
-  block_sums(problem, xs);
-  over_outputs(pool, problem, 4, [&problem, &xs](int64_t n0, int64_t n1) {
-    for (int64_t row = 0; row < problem.m; row += 8) {  // eight rows at a time, whatever the batch
-      Problem chunk = problem;
-      chunk.y += row * problem.n;
-      chunk.m = std::min<int64_t>(8, problem.m - row);
-      by_rows<FloatQ4Tile>(chunk.m, chunk, problem.x + row * problem.k, xs.sums.data() + row * xs.stride,
-                           xs.stride, n0, n1);
+// q6 likewise: Σ_j d·(q_j − 32)·x_j = Σ_j (d·q_j)·x_j − 32·d·Σ_j x_j per group of 16, with q the unsigned
+// 0..63 (d·q is exact in float32: 11 bits times 6), the scales kLanes groups at a time, and q assembled
+// from its nibbles and high bits in 16-byte registers (three ports on Intel, where AVX-512's dword lanes
+// have two) before one widening per vector. Qwen2.5-Coder-1.5B's ffn_down and head are q6.
+inline void q6_unsigned(const uint8_t* low, const uint8_t* high, Weights& w) {
+#if defined(__AVX2__)
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(low));
+  const __m128i fifteen = _mm_set1_epi8(15), three = _mm_set1_epi8(3);
+  const __m128i tops = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)),
+                                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)));
+  // byte j of ``tops`` in both halves; a 64-bit shift by 2t then & 3 leaves bits 2t..2t+1 of each byte
+  const __m128i top_lo = _mm_and_si128(_mm_srlv_epi64(tops, _mm_set_epi64x(2, 0)), three);  // elements 0..15
+  const __m128i top_hi = _mm_and_si128(_mm_srlv_epi64(tops, _mm_set_epi64x(6, 4)), three);  // 16..31
+  const __m128i first = _mm_or_si128(_mm_and_si128(bytes, fifteen), _mm_slli_epi16(top_lo, 4));
+  const __m128i second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(bytes, 4), fifteen), _mm_slli_epi16(top_hi, 4));
+#if defined(__AVX512F__)
+  const __m512 parts[2] = {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(first)),
+                           _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(second))};
+#else
+  const __m256 parts[4] = {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(first)),
+                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(first, 8))),
+                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(second)),
+                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(second, 8)))};
+#endif
+#else
+  float parts[kBlock];
+  for (int64_t e = 0; e < kBlock; ++e) {
+    const int nibble = e < kBlock / 2 ? (low[e] & 15) : (low[e - kBlock / 2] >> 4);
+    parts[e] = static_cast<float>(nibble + 16 * ((high[e % 8] >> (2 * (e / 8))) & 3));
+  }
+#endif
+  std::memcpy(&w.v, &parts, sizeof w.v);
+}
+
+// Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; each output's scales kLanes groups (kLanes / 2
+// blocks) at a time. ``halves``: each row's sums of 16, row stride ``stride``.
+template <int ROWS, int OUTS>
+void float_q6_tile(const Problem& p, const float* xs, const float* halves, int64_t stride, int64_t n0, int64_t n1) {
+  const int64_t blocks = p.k / kBlock, groups = 2 * blocks;
+  int64_t n = n0;
+  for (; n + OUTS <= n1; n += OUTS) {
+    f32v acc[OUTS][ROWS];
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) acc[r][i] = f32v{};
+    for (int64_t g0 = 0; g0 < groups; g0 += kLanes) {
+      const int64_t count = std::min<int64_t>(kLanes, groups - g0);  // even: two groups a block
+      alignas(64) float d[OUTS][kLanes];
+      for (int r = 0; r < OUTS; ++r) {
+        const int64_t at = (n + r) * groups + g0;
+        prefetch_ahead(p.scale + at, kPrefetch / 4);
+        const f32v scale = load_halves(p.scale + at, count);
+        std::memcpy(d[r], &scale, sizeof scale);
+        for (int i = 0; i < ROWS; ++i) acc[r][i] += (scale * -32.0f) * load(halves + i * stride + g0);
+      }
+      for (int64_t half = 0; half < count; half += 2)
+        for (int r = 0; r < OUTS; ++r) {
+          const int64_t b = (g0 + half) / 2;
+          const uint8_t* low = block_bytes<Format::q6>(p, n + r, b);
+          const uint8_t* high = p.high + (n + r) * (p.k / 4) + b * (kBlock / 4);
+          prefetch_ahead(low);
+          prefetch_ahead(high, kPrefetch / 2);
+          Weights w;
+          q6_unsigned(low, high, w);
+          for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d[r][half + (j < kParts / 2 ? 0 : 1)];
+          for (int i = 0; i < ROWS; ++i) {
+            const float* x = xs + i * p.k + b * kBlock;
+            for (int64_t j = 0; j < kParts; ++j) acc[r][i] += w.v[j] * load(x + j * kLanes);
+          }
+        }
     }
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = sum(acc[r][i]);
+  }
+  if (n < n1) float_q6_tile<ROWS, 1>(p, xs, halves, stride, n, n1);
+}
+
+struct FloatQ6Tile {
+  template <int ROWS, int OUTS>
+  static void run(const Problem& p, const float* xs, const float* halves, int64_t stride, int64_t n0, int64_t n1) {
+    constexpr int outs = std::max(1, std::min(OUTS, kFloatQ4Accumulators / ROWS));
+    float_q6_tile<ROWS, outs>(p, xs, halves, stride, n0, n1);
+  }
+};
+
+// Outputs [n0, n1) of every row, eight rows at a time whatever the batch.
+template <typename Tile>
+void float_rows(const Problem& problem, const BlockSums& xs, int64_t n0, int64_t n1) {
+  for (int64_t row = 0; row < problem.m; row += 8) {
+    Problem chunk = problem;
+    chunk.y += row * problem.n;
+    chunk.m = std::min<int64_t>(8, problem.m - row);
+    by_rows<Tile>(chunk.m, chunk, problem.x + row * problem.k, xs.sums.data() + row * xs.stride, xs.stride, n0, n1);
+  }
+}
+
+// A decode batch's q4 or q6 products on a float copy.
+void run_float(ffi::ThreadPool& pool, const Problem& problem, Format format) {
+  BlockSums xs;
+  block_sums(problem, format == Format::q6 ? kQ6Group : kBlock, xs);
+  over_outputs(pool, problem, 4, [&problem, &xs, format](int64_t n0, int64_t n1) {
+    if (format == Format::q6)
+      float_rows<FloatQ6Tile>(problem, xs, n0, n1);
+    else
+      float_rows<FloatQ4Tile>(problem, xs, n0, n1);
   });
 }
 #endif
@@ -839,7 +933,7 @@ void run(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 #if defined(FIXIT_EXACT_Q4)
   if (format != Format::q8 && problem.m <= kSmallRows) return run_exact(pool, problem, format);
 #elif !defined(__AVX512BF16__)
-  if (format == Format::q4 && problem.m <= kSmallRows) return run_float_q4(pool, problem);
+  if (format != Format::q8 && problem.m <= kSmallRows) return run_float(pool, problem, format);
 #endif
   std::vector<Scalar> xs;  // the rows in the products' number type
   rows_to_product_type(problem, xs);
