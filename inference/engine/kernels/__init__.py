@@ -317,7 +317,8 @@ def q6_matmul(x: Any, low: Any, high: Any, scales: Any, *, rows: Any = None, isa
     """The same for q6 weights: ``low`` uint8 ``(N, K/2)`` (each block's low nibbles, laid out as q4's),
     ``high`` uint8 ``(N, K/4)`` (the 2 high bits: byte j of a block's 8 holds elements j, j+8, j+16,
     j+24), ``scales`` float16 ``(N, K/16)``. A decode batch on the ``avx512bf16`` copy multiplies the
-    6-bit integers exactly, as q4's (:func:`exact_q4`)."""
+    6-bit integers exactly, as q4's (:func:`exact_q4`); the float copies multiply ``d·q`` (exact in
+    float32) and subtract ``32·d·Σx`` per group, as they sum q4's as ``d·Σq·x + m·Σx``."""
     import jax
     import jax.numpy as jnp
 
