@@ -201,6 +201,26 @@ inline void q4_integers(const uint8_t* bytes, Weights& w) {
   std::memcpy(&w.v, &parts, sizeof w.v);
 }
 
+// The 32 int8 weights of a q8 block as floats, in element order.
+inline void q8_integers(const int8_t* q, Weights& w) {
+#if defined(__AVX512F__)
+  const __m512 parts[2] = {
+      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)))),
+      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16))))};
+#elif defined(__AVX2__)
+  const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  const __m128i second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));
+  const __m256 parts[4] = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(first)),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(first, 8))),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(second)),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(second, 8)))};
+#else
+  float parts[kBlock];
+  for (int64_t i = 0; i < kBlock; ++i) parts[i] = static_cast<float>(q[i]);
+#endif
+  std::memcpy(&w.v, &parts, sizeof w.v);
+}
+
 // The 32 weights of block b of output n (GCC scalarizes a vector-extension conversion from 8-bit
 // integers, one instruction per lane, hence the intrinsics; the scalar copy widens them by a loop).
 template <Format F>
@@ -219,23 +239,7 @@ inline void decode(const Problem& p, int64_t n, int64_t b, Weights& w) {
     q4_integers(p.w + n * (p.k / 2) + b * (kBlock / 2), w);
     for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d + m;
   } else {
-    const int8_t* q = reinterpret_cast<const int8_t*>(p.w) + n * p.k + b * kBlock;
-#if defined(__AVX512F__)
-    const __m512 parts[2] = {
-        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)))),
-        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16))))};
-#elif defined(__AVX2__)
-    const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-    const __m128i second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));
-    const __m256 parts[4] = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(first)),
-                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(first, 8))),
-                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(second)),
-                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(second, 8)))};
-#else
-    float parts[kBlock];
-    for (int64_t i = 0; i < kBlock; ++i) parts[i] = static_cast<float>(q[i]);
-#endif
-    std::memcpy(&w.v, &parts, sizeof w.v);
+    q8_integers(reinterpret_cast<const int8_t*>(p.w) + n * p.k + b * kBlock, w);
     for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d;
   }
 }
@@ -905,6 +909,52 @@ struct FloatQ6Tile {
   }
 };
 
+// q8 keeps the panel path's arithmetic (w = d·q, then the products in element order, so a decode batch
+// and a prefill agree to the bit) with the scales converted kLanes blocks at a time, not one a block.
+template <int ROWS, int OUTS>
+void float_q8_tile(const Problem& p, const float* xs, const float*, int64_t, int64_t n0, int64_t n1) {
+  const int64_t blocks = p.k / kBlock;
+  int64_t n = n0;
+  for (; n + OUTS <= n1; n += OUTS) {
+    f32v acc[OUTS][ROWS];
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) acc[r][i] = f32v{};
+    for (int64_t b0 = 0; b0 < blocks; b0 += kLanes) {
+      const int64_t count = std::min<int64_t>(kLanes, blocks - b0);
+      alignas(64) float d[OUTS][kLanes];
+      for (int r = 0; r < OUTS; ++r) {
+        const int64_t at = (n + r) * blocks + b0;
+        prefetch_scales(p.scale + at);
+        const f32v scale = load_halves(p.scale + at, count);
+        std::memcpy(d[r], &scale, sizeof scale);
+      }
+      for (int64_t b = 0; b < count; ++b)
+        for (int r = 0; r < OUTS; ++r) {
+          const uint8_t* bytes = block_bytes<Format::q8>(p, n + r, b0 + b);
+          prefetch_ahead(bytes);
+          Weights w;
+          q8_integers(reinterpret_cast<const int8_t*>(bytes), w);
+          for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d[r][b];
+          for (int i = 0; i < ROWS; ++i) {
+            const float* x = xs + i * p.k + (b0 + b) * kBlock;
+            for (int64_t j = 0; j < kParts; ++j) acc[r][i] += w.v[j] * load(x + j * kLanes);
+          }
+        }
+    }
+    for (int r = 0; r < OUTS; ++r)
+      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = sum(acc[r][i]);
+  }
+  if (n < n1) float_q8_tile<ROWS, 1>(p, xs, nullptr, 0, n, n1);
+}
+
+struct FloatQ8Tile {
+  template <int ROWS, int OUTS>
+  static void run(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
+    constexpr int outs = std::max(1, std::min(OUTS, kFloatQ4Accumulators / ROWS));
+    float_q8_tile<ROWS, outs>(p, xs, sums, stride, n0, n1);
+  }
+};
+
 // Outputs [n0, n1) of every row, eight rows at a time whatever the batch.
 template <typename Tile>
 void float_rows(const Problem& problem, const BlockSums& xs, int64_t n0, int64_t n1) {
@@ -916,15 +966,16 @@ void float_rows(const Problem& problem, const BlockSums& xs, int64_t n0, int64_t
   }
 }
 
-// A decode batch's q4 or q6 products on a float copy.
+// A decode batch's products on a float copy (q8 needs no sums).
 void run_float(ffi::ThreadPool& pool, const Problem& problem, Format format) {
   BlockSums xs;
-  block_sums(problem, format == Format::q6 ? kQ6Group : kBlock, xs);
+  if (format != Format::q8) block_sums(problem, format == Format::q6 ? kQ6Group : kBlock, xs);
   over_outputs(pool, problem, 4, [&problem, &xs, format](int64_t n0, int64_t n1) {
-    if (format == Format::q6)
-      float_rows<FloatQ6Tile>(problem, xs, n0, n1);
-    else
-      float_rows<FloatQ4Tile>(problem, xs, n0, n1);
+    switch (format) {
+      case Format::q4: return float_rows<FloatQ4Tile>(problem, xs, n0, n1);
+      case Format::q6: return float_rows<FloatQ6Tile>(problem, xs, n0, n1);
+      default: return float_rows<FloatQ8Tile>(problem, xs, n0, n1);
+    }
   });
 }
 #endif
@@ -933,7 +984,7 @@ void run(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 #if defined(FIXIT_EXACT_Q4)
   if (format != Format::q8 && problem.m <= kSmallRows) return run_exact(pool, problem, format);
 #elif !defined(__AVX512BF16__)
-  if (format != Format::q8 && problem.m <= kSmallRows) return run_float(pool, problem, format);
+  if (problem.m <= kSmallRows) return run_float(pool, problem, format);
 #endif
   std::vector<Scalar> xs;  // the rows in the products' number type
   rows_to_product_type(problem, xs);
