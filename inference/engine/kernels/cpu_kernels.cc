@@ -815,12 +815,12 @@ void float_q4_tile(const Problem& p, const float* xs, const float* sums, int64_t
 
 // With 16 vector registers (AVX2, SSE2), at most 8 accumulators: 4 x 4 or 2 x 8 and the block's 4 vectors
 // spilled (8 rows on AVX2: 1.4x slower than the weights decoded as d·q + m).
-constexpr int kFloatQ4Accumulators = kLanes == 16 ? 16 : 8;
+constexpr int kFloatAccumulators = kLanes == 16 ? 16 : 8;
 
 struct FloatQ4Tile {
   template <int ROWS, int OUTS>
   static void run(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
-    constexpr int outs = std::max(1, std::min(OUTS, kFloatQ4Accumulators / ROWS));
+    constexpr int outs = std::max(1, std::min(OUTS, kFloatAccumulators / ROWS));
     float_q4_tile<ROWS, outs>(p, xs, sums, stride, n0, n1);
   }
 };
@@ -904,7 +904,7 @@ void float_q6_tile(const Problem& p, const float* xs, const float* halves, int64
 struct FloatQ6Tile {
   template <int ROWS, int OUTS>
   static void run(const Problem& p, const float* xs, const float* halves, int64_t stride, int64_t n0, int64_t n1) {
-    constexpr int outs = std::max(1, std::min(OUTS, kFloatQ4Accumulators / ROWS));
+    constexpr int outs = std::max(1, std::min(OUTS, kFloatAccumulators / ROWS));
     float_q6_tile<ROWS, outs>(p, xs, halves, stride, n0, n1);
   }
 };
@@ -950,7 +950,7 @@ void float_q8_tile(const Problem& p, const float* xs, const float*, int64_t, int
 struct FloatQ8Tile {
   template <int ROWS, int OUTS>
   static void run(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
-    constexpr int outs = std::max(1, std::min(OUTS, kFloatQ4Accumulators / ROWS));
+    constexpr int outs = std::max(1, std::min(OUTS, kFloatAccumulators / ROWS));
     float_q8_tile<ROWS, outs>(p, xs, sums, stride, n0, n1);
   }
 };
