@@ -140,39 +140,34 @@ struct Weights {
   f32v v[kParts];
 };
 
-// q6 block b of output n: the 32 integers q − 32 as floats, in element order.
-inline void q6_integers(const Problem& p, int64_t n, int64_t b, Weights& w) {
-  const uint8_t* low = p.w + n * (p.k / 2) + b * (kBlock / 2);
-  const uint8_t* high = p.high + n * (p.k / 4) + b * (kBlock / 4);
+// A q6 block's 32 integers q (0..63) as floats, in element order: q assembled from its nibbles and high
+// bits in 16-byte registers (three ports on Intel, where AVX-512's dword lanes have two), then one
+// widening per vector.
+inline void q6_unsigned(const uint8_t* low, const uint8_t* high, Weights& w) {
+#if defined(__AVX2__)
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(low));
+  const __m128i fifteen = _mm_set1_epi8(15), three = _mm_set1_epi8(3);
+  const __m128i tops = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)),
+                                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)));
+  // byte j of ``tops`` in both halves; a 64-bit shift by 2t then & 3 leaves bits 2t..2t+1 of each byte
+  const __m128i top_lo = _mm_and_si128(_mm_srlv_epi64(tops, _mm_set_epi64x(2, 0)), three);  // elements 0..15
+  const __m128i top_hi = _mm_and_si128(_mm_srlv_epi64(tops, _mm_set_epi64x(6, 4)), three);  // 16..31
+  const __m128i first = _mm_or_si128(_mm_and_si128(bytes, fifteen), _mm_slli_epi16(top_lo, 4));
+  const __m128i second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(bytes, 4), fifteen), _mm_slli_epi16(top_hi, 4));
 #if defined(__AVX512F__)
-  const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low)));
-  const __m128i eight = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(high));
-  const __m512i bits = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(eight, eight));  // lane i: byte i % 8
-  const __m512i three = _mm512_set1_epi32(3), fifteen = _mm512_set1_epi32(15), bias = _mm512_set1_epi32(32);
-  const __m512i first = _mm512_srlv_epi32(bits, _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0));
-  const __m512i second = _mm512_srlv_epi32(bits, _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4));
-  const __m512 parts[2] = {
-      _mm512_cvtepi32_ps(_mm512_sub_epi32(
-          _mm512_or_si512(_mm512_and_si512(wide, fifteen), _mm512_slli_epi32(_mm512_and_si512(first, three), 4)), bias)),
-      _mm512_cvtepi32_ps(_mm512_sub_epi32(
-          _mm512_or_si512(_mm512_srli_epi32(wide, 4), _mm512_slli_epi32(_mm512_and_si512(second, three), 4)), bias))};
-#elif defined(__AVX2__)
-  const __m128i all = _mm_loadu_si128(reinterpret_cast<const __m128i*>(low));
-  const __m256i first = _mm256_cvtepu8_epi32(all), second = _mm256_cvtepu8_epi32(_mm_srli_si128(all, 8));
-  const __m256i bits = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)));
-  const __m256i three = _mm256_set1_epi32(3), fifteen = _mm256_set1_epi32(15), bias = _mm256_set1_epi32(32);
-  const auto q = [&](__m256i nibbles, int shift) {
-    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(bits, shift), three);
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(nibbles, _mm256_slli_epi32(top, 4)), bias));
-  };
-  const __m256 parts[4] = {q(_mm256_and_si256(first, fifteen), 0), q(_mm256_and_si256(second, fifteen), 2),
-                           q(_mm256_srli_epi32(first, 4), 4), q(_mm256_srli_epi32(second, 4), 6)};
+  const __m512 parts[2] = {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(first)),
+                           _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(second))};
+#else
+  const __m256 parts[4] = {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(first)),
+                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(first, 8))),
+                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(second)),
+                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(second, 8)))};
+#endif
 #else
   float parts[kBlock];
   for (int64_t e = 0; e < kBlock; ++e) {
     const int nibble = e < kBlock / 2 ? (low[e] & 15) : (low[e - kBlock / 2] >> 4);
-    const int top = (high[e % 8] >> (2 * (e / 8))) & 3;
-    parts[e] = static_cast<float>(nibble + 16 * top - 32);
+    parts[e] = static_cast<float>(nibble + 16 * ((high[e % 8] >> (2 * (e / 8))) & 3));
   }
 #endif
   std::memcpy(&w.v, &parts, sizeof w.v);
@@ -227,10 +222,10 @@ template <Format F>
 inline void decode(const Problem& p, int64_t n, int64_t b, Weights& w) {
   const int64_t blocks = p.k / kBlock;
   if constexpr (F == Format::q6) {
-    q6_integers(p, n, b, w);
+    q6_unsigned(p.w + n * (p.k / 2) + b * (kBlock / 2), p.high + n * (p.k / 4) + b * (kBlock / 4), w);
     const uint16_t* scales = p.scale + n * 2 * blocks + 2 * b;
     const float d0 = half_to_float(scales[0]), d1 = half_to_float(scales[1]);
-    for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * (j < kParts / 2 ? d0 : d1);
+    for (int64_t j = 0; j < kParts; ++j) w.v[j] = (w.v[j] - 32.0f) * (j < kParts / 2 ? d0 : d1);
     return;
   }
   const float d = half_to_float(p.scale[n * blocks + b]);
@@ -772,186 +767,78 @@ void block_sums(const Problem& p, int64_t group, BlockSums& out) {
     }
 }
 
-// Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; each output's scales and offsets kLanes blocks at a
-// time. ``stride``: the row stride of ``sums``.
-template <int ROWS, int OUTS>
-void float_q4_tile(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
-  const int64_t blocks = p.k / kBlock;
+// Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; each output's scales (and q4's offsets) kLanes at a
+// time: kLanes blocks, or kLanes groups of 16 for q6. ``sums``: each row's sums of x per block (q4) or per
+// group (q6), row stride ``stride``; q8 needs none.
+//   q4: Σ (d·q + m)·x = d·Σ q·x + m·Σx            (q 0..15 unscaled, d once per block)
+//   q6: Σ d·(q − 32)·x = Σ (d·q)·x − 32·d·Σx      (q 0..63, d·q exact in float32)
+//   q8: Σ (d·q)·x                                 (the panel path's arithmetic: a prefill's bits)
+template <Format F, int ROWS, int OUTS>
+void float_tile(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
+  constexpr int64_t per_block = F == Format::q6 ? 2 : 1;  // scales a block
+  const int64_t scales = per_block * (p.k / kBlock);
   int64_t n = n0;
   for (; n + OUTS <= n1; n += OUTS) {
-    f32v acc[OUTS][ROWS];
-    for (int r = 0; r < OUTS; ++r)
-      for (int i = 0; i < ROWS; ++i) acc[r][i] = f32v{};
-    for (int64_t b0 = 0; b0 < blocks; b0 += kLanes) {
-      const int64_t count = std::min<int64_t>(kLanes, blocks - b0);
+    f32v acc[OUTS][ROWS] = {};
+    for (int64_t s0 = 0; s0 < scales; s0 += kLanes) {
+      const int64_t count = std::min<int64_t>(kLanes, scales - s0);  // q6: even, two groups a block
       alignas(64) float d[OUTS][kLanes];
       for (int r = 0; r < OUTS; ++r) {
-        const int64_t at = (n + r) * blocks + b0;
-        prefetch_scales(p.scale + at);
-        prefetch_scales(p.shift + at);
-        const f32v scale = load_halves(p.scale + at, count), shift = load_halves(p.shift + at, count);
+        const int64_t at = (n + r) * scales + s0;
+        prefetch_ahead(p.scale + at, F == Format::q6 ? kPrefetch / 4 : kPrefetch / 8);
+        const f32v scale = load_halves(p.scale + at, count);
         std::memcpy(d[r], &scale, sizeof scale);
-        for (int i = 0; i < ROWS; ++i) acc[r][i] += shift * load(sums + i * stride + b0);
+        if constexpr (F != Format::q8) {
+          if constexpr (F == Format::q4) prefetch_scales(p.shift + at);
+          const f32v offset = F == Format::q4 ? load_halves(p.shift + at, count) : scale * -32.0f;
+          for (int i = 0; i < ROWS; ++i) acc[r][i] += offset * load(sums + i * stride + s0);
+        }
       }
-      for (int64_t b = 0; b < count; ++b)
+      for (int64_t s = 0; s < count; s += per_block)
         for (int r = 0; r < OUTS; ++r) {
-          const uint8_t* bytes = block_bytes<Format::q4>(p, n + r, b0 + b);
+          const int64_t b = (s0 + s) / per_block;
+          const uint8_t* bytes = block_bytes<F>(p, n + r, b);
           prefetch_ahead(bytes);
-          Weights q;
-          q4_integers(bytes, q);
+          Weights w;
+          if constexpr (F == Format::q4) {
+            q4_integers(bytes, w);
+          } else if constexpr (F == Format::q6) {
+            const uint8_t* high = p.high + (n + r) * (p.k / 4) + b * (kBlock / 4);
+            prefetch_ahead(high, kPrefetch / 2);
+            q6_unsigned(bytes, high, w);
+          } else {
+            q8_integers(reinterpret_cast<const int8_t*>(bytes), w);
+          }
+          if constexpr (F != Format::q4)
+            for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d[r][s + (j < kParts / per_block ? 0 : 1)];
           for (int i = 0; i < ROWS; ++i) {
-            const float* x = xs + i * p.k + (b0 + b) * kBlock;
-            f32v dot = q.v[0] * load(x);
-            for (int64_t j = 1; j < kParts; ++j) dot += q.v[j] * load(x + j * kLanes);
-            acc[r][i] += dot * d[r][b];
+            const float* x = xs + i * p.k + b * kBlock;
+            if constexpr (F == Format::q4) {
+              f32v dot = w.v[0] * load(x);
+              for (int64_t j = 1; j < kParts; ++j) dot += w.v[j] * load(x + j * kLanes);
+              acc[r][i] += dot * d[r][s];
+            } else {
+              for (int64_t j = 0; j < kParts; ++j) acc[r][i] += w.v[j] * load(x + j * kLanes);
+            }
           }
         }
     }
     for (int r = 0; r < OUTS; ++r)
       for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = sum(acc[r][i]);
   }
-  if (n < n1) float_q4_tile<ROWS, 1>(p, xs, sums, stride, n, n1);
+  if (n < n1) float_tile<F, ROWS, 1>(p, xs, sums, stride, n, n1);
 }
 
 // With 16 vector registers (AVX2, SSE2), at most 8 accumulators: 4 x 4 or 2 x 8 and the block's 4 vectors
 // spilled (8 rows on AVX2: 1.4x slower than the weights decoded as d·q + m).
 constexpr int kFloatAccumulators = kLanes == 16 ? 16 : 8;
 
-struct FloatQ4Tile {
+template <Format F>
+struct FloatTile {
   template <int ROWS, int OUTS>
   static void run(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
     constexpr int outs = std::max(1, std::min(OUTS, kFloatAccumulators / ROWS));
-    float_q4_tile<ROWS, outs>(p, xs, sums, stride, n0, n1);
-  }
-};
-
-// q6 likewise: Σ_j d·(q_j − 32)·x_j = Σ_j (d·q_j)·x_j − 32·d·Σ_j x_j per group of 16, with q the unsigned
-// 0..63 (d·q is exact in float32: 11 bits times 6), the scales kLanes groups at a time, and q assembled
-// from its nibbles and high bits in 16-byte registers (three ports on Intel, where AVX-512's dword lanes
-// have two) before one widening per vector. Qwen2.5-Coder-1.5B's ffn_down and head are q6.
-inline void q6_unsigned(const uint8_t* low, const uint8_t* high, Weights& w) {
-#if defined(__AVX2__)
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(low));
-  const __m128i fifteen = _mm_set1_epi8(15), three = _mm_set1_epi8(3);
-  const __m128i tops = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)),
-                                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)));
-  // byte j of ``tops`` in both halves; a 64-bit shift by 2t then & 3 leaves bits 2t..2t+1 of each byte
-  const __m128i top_lo = _mm_and_si128(_mm_srlv_epi64(tops, _mm_set_epi64x(2, 0)), three);  // elements 0..15
-  const __m128i top_hi = _mm_and_si128(_mm_srlv_epi64(tops, _mm_set_epi64x(6, 4)), three);  // 16..31
-  const __m128i first = _mm_or_si128(_mm_and_si128(bytes, fifteen), _mm_slli_epi16(top_lo, 4));
-  const __m128i second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(bytes, 4), fifteen), _mm_slli_epi16(top_hi, 4));
-#if defined(__AVX512F__)
-  const __m512 parts[2] = {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(first)),
-                           _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(second))};
-#else
-  const __m256 parts[4] = {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(first)),
-                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(first, 8))),
-                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(second)),
-                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(second, 8)))};
-#endif
-#else
-  float parts[kBlock];
-  for (int64_t e = 0; e < kBlock; ++e) {
-    const int nibble = e < kBlock / 2 ? (low[e] & 15) : (low[e - kBlock / 2] >> 4);
-    parts[e] = static_cast<float>(nibble + 16 * ((high[e % 8] >> (2 * (e / 8))) & 3));
-  }
-#endif
-  std::memcpy(&w.v, &parts, sizeof w.v);
-}
-
-// Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; each output's scales kLanes groups (kLanes / 2
-// blocks) at a time. ``halves``: each row's sums of 16, row stride ``stride``.
-template <int ROWS, int OUTS>
-void float_q6_tile(const Problem& p, const float* xs, const float* halves, int64_t stride, int64_t n0, int64_t n1) {
-  const int64_t blocks = p.k / kBlock, groups = 2 * blocks;
-  int64_t n = n0;
-  for (; n + OUTS <= n1; n += OUTS) {
-    f32v acc[OUTS][ROWS];
-    for (int r = 0; r < OUTS; ++r)
-      for (int i = 0; i < ROWS; ++i) acc[r][i] = f32v{};
-    for (int64_t g0 = 0; g0 < groups; g0 += kLanes) {
-      const int64_t count = std::min<int64_t>(kLanes, groups - g0);  // even: two groups a block
-      alignas(64) float d[OUTS][kLanes];
-      for (int r = 0; r < OUTS; ++r) {
-        const int64_t at = (n + r) * groups + g0;
-        prefetch_ahead(p.scale + at, kPrefetch / 4);
-        const f32v scale = load_halves(p.scale + at, count);
-        std::memcpy(d[r], &scale, sizeof scale);
-        for (int i = 0; i < ROWS; ++i) acc[r][i] += (scale * -32.0f) * load(halves + i * stride + g0);
-      }
-      for (int64_t half = 0; half < count; half += 2)
-        for (int r = 0; r < OUTS; ++r) {
-          const int64_t b = (g0 + half) / 2;
-          const uint8_t* low = block_bytes<Format::q6>(p, n + r, b);
-          const uint8_t* high = p.high + (n + r) * (p.k / 4) + b * (kBlock / 4);
-          prefetch_ahead(low);
-          prefetch_ahead(high, kPrefetch / 2);
-          Weights w;
-          q6_unsigned(low, high, w);
-          for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d[r][half + (j < kParts / 2 ? 0 : 1)];
-          for (int i = 0; i < ROWS; ++i) {
-            const float* x = xs + i * p.k + b * kBlock;
-            for (int64_t j = 0; j < kParts; ++j) acc[r][i] += w.v[j] * load(x + j * kLanes);
-          }
-        }
-    }
-    for (int r = 0; r < OUTS; ++r)
-      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = sum(acc[r][i]);
-  }
-  if (n < n1) float_q6_tile<ROWS, 1>(p, xs, halves, stride, n, n1);
-}
-
-struct FloatQ6Tile {
-  template <int ROWS, int OUTS>
-  static void run(const Problem& p, const float* xs, const float* halves, int64_t stride, int64_t n0, int64_t n1) {
-    constexpr int outs = std::max(1, std::min(OUTS, kFloatAccumulators / ROWS));
-    float_q6_tile<ROWS, outs>(p, xs, halves, stride, n0, n1);
-  }
-};
-
-// q8 keeps the panel path's arithmetic (w = d·q, then the products in element order, so a decode batch
-// and a prefill agree to the bit) with the scales converted kLanes blocks at a time, not one a block.
-template <int ROWS, int OUTS>
-void float_q8_tile(const Problem& p, const float* xs, const float*, int64_t, int64_t n0, int64_t n1) {
-  const int64_t blocks = p.k / kBlock;
-  int64_t n = n0;
-  for (; n + OUTS <= n1; n += OUTS) {
-    f32v acc[OUTS][ROWS];
-    for (int r = 0; r < OUTS; ++r)
-      for (int i = 0; i < ROWS; ++i) acc[r][i] = f32v{};
-    for (int64_t b0 = 0; b0 < blocks; b0 += kLanes) {
-      const int64_t count = std::min<int64_t>(kLanes, blocks - b0);
-      alignas(64) float d[OUTS][kLanes];
-      for (int r = 0; r < OUTS; ++r) {
-        const int64_t at = (n + r) * blocks + b0;
-        prefetch_scales(p.scale + at);
-        const f32v scale = load_halves(p.scale + at, count);
-        std::memcpy(d[r], &scale, sizeof scale);
-      }
-      for (int64_t b = 0; b < count; ++b)
-        for (int r = 0; r < OUTS; ++r) {
-          const uint8_t* bytes = block_bytes<Format::q8>(p, n + r, b0 + b);
-          prefetch_ahead(bytes);
-          Weights w;
-          q8_integers(reinterpret_cast<const int8_t*>(bytes), w);
-          for (int64_t j = 0; j < kParts; ++j) w.v[j] = w.v[j] * d[r][b];
-          for (int i = 0; i < ROWS; ++i) {
-            const float* x = xs + i * p.k + (b0 + b) * kBlock;
-            for (int64_t j = 0; j < kParts; ++j) acc[r][i] += w.v[j] * load(x + j * kLanes);
-          }
-        }
-    }
-    for (int r = 0; r < OUTS; ++r)
-      for (int i = 0; i < ROWS; ++i) p.y[i * p.n + n + r] = sum(acc[r][i]);
-  }
-  if (n < n1) float_q8_tile<ROWS, 1>(p, xs, nullptr, 0, n, n1);
-}
-
-struct FloatQ8Tile {
-  template <int ROWS, int OUTS>
-  static void run(const Problem& p, const float* xs, const float* sums, int64_t stride, int64_t n0, int64_t n1) {
-    constexpr int outs = std::max(1, std::min(OUTS, kFloatAccumulators / ROWS));
-    float_q8_tile<ROWS, outs>(p, xs, sums, stride, n0, n1);
+    float_tile<F, ROWS, outs>(p, xs, sums, stride, n0, n1);
   }
 };
 
@@ -972,9 +859,9 @@ void run_float(ffi::ThreadPool& pool, const Problem& problem, Format format) {
   if (format != Format::q8) block_sums(problem, format == Format::q6 ? kQ6Group : kBlock, xs);
   over_outputs(pool, problem, 4, [&problem, &xs, format](int64_t n0, int64_t n1) {
     switch (format) {
-      case Format::q4: return float_rows<FloatQ4Tile>(problem, xs, n0, n1);
-      case Format::q6: return float_rows<FloatQ6Tile>(problem, xs, n0, n1);
-      default: return float_rows<FloatQ8Tile>(problem, xs, n0, n1);
+      case Format::q4: return float_rows<FloatTile<Format::q4>>(problem, xs, n0, n1);
+      case Format::q6: return float_rows<FloatTile<Format::q6>>(problem, xs, n0, n1);
+      default: return float_rows<FloatTile<Format::q8>>(problem, xs, n0, n1);
     }
   });
 }
