@@ -9,10 +9,13 @@ model's does; six matrices, 16 MB in q4 and 27 in q8, fit a Zen 5's 32 MB L3 and
 q4 at batch 1, where Qwen2.5-Coder-1.5B then decoded at 7 tok/s instead of 13) at batch 1 and batch 8, in
 ``q4`` and ``q8`` through each vector copy of the native kernels the CPU runs and ``float32`` and
 ``bfloat16`` through XLA, every candidate once per round for ``repeats`` rounds (medians), so that a
-shared machine's slow spell falls on all of them alike. It keeps the fastest (batch 1 plus batch 8)
-whose products stay within
-:data:`PRODUCT_TOLERANCE` of float64 on the same stored weights, and the kernels use the copy that served
-the fastest block format (the most capable copy is not always the fastest: on an Intel Emerald Rapids the
+shared machine's slow spell falls on all of them alike. Each block format is timed twice per copy: with the
+kernels' wide decode tiles (4 outputs' rows read interleaved) and with narrow ones (one output at a time up
+to :data:`inference.engine.kernels.NARROW_ROWS` rows), the same bits in another order of reading that is
+1.35-1.8x faster at one row on an AMD Zen 4 and was the slower one where the wide tiles were tuned.
+It keeps the fastest (:attr:`Candidate.score`) whose products stay within :data:`PRODUCT_TOLERANCE` of
+float64 on the same stored weights, and the kernels use the copy (and the tile width) that served the
+fastest block format (the most capable copy is not always the fastest: on an Intel Emerald Rapids the
 ``avx512`` copy's float32 products and ``avx512bf16``'s bfloat16 ones trade places; docs/BENCHMARKS.md).
 The verdict is cached
 beside the kernels, keyed by the CPU, the copies measured and jax's version, so later starts read it in a
@@ -32,6 +35,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -45,7 +49,7 @@ log = logging.getLogger(__name__)
 CANDIDATES: tuple[WeightFormat, ...] = ("q4", "q8", "float32", "bfloat16")
 PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
 BATCHES = (1, 8)
-MEASURE_VERSION = 4  # bump when the workload changes: old verdicts are then measured again
+MEASURE_VERSION = 5  # bump when the workload changes: old verdicts are then measured again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,10 +61,12 @@ class Candidate:
     ms: dict[int, float]
     product_error: float
     isa: str | None = None  # the kernel copy that multiplied it (block formats)
+    narrow_rows: int = 0  # decode batches up to this many rows read one output at a time (kernels)
 
     @property
     def label(self) -> str:
-        return f"{self.format}/{self.isa}" if self.isa else self.format
+        label = f"{self.format}/{self.isa}" if self.isa else self.format
+        return f"{label}/narrow" if self.narrow_rows else label
 
     @property
     def passes(self) -> bool:
@@ -68,7 +74,10 @@ class Candidate:
 
     @property
     def score(self) -> float:
-        return sum(self.ms.values())
+        """The geometric mean of the times at each batch: 10% faster at batch 1 counts as much as 10%
+        faster at batch 8. (Their sum let the batch-8 step, the longer one, decide alone: on an AMD Zen 4
+        it picked q8, 1.2x slower than q4 at batch 1, for being 1.1x faster at batch 8.)"""
+        return math.prod(self.ms.values()) ** (1 / len(self.ms))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,14 +91,16 @@ class Verdict:
     isa: str | None = None
     cpu: str = ""
     cached: bool = False
+    narrow_rows: int = 0  # the kernels' tile setting that served the fastest block format
 
     def as_json(self) -> dict[str, Any]:
         return {
             "format": self.format, "native": self.native, "why": self.why, "isa": self.isa, "cpu": self.cpu,
-            "cached": self.cached,
+            "cached": self.cached, "narrow_rows": self.narrow_rows,
             "candidates": [{"format": c.format, "isa": c.isa, "native": c.native, "passes": c.passes,
                             "ms": {str(b): round(t, 3) for b, t in c.ms.items()},
-                            "product_error": c.product_error} for c in self.candidates],
+                            "product_error": c.product_error, "narrow_rows": c.narrow_rows}
+                           for c in self.candidates],
         }
 
 
@@ -165,8 +176,9 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
     if verdict is None:
         candidates = (measure_fn or measure)(native=native, isas=isas)
         best, why = decide(candidates)
+        fastest = fastest_native(candidates)
         verdict = Verdict(best.format, best.native, why, candidates, fastest_copy(candidates),
-                          kernels.cpu_model())
+                          kernels.cpu_model(), narrow_rows=fastest.narrow_rows if fastest else 0)
         if blocked is not None and kernels.kernel_status() is not None:
             # a failed build (no compiler yet, a timeout, a full disk) may succeed next start: a verdict
             # cached now would keep the XLA formats until the kernels' source changed
@@ -175,7 +187,7 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
             _write_verdict(path, verdict)
         log.info("weights = auto: %s (%s)", best.label, why)
     if native:
-        kernels.prefer_isa(verdict.isa)
+        _use_measured_kernels(verdict)
     if blocked is not None:
         verdict = dataclasses.replace(verdict, why=f"{blocked}; {verdict.why}")
     return verdict
@@ -193,19 +205,32 @@ def copies_to_measure() -> tuple[str, ...]:
     return tuple(isa for isa in supported if kernels.vector_decode(isa)) or supported[:1]
 
 
+def fastest_native(candidates: tuple[Candidate, ...]) -> Candidate | None:
+    """The fastest passing block-format candidate (None: none was measured)."""
+    native = sorted((c for c in candidates if c.native and c.passes and c.isa), key=lambda c: c.score)
+    return native[0] if native else None
+
+
 def fastest_copy(candidates: tuple[Candidate, ...]) -> str | None:
     """The kernel copy of the fastest passing block-format candidate (None: none was measured)."""
-    native = sorted((c for c in candidates if c.native and c.passes and c.isa), key=lambda c: c.score)
-    return native[0].isa if native else None
+    fastest = fastest_native(candidates)
+    return fastest.isa if fastest else None
+
+
+def _use_measured_kernels(verdict: Verdict) -> None:
+    """The kernels use the copy and the tile width that served the verdict's fastest block format."""
+    from inference.engine import kernels
+
+    kernels.prefer_isa(verdict.isa)
+    kernels.set_narrow_rows(verdict.narrow_rows)
 
 
 def _prefer_measured_copy() -> None:
-    """An explicit block format uses the copy a cached ``auto`` verdict measured fastest (never measures)."""
-    from inference.engine import kernels
-
+    """An explicit block format uses the copy (and tiles) a cached ``auto`` verdict measured fastest (never
+    measures)."""
     verdict = _read_verdict(_verdict_path(copies_to_measure()))
     if verdict is not None:
-        kernels.prefer_isa(verdict.isa)
+        _use_measured_kernels(verdict)
 
 
 def measure(
@@ -232,40 +257,54 @@ def measure(
     dequantized: dict[WeightFormat, Callable[[Any], Any]] = {
         "float32": lambda w: w, "bfloat16": lambda w: w.astype(jnp.float32),
     }
-    runs: list[tuple[WeightFormat, str | None, Callable[[Any, Any], Any]]] = []
+    runs: list[tuple[WeightFormat, str | None, int, Callable[[Any, Any], Any]]] = []
     if native:
         stored["q4"] = [jax.jit(kernels.q4_quantize)(w) for w in dense]
         stored["q8"] = [jax.jit(kernels.q8_quantize)(w) for w in dense]
         dequantized["q4"] = lambda w: kernels.q4_dequantize(*w)
         dequantized["q8"] = lambda w: kernels.q8_dequantize(*w)
         for copy in isas or (kernels.selected_isa(),):
-            runs.append(("q4", copy, _block_product(kernels.q4_matmul, copy)))
-            runs.append(("q8", copy, _block_product(kernels.q8_matmul, copy)))
-    runs += [(fmt, None, products[fmt]) for fmt in CANDIDATES if fmt in products]
+            for narrow in (0, kernels.NARROW_ROWS):
+                runs.append(("q4", copy, narrow, _block_product(kernels.q4_matmul, copy)))
+                runs.append(("q8", copy, narrow, _block_product(kernels.q8_matmul, copy)))
+    runs += [(fmt, None, 0, products[fmt]) for fmt in CANDIDATES if fmt in products]
     del dense
-    steps = [jax.jit(lambda x, ws, product=product: [product(x, w) for w in ws]) for _, _, product in runs]
+    steps = [jax.jit(lambda x, ws, product=product: [product(x, w) for w in ws]) for *_, product in runs]
     inputs = {batch: jnp.asarray(rng.normal(size=(batch, size)).astype("float32")) for batch in BATCHES}
     times: dict[tuple[int, int], list[float]] = {}
-    for batch, x in inputs.items():
-        for i, (fmt, _, _) in enumerate(runs):
-            jax.block_until_ready(steps[i](x, stored[fmt]))  # compile
-        # every candidate once per round, round after round: a shared machine that slows down for a
-        # while (seen here: 2x within an hour) slows them all alike instead of the one measured then
-        for _ in range(repeats):
-            for i, (fmt, _, _) in enumerate(runs):
-                start = time.perf_counter()
-                jax.block_until_ready(steps[i](x, stored[fmt]))
-                times.setdefault((i, batch), []).append(time.perf_counter() - start)
+    in_force = kernels._narrow_rows
+    try:
+        for batch, x in inputs.items():
+            for i, (fmt, _, narrow, _) in enumerate(runs):
+                _set_tiles(native, narrow)
+                jax.block_until_ready(steps[i](x, stored[fmt]))  # compile
+            # every candidate once per round, round after round: a shared machine that slows down for a
+            # while (seen here: 2x within an hour) slows them all alike instead of the one measured then
+            for _ in range(repeats):
+                for i, (fmt, _, narrow, _) in enumerate(runs):
+                    _set_tiles(native, narrow)
+                    start = time.perf_counter()
+                    jax.block_until_ready(steps[i](x, stored[fmt]))
+                    times.setdefault((i, batch), []).append(time.perf_counter() - start)
+    finally:
+        _set_tiles(native, in_force)
     results = []
-    for i, (fmt, copy_used, _) in enumerate(runs):
+    for i, (fmt, copy_used, narrow, _) in enumerate(runs):
         weights, step = stored[fmt], steps[i]
         ms = {batch: float(np.median(times[(i, batch)])) * 1e3 for batch in BATCHES}
         probe = rng.normal(size=(BATCHES[-1], size))
         got = np.asarray(step(jnp.asarray(probe.astype("float32")), weights[:1])[0], dtype=np.float64)
         exact = probe @ np.asarray(dequantized[fmt](weights[0]), dtype=np.float64).T
         error = float(np.sqrt(np.mean((got - exact) ** 2)) / np.sqrt(np.mean(exact**2)))
-        results.append(Candidate(fmt, fmt in BLOCK_FORMATS, ms, error, copy_used))
+        results.append(Candidate(fmt, fmt in BLOCK_FORMATS, ms, error, copy_used, narrow))
     return tuple(results)
+
+
+def _set_tiles(native: bool, narrow: int) -> None:
+    if native:
+        from inference.engine import kernels
+
+        kernels.set_narrow_rows(narrow)
 
 
 def _block_product(kernel: Callable[..., Any], isa: str) -> Callable[[Any, Any], Any]:
@@ -290,9 +329,10 @@ def _read_verdict(path: Path) -> Verdict | None:
     try:
         data = json.loads(path.read_text())
         candidates = tuple(Candidate(c["format"], c["native"], {int(b): t for b, t in c["ms"].items()},
-                                     c["product_error"], c.get("isa")) for c in data["candidates"])
+                                     c["product_error"], c.get("isa"), int(c.get("narrow_rows", 0)))
+                           for c in data["candidates"])
         return Verdict(data["format"], data["native"], data["why"], candidates, data["isa"], data["cpu"],
-                       cached=True)
+                       cached=True, narrow_rows=int(data.get("narrow_rows", 0)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

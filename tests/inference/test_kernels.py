@@ -195,6 +195,30 @@ def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str, isa: str) -> None
         np.testing.assert_array_equal(np.asarray(_native(fmt, isa)(x[:size], *weights)), batch[:size])
 
 
+@pytest.fixture
+def narrow_tiles_restored() -> Any:
+    yield
+    kernels.set_narrow_rows(0)
+
+
+@pytest.mark.parametrize("fmt", BLOCK_FORMATS)
+def test_narrow_decode_tiles_change_no_bits(fmt: str, isa: str, narrow_tiles_restored: Any) -> None:
+    # One output at a time (narrow) or four interleaved (wide) is only an order of reading the weights:
+    # each output's sums run in the same order, so auto may pick either by speed alone.
+    weights = _weights(fmt, n=50, k=608, seed=5)  # 50 outputs: a partial tile at the end of each part
+    x = jnp.asarray(np.random.default_rng(6).normal(size=(8, 608)).astype("float32"))
+    product = _native(fmt, isa)
+    kernels.set_narrow_rows(0)
+    wide = [np.asarray(product(x[:rows], *weights)) for rows in range(1, 9)]
+    kernels.set_narrow_rows(kernels.NARROW_ROWS)
+    assert kernels.narrow_rows(isa) == kernels.NARROW_ROWS  # the library itself reports the setting
+    for rows in range(1, 9):
+        np.testing.assert_array_equal(np.asarray(product(x[:rows], *weights)), wide[rows - 1],
+                                      err_msg=f"{rows} rows")
+    with pytest.raises(ValueError, match="narrow rows"):
+        kernels.set_narrow_rows(kernels.NARROW_ROWS + 1)
+
+
 @pytest.mark.parametrize("fmt", ["q8a8", "q4a8"])
 def test_integer_products_give_the_same_bits_on_every_vector_copy(fmt: str) -> None:
     # The a8 products are exact integers (VNNI's dpbusd on the avx512bf16 copy, maddubs + madd on the
@@ -497,6 +521,9 @@ def test_auto_keeps_the_fastest_format_whose_products_pass() -> None:
     best, why = decide((_candidate("q4", 2.0, 6.0), _candidate("q8", 3.0, 6.0),
                         _candidate("float32", 4.0, 8.0), _candidate("bfloat16", 2.5, 50.0)))
     assert best.format == "q4" and "q4 2.00/6.00 ms" in why
+    # 1.2x faster at one row outweighs 1.1x slower at eight (their sum would have picked q8: AMD Zen 4)
+    best, _ = decide((_candidate("q4", 4.81, 15.13), _candidate("q8", 5.79, 13.79)))
+    assert best.format == "q4"
     best, _ = decide((_candidate("q4", 9.0, 30.0), _candidate("float32", 4.0, 8.0)))  # a scalar CPU's q4
     assert best.format == "float32"
     best, why = decide((_candidate("q4", 1.0, 1.0, error=2 * PRODUCT_TOLERANCE), _candidate("q8", 3.0, 6.0)))
@@ -524,6 +551,10 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     measured = {(c.format, c.isa) for c in first.candidates if c.native}  # q4 and q8 on every vector copy
     assert measured == {(f, isa) for f in ("q4", "q8") for isa in weight_policy.copies_to_measure()}
     assert first.isa == weight_policy.fastest_copy(first.candidates) == kernels.selected_isa()
+    tiles = {(c.format, c.isa, c.narrow_rows) for c in first.candidates if c.native}  # wide and narrow
+    assert tiles == {(f, isa, n) for f, isa in measured for n in (0, kernels.NARROW_ROWS)}
+    fastest = weight_policy.fastest_native(first.candidates)
+    assert fastest is not None and first.narrow_rows == fastest.narrow_rows == kernels.narrow_rows()
     for c in first.candidates:  # real timings, and products that agree with float64 on the same weights
         assert all(t > 0 for t in c.ms.values()) and c.product_error < 1e-2
     assert first.format == weight_policy.decide(first.candidates)[0].format
@@ -577,6 +608,32 @@ def test_the_kernels_use_the_copy_auto_measured_fastest(
     monkeypatch.setenv("ARENA_KERNEL_ISA", copies[0])
     assert kernels.selected_isa() == copies[0]  # a forced copy still wins
     monkeypatch.setattr(kernels, "_preferred", None)
+
+
+def test_the_kernels_use_the_tiles_auto_measured_fastest(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, narrow_tiles_restored: Any
+) -> None:
+    from inference.engine import weight_policy
+    from inference.engine.weight_policy import Candidate
+
+    monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_preferred", None)
+    copy = weight_policy.copies_to_measure()[0]
+
+    def measured(*, native: bool, isas: tuple[str, ...]) -> Any:
+        return (Candidate("q4", True, {1: 3.0, 8: 8.0}, 1e-3, copy, 0),  # type: ignore[arg-type]
+                Candidate("q4", True, {1: 2.0, 8: 8.0}, 1e-3, copy, kernels.NARROW_ROWS),  # type: ignore[arg-type]
+                Candidate("q8", True, {1: 2.5, 8: 9.0}, 1e-3, copy, kernels.NARROW_ROWS),  # type: ignore[arg-type]
+                Candidate("float32", False, {1: 9.0, 8: 9.0}, 1e-7))
+
+    verdict = weight_policy.auto_verdict(measure_fn=measured)
+    assert (verdict.format, verdict.narrow_rows) == ("q4", kernels.NARROW_ROWS)
+    assert f"q4/{copy}/narrow 2.00/8.00 ms" in verdict.why
+    assert kernels.narrow_rows(copy) == kernels.NARROW_ROWS
+    assert verdict.as_json()["narrow_rows"] == kernels.NARROW_ROWS
+    kernels.set_narrow_rows(0)  # a new process asking for q4 explicitly reads the cached verdict
+    assert weight_policy.choose_weights("q4")[:2] == ("q4", True)
+    assert kernels.narrow_rows(copy) == kernels.NARROW_ROWS
 
 
 def test_on_a_sharded_mesh_auto_never_uses_the_native_kernels() -> None:

@@ -143,6 +143,29 @@ def prefer_isa(isa: str | None) -> None:
     _preferred = isa
 
 
+NARROW_ROWS = 4  # the most rows a decode batch can read one output at a time (kNarrowRows in the source)
+_narrow_rows = 0  # the setting every copy loaded in this process gets (weight_policy sets it)
+
+
+def set_narrow_rows(rows: int) -> None:
+    """Decode batches of up to ``rows`` rows (0..:data:`NARROW_ROWS`) read one output at a time, as one
+    stream of weights per thread, instead of 4 outputs' rows interleaved; 0 (the default) keeps the wide
+    tiles. The bits are the same either way; which is faster depends on the CPU, so ``weights = "auto"``
+    measures both and sets the faster one. Applies to every copy loaded now and later in this process."""
+    global _narrow_rows
+    if not 0 <= rows <= NARROW_ROWS:
+        raise ValueError(f"narrow rows {rows}: choose 0..{NARROW_ROWS}")
+    _narrow_rows = rows
+    with _LOCK:
+        for library in _LIBRARIES.values():
+            library.fixit_set_narrow_rows(rows)
+
+
+def narrow_rows(isa: str | None = None) -> int:
+    """The setting in force in the ``isa`` copy (default :func:`selected_isa`), as the library reports it."""
+    return int(_library(isa)[1].fixit_narrow_rows())
+
+
 def forced_isa() -> str | None:
     """The copy ``$ARENA_KERNEL_ISA`` forces (None: unset or ``auto``)."""
     forced = os.environ.get("ARENA_KERNEL_ISA", "").strip().lower() or "auto"
@@ -225,6 +248,7 @@ def _load(isa: str) -> str | None:
                                         platform="cpu")
     except (KernelUnavailable, OSError, AttributeError, subprocess.SubprocessError) as exc:
         return str(exc)
+    library.fixit_set_narrow_rows(_narrow_rows)
     _LIBRARIES[isa] = library
     return None
 
