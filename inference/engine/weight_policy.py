@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 CANDIDATES: tuple[WeightFormat, ...] = ("q4", "q8", "float32", "bfloat16")
 PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
 BATCHES = (1, 8)
-MEASURE_VERSION = 5  # bump when the workload changes: old verdicts are then measured again
+MEASURE_VERSION = 6  # bump when the workload or the score changes: old verdicts are then measured again
 
 
 @dataclasses.dataclass(frozen=True)
