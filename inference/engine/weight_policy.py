@@ -272,22 +272,22 @@ def measure(
     steps = [jax.jit(lambda x, ws, product=product: [product(x, w) for w in ws]) for *_, product in runs]
     inputs = {batch: jnp.asarray(rng.normal(size=(batch, size)).astype("float32")) for batch in BATCHES}
     times: dict[tuple[int, int], list[float]] = {}
-    in_force = kernels._narrow_rows
+    in_force = kernels.set_narrow_rows(0)
     try:
         for batch, x in inputs.items():
             for i, (fmt, _, narrow, _) in enumerate(runs):
-                _set_tiles(native, narrow)
+                kernels.set_narrow_rows(narrow)
                 jax.block_until_ready(steps[i](x, stored[fmt]))  # compile
             # every candidate once per round, round after round: a shared machine that slows down for a
             # while (seen here: 2x within an hour) slows them all alike instead of the one measured then
             for _ in range(repeats):
                 for i, (fmt, _, narrow, _) in enumerate(runs):
-                    _set_tiles(native, narrow)
+                    kernels.set_narrow_rows(narrow)
                     start = time.perf_counter()
                     jax.block_until_ready(steps[i](x, stored[fmt]))
                     times.setdefault((i, batch), []).append(time.perf_counter() - start)
     finally:
-        _set_tiles(native, in_force)
+        kernels.set_narrow_rows(in_force)
     results = []
     for i, (fmt, copy_used, narrow, _) in enumerate(runs):
         weights, step = stored[fmt], steps[i]
@@ -298,13 +298,6 @@ def measure(
         error = float(np.sqrt(np.mean((got - exact) ** 2)) / np.sqrt(np.mean(exact**2)))
         results.append(Candidate(fmt, fmt in BLOCK_FORMATS, ms, error, copy_used, narrow))
     return tuple(results)
-
-
-def _set_tiles(native: bool, narrow: int) -> None:
-    if native:
-        from inference.engine import kernels
-
-        kernels.set_narrow_rows(narrow)
 
 
 def _block_product(kernel: Callable[..., Any], isa: str) -> Callable[[Any, Any], Any]:

@@ -147,18 +147,20 @@ NARROW_ROWS = 4  # the most rows a decode batch can read one output at a time (k
 _narrow_rows = 0  # the setting every copy loaded in this process gets (weight_policy sets it)
 
 
-def set_narrow_rows(rows: int) -> None:
+def set_narrow_rows(rows: int) -> int:
     """Decode batches of up to ``rows`` rows (0..:data:`NARROW_ROWS`) read one output at a time, as one
     stream of weights per thread, instead of 4 outputs' rows interleaved; 0 (the default) keeps the wide
     tiles. The bits are the same either way; which is faster depends on the CPU, so ``weights = "auto"``
-    measures both and sets the faster one. Applies to every copy loaded now and later in this process."""
+    measures both and sets the faster one. Applies to every copy loaded now and later in this process (none
+    need be built). Returns the setting it replaced."""
     global _narrow_rows
     if not 0 <= rows <= NARROW_ROWS:
         raise ValueError(f"narrow rows {rows}: choose 0..{NARROW_ROWS}")
-    _narrow_rows = rows
+    previous, _narrow_rows = _narrow_rows, rows
     with _LOCK:
         for library in _LIBRARIES.values():
             library.fixit_set_narrow_rows(rows)
+    return previous
 
 
 def narrow_rows(isa: str | None = None) -> int:
