@@ -249,7 +249,7 @@ def _build(entry: Any) -> Any:
     progress = stderr_progress(entry.slug)
     model = build_chat_model(
         entry, cache_dir=_cache_dir(), api_key=key.get_secret_value() if key else None, warm_up=False,
-        distribution=_distribution(entry, settings.mesh), progress=progress,
+        distribution=_distribution(entry, settings.mesh), keep_keras_weights=False, progress=progress,
     )
     if entry.source_kind != "remote":
         progress("compile", 0.0)  # the first request compiles its buckets

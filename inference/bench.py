@@ -127,6 +127,7 @@ def run_bench(
         "stream_over_keras_generate": round(greedy_rate / keras_rate, 2),
         "compiled_shapes": len(model.compiled_shapes),
         "weights": model.weight_format if getattr(model, "engine", None) is not None else "keras-hub",
+        "stored_weights": bool(getattr(model, "from_store", False)),
     }
 
 
@@ -285,7 +286,8 @@ def run_concurrency_bench(
 
     ``cold_start_s`` is build + the first (greedy, stop-free) reply in this process, compiles included:
     what the first visitor waits after a restart (with or without a warm persistent compilation
-    cache, whichever the caller set up). Every figure per concurrency is the median over ``runs``
+    cache, whichever the caller set up; ``stored_weights``: read back as an earlier start stored
+    them). Every figure per concurrency is the median over ``runs``
     rounds; ``ttft_ms`` and ``decode_tok_s`` are medians over the round's requests too.
     ``batching``: requests share the dynamic batcher's decode steps (as the pool with
     ``batching=True`` serves them); off, they take turns on the batch-1 engine.
@@ -324,6 +326,7 @@ def run_concurrency_bench(
         "runs": runs,
         "batching": batching,
         "weights": model.weight_format if getattr(model, "engine", None) is not None else "keras-hub",
+        "stored_weights": bool(getattr(model, "from_store", False)),
         "compiled_shapes": len(model.compiled_shapes),
     }
     follow_up = _follow_up(model, ids, params)

@@ -123,7 +123,9 @@ def build_chat_model(
     with the fraction done), ``read`` (the file mapped onto the backbone), ``convert`` (the fast
     engine's weight format), ``compile`` (with ``warm_up``).
 
-    ``keep_keras_weights=False`` frees keras-hub's float32 copy once the fast engine has its own.
+    ``keep_keras_weights=False`` frees keras-hub's float32 copy once the fast engine has its own; a GGUF
+    model built so without a ``distribution`` stores its converted weights, and later builds read them
+    back instead of the file's weights (:mod:`inference.weight_store`; ``read`` is then that).
     ``distribution`` is a ``keras.distribution.Distribution`` (e.g. ``ModelParallel`` with a family
     layout map); variables are created and functions compiled inside its scope on this thread.
     """
@@ -132,12 +134,22 @@ def build_chat_model(
 
         return RemoteChatModel(entry.slug, entry.source_rest, entry.remote_model or "", api_key=api_key)
     from inference.local import LocalChatModel, return_freed_memory
+    from inference.weight_store import loaded_from_store, read_stored, store
 
     scope = distribution.scope() if distribution is not None else contextlib.nullcontext()
     with scope:
-        loaded = load_weights(entry, cache_dir=cache_dir, progress=progress)
-        if progress is not None:
-            progress("convert", 0.0)
+        # A start that keeps no keras copy and shards nothing can read the weights an earlier one stored.
+        stored_at = _stored_at(entry, cache_dir=cache_dir, progress=progress) \
+            if distribution is None and not keep_keras_weights else None
+        stored = read_stored(stored_at[1]) if stored_at is not None else None
+        if stored_at is not None and stored is not None:
+            if progress is not None:
+                progress("read", 0.0)
+            loaded = loaded_from_store(stored_at[0], stored)
+        else:
+            loaded = load_weights(entry, cache_dir=cache_dir, progress=progress)
+            if progress is not None:
+                progress("convert", 0.0)
         model = LocalChatModel(
             entry.slug,
             loaded,
@@ -146,7 +158,10 @@ def build_chat_model(
             default_system=entry.default_system,
             weights=entry.weights,  # type: ignore[arg-type]  # validated by the catalogue
             keep_keras_weights=keep_keras_weights,
+            stored=stored,
         )
+        if stored_at is not None and stored is None and model.engine is not None:
+            store(stored_at[1], loaded, model.engine.spec, model.engine.params)
         # This frame's reference was the last one to keras-hub's float32 copy when the model dropped
         # it: free it and hand the heap back now (for Qwen2.5-Coder-1.5B, 6.9 GB that glibc would keep).
         del loaded
@@ -158,6 +173,21 @@ def build_chat_model(
             model.warm_up()
             return_freed_memory()  # the compiler's temporaries
     return model
+
+
+def _stored_at(entry: CatalogueEntry, *, cache_dir: Path,
+               progress: Progress | None) -> tuple[Path, Path] | None:
+    """``(GGUF file, folder)``: where this entry's converted weights are stored
+    (:mod:`inference.weight_store`), or None (not a GGUF entry, or storing is off). ``auto`` is
+    resolved here as the model resolves it."""
+    from inference.engine.weight_policy import choose_weights
+    from inference.weight_store import store_directory, store_enabled
+
+    if entry.source_kind not in ("gguf", "pkg", "parts") or not store_enabled():
+        return None
+    weight_format, _, _ = choose_weights(entry.weights)  # type: ignore[arg-type]  # validated by the catalogue
+    file = entry_file(entry, cache_dir=cache_dir, progress=progress)
+    return file, store_directory(cache_dir, file, weight_format=weight_format, dtype=entry.dtype)
 
 
 @dataclass(frozen=True)

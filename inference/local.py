@@ -16,14 +16,17 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from inference.chat_template import ChatTemplate, fit_to_context
 from inference.engine import KerasEngine, KVRunner, TokenTrace, causal_lm_for
 from inference.engine.batcher import DEFAULT_KEEP_ROWS, SlotScheduler, stream_alone
 from inference.engine.fast_engine import SlotEngine
+from inference.engine.stored_weights import StoredWeights
 from inference.engine.weight_policy import choose_weights, min_batch_for
 from inference.engine.weights import (
+    BLOCK_FORMATS,
+    DecoderSpec,
     UnsupportedModel,
     WeightFormat,
     decoder_spec,
@@ -65,10 +68,12 @@ class LocalChatModel:
     ``keep_keras_weights=False`` drops keras-hub's float32 variables once the fast engine holds its own
     copy (the pool does this: half the memory with bfloat16); :attr:`runner` is then unavailable.
 
-    ``weights`` picks the fast engine's weight format (:mod:`inference.engine.weights`). Its decoder
-    and continuous batcher serve :meth:`stream` and :meth:`submit`. A backbone the fast decoder does
-    not know (``engine is None``; ``engine_note`` says why) is served by the same batcher over
-    keras-hub's own cached forward pass (:class:`inference.engine.KerasEngine`), one row at a time.
+    ``weights`` picks the fast engine's weight format (:mod:`inference.engine.weights`); ``stored``:
+    its weights in that format as an earlier start converted them (``loaded.backbone`` may then be
+    None). Its decoder and continuous batcher serve :meth:`stream` and :meth:`submit`. A backbone the
+    fast decoder does not know (``engine is None``; ``engine_note`` says why) is served by the same
+    batcher over keras-hub's own cached forward pass (:class:`inference.engine.KerasEngine`), one row
+    at a time.
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class LocalChatModel:
         default_system: str | None = None,
         weights: WeightFormat | Literal["auto"] = "auto",
         keep_keras_weights: bool = True,
+        stored: StoredWeights | None = None,
     ) -> None:
         self._slug = slug
         self.default_system = default_system
@@ -93,17 +99,17 @@ class LocalChatModel:
         self.engine: SlotEngine | None = None
         self.engine_note = ""
         self.matrix_formats: dict[str, int] = {}  # the fast engine's matrices per format (q4 / q8 ...)
+        self.from_store = stored is not None  # its weights were read back as an earlier start stored them
         self.batcher: SlotScheduler  # drives whichever engine serves (the fast one, else keras-hub's)
         self.weight_format, native, why = choose_weights(weights)
         try:
-            spec = decoder_spec(loaded.backbone, self.weight_format, native_kernels=native)
+            spec, params = _fast_weights(loaded, self.weight_format, native, stored)
         except UnsupportedModel as exc:
             self.engine_note = str(exc)
             log.info("%s: keras-hub forward pass (%s)", slug, exc)
             self.batcher = SlotScheduler(KerasEngine(self.runner), loaded.tokenizer,
                                          batch_buckets=KerasEngine.BATCH_BUCKETS)
         else:
-            params = extract_params(loaded.backbone, spec)
             self.engine = SlotEngine(spec, params, max_length=self.context_length)
             self.engine_note = why
             self.matrix_formats = matrix_formats(params)
@@ -232,6 +238,20 @@ class LocalChatModel:
         """Generate from prompt ids on the serving path (exceptions propagate; :meth:`stream` wraps them)."""
         yield from stream_alone(self.batcher, ids, params, stop_ids=self.stop_ids, cancel=cancel,
                                 started=started, trace=trace)
+
+
+def _fast_weights(loaded: LoadedModel, weight_format: WeightFormat, native: bool,
+                  stored: StoredWeights | None) -> tuple[DecoderSpec, dict[str, Any]]:
+    """The fast engine's spec and params: the ``stored`` ones (converted at an earlier start, in
+    ``weight_format``), else converted now from the backbone; UnsupportedModel for a backbone the fast
+    decoder does not know."""
+    if stored is not None:
+        if stored.spec.weight_format != weight_format:
+            raise ValueError(f"stored weights are {stored.spec.weight_format}, not {weight_format}")
+        spec = dataclasses.replace(stored.spec, native_kernels=native and weight_format in BLOCK_FORMATS)
+        return spec, stored.params
+    spec = decoder_spec(loaded.backbone, weight_format, native_kernels=native)
+    return spec, extract_params(loaded.backbone, spec)
 
 
 def return_freed_memory() -> None:

@@ -18,7 +18,7 @@ import pkgutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inference.families.base import Family, LoadedModel
+from inference.families.base import Family, LoadedModel, TextTokenizer
 from inference.gguf_reader import GGUFError, GGUFFile
 
 if TYPE_CHECKING:
@@ -129,6 +129,15 @@ def load_gguf_file(gguf: GGUFFile, *, dtype: str = "float32") -> LoadedModel:
     return record.load_gguf(gguf, dtype)
 
 
+def load_gguf_tokenizer(gguf: GGUFFile) -> TextTokenizer:
+    """Only the tokenizer of an opened GGUF file (no backbone, no weights read)."""
+    record = gguf_architectures().get(gguf.architecture)
+    if record is None or record.load_tokenizer is None:
+        raise UnsupportedArchitectureError(
+            f"{gguf.path.name}: GGUF architecture {gguf.architecture!r} has no tokenizer loader")
+    return record.load_tokenizer(gguf)
+
+
 __all__ = [
     "Family",
     "LoadedModel",
@@ -144,4 +153,5 @@ __all__ = [
     "gguf_architectures",
     "load_gguf",
     "load_gguf_file",
+    "load_gguf_tokenizer",
 ]

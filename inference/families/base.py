@@ -87,9 +87,11 @@ class Family:
 
     ``backbones``: the keras-hub ``(Backbone, CausalLM)`` class names, most specific first. ``aliases``:
     other catalogue names for the same record. ``load_gguf(file, dtype)`` maps a GGUF file of one of
-    ``gguf_architectures`` onto the backbone. ``weight_rules(config)`` lists the large weights for
-    sharding (:mod:`inference.sharding`). ``kv_cache``: the layout of keras-hub's ``call_with_cache``
-    cache (``stacked``: one array; ``per_layer``: a tuple of (keys, values) per layer, Gemma 3).
+    ``gguf_architectures`` onto the backbone; ``load_tokenizer(file)`` builds only its tokenizer (a
+    start from the fast engine's stored weights needs no backbone). ``weight_rules(config)`` lists the
+    large weights for sharding (:mod:`inference.sharding`). ``kv_cache``: the layout of keras-hub's
+    ``call_with_cache`` cache (``stacked``: one array; ``per_layer``: a tuple of (keys, values) per
+    layer, Gemma 3).
     """
 
     name: str
@@ -97,6 +99,7 @@ class Family:
     aliases: tuple[str, ...] = ()
     gguf_architectures: tuple[str, ...] = ()
     load_gguf: Callable[[Any, str], LoadedModel] | None = None
+    load_tokenizer: Callable[[Any], TextTokenizer] | None = None
     templates: tuple[Any, ...] = ()  # inference.chat_template.ChatTemplate
     weight_rules: Callable[[Mapping[str, Any]], list[Any]] | None = None
     decoder: DecoderRecipe | None = None

@@ -40,8 +40,8 @@ def test_bench_json_contract_on_a_tiny_model(env: Path, capsys: pytest.CaptureFi
     code = main(["bench", "--model", "tiny-llama", "--concurrency", "1,3", "--runs", "1", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert {"model", "cold_start_s", "rss_mb", "results"} <= set(out)
-    assert out["model"] == "tiny-llama"
+    assert {"model", "cold_start_s", "rss_mb", "stored_weights", "results"} <= set(out)
+    assert out["model"] == "tiny-llama" and out["stored_weights"] is False  # a tiny: source is never stored
     assert out["prompt_tokens"] == 100 and out["new_tokens"] == 64 and out["batching"] is True
     assert out["cold_start_s"] > 0 and out["rss_mb"] > 100  # JAX + keras alone are hundreds of MB
     assert [row["concurrency"] for row in out["results"]] == [1, 3]

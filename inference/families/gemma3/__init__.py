@@ -8,6 +8,7 @@ from inference.families.gemma3.decoder import GEMMA3_DECODER
 from inference.families.gemma3.layout import weight_rules
 from inference.families.gemma3.loader import load_gemma3
 from inference.families.gemma3.template import GEMMA
+from inference.families.gemma3.tokenizer import SentencePieceTokenizer
 
 _TINY_VISION = {"image_size": 16, "vision_encoder": None}
 
@@ -16,6 +17,7 @@ FAMILY = Family(
     backbones=(("Gemma3Backbone", "Gemma3CausalLM"),),
     gguf_architectures=("gemma3",),
     load_gguf=lambda gguf, dtype: load_gemma3(gguf, dtype=dtype),
+    load_tokenizer=SentencePieceTokenizer.from_gguf,
     templates=(GEMMA,),
     weight_rules=lambda config: weight_rules(config, family="gemma3"),
     decoder=GEMMA3_DECODER,

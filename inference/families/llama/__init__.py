@@ -8,6 +8,7 @@ from inference.families.llama.decoder import LLAMA_DECODER
 from inference.families.llama.layout import weight_rules
 from inference.families.llama.loader import load_llama
 from inference.families.llama.template import CHATML, LLAMA3
+from inference.families.llama.tokenizer import ByteLevelBPETokenizer
 from inference.families.llama.vicuna import VICUNA
 
 FAMILY = Family(
@@ -16,6 +17,7 @@ FAMILY = Family(
     backbones=(("Llama3Backbone", "Llama3CausalLM"), ("LlamaBackbone", "LlamaCausalLM")),
     gguf_architectures=("llama",),  # Mistral GGUF files say "llama" and load as such
     load_gguf=lambda gguf, dtype: load_llama(gguf, dtype=dtype),
+    load_tokenizer=ByteLevelBPETokenizer.from_gguf,
     templates=(CHATML, LLAMA3, VICUNA),
     weight_rules=lambda config: weight_rules(config, family="llama"),
     decoder=LLAMA_DECODER,

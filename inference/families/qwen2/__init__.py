@@ -9,6 +9,7 @@ from inference.families.base import DecoderRecipe, Family, TinyConfig
 from inference.families.llama.decoder import LLAMA_LAYER, llama_spec
 from inference.families.llama.layout import weight_rules
 from inference.families.qwen2.loader import load_qwen2
+from inference.families.qwen2.tokenizer import qwen2_tokenizer
 
 QWEN2_LAYER = {
     **LLAMA_LAYER,
@@ -23,6 +24,7 @@ FAMILY = Family(
     backbones=(("QwenBackbone", "QwenCausalLM"),),
     gguf_architectures=("qwen2",),
     load_gguf=lambda gguf, dtype: load_qwen2(gguf, dtype=dtype),
+    load_tokenizer=qwen2_tokenizer,
     weight_rules=lambda config: weight_rules(config, family="qwen2"),
     decoder=DecoderRecipe(
         spec=lambda backbone, config, fmt: llama_spec(backbone, config, fmt, family="qwen2", qkv_bias=True),

@@ -1,0 +1,117 @@
+"""When a model starts from the fast engine's stored weights, and where they are kept.
+
+The first start of a GGUF model reads the file into a keras-hub backbone and converts its weights to
+the fast engine's format (:mod:`inference.engine.weights`): for Qwen2.5-Coder-1.5B a minute and a half
+and a 12 GB peak. The builder then stores the converted weights (:mod:`inference.engine.stored_weights`)
+under ``<cache_dir>/converted/<file>-<format>/<key>``; every later start reads them back and builds only
+the tokenizer, with no backbone at all.
+
+The key covers everything the converted weights depend on: the file (its resolved path, size and
+modification time), the weight format, the backbone dtype, the source of the code that reads and
+converts (the family loaders, the GGUF reader, the conversion, the store itself) and the versions of
+jax, keras and keras-hub. Any change gives a new key; storing it removes the older ones of the same
+file and format, so each keeps one folder. ``ARENA_WEIGHT_STORE=off`` turns storing and reading off.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from inference.engine import stored_weights
+from inference.engine.stored_weights import StoredWeights
+from inference.engine.weights import DecoderSpec
+from inference.families.base import LoadedModel
+from inference.gguf_reader import GGUFFile
+
+ENV = "ARENA_WEIGHT_STORE"
+FOLDER = "converted"
+_PACKAGE = Path(__file__).resolve().parent
+# The source the stored weights depend on: a change to any of it converts the model again.
+_CODE = ("families", "gguf_reader.py", "engine/weights.py", "engine/stored_weights.py",
+         "engine/kernels/__init__.py", "weight_store.py")
+log = logging.getLogger(__name__)
+
+
+def store_enabled() -> bool:
+    """``$ARENA_WEIGHT_STORE``: ``on`` (the default) or ``off``."""
+    text = os.environ.get(ENV, "on").strip().lower()
+    if text not in ("on", "off"):
+        raise ValueError(f"{ENV}={text!r}: give on or off")
+    return text == "on"
+
+
+def store_directory(cache_dir: Path, file: Path, *, weight_format: str, dtype: str) -> Path:
+    """The folder a model's converted weights are stored in (whether or not it exists)."""
+    stat = file.stat()
+    parts = (str(stored_weights.STORE_VERSION), str(file.resolve()), str(stat.st_size), str(stat.st_mtime_ns),
+             weight_format, dtype, code_fingerprint(), *_library_versions())
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    return cache_dir / FOLDER / f"{file.stem}-{weight_format}" / key
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of the source files the converted weights depend on (:data:`_CODE`)."""
+    digest = hashlib.sha256()
+    for name in _CODE:
+        path = _PACKAGE / name
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for source in files:
+            digest.update(str(source.relative_to(_PACKAGE)).encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _library_versions() -> tuple[str, ...]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("jax", "jaxlib", "keras", "keras-hub"):
+        try:
+            found.append(f"{name}={version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name}=none")
+    return tuple(found)
+
+
+def read_stored(directory: Path) -> StoredWeights | None:
+    """The weights stored in ``directory``, or None (none there, or a folder that is not whole)."""
+    return stored_weights.load(directory)
+
+
+def loaded_from_store(file: Path, stored: StoredWeights) -> LoadedModel:
+    """A LoadedModel with no backbone: the tokenizer read from ``file``, the rest from the store."""
+    from inference.families import load_gguf_tokenizer
+
+    extra = stored.extra
+    return LoadedModel(family=str(extra["family"]), backbone=None,
+                       tokenizer=load_gguf_tokenizer(GGUFFile(file)),
+                       context_length=int(extra["context_length"]), metadata=dict(extra["metadata"]))
+
+
+def store(directory: Path, loaded: LoadedModel, spec: DecoderSpec, params: dict[str, object]) -> None:
+    """Store a model's converted weights (with what :func:`loaded_from_store` needs back), and remove the
+    older stores of the same file and format. A failure (a full disk) is logged, never raised: the model
+    still serves, and the next start converts again."""
+    extra = {"family": loaded.family, "context_length": loaded.context_length,
+             "metadata": _json_metadata(loaded.metadata)}
+    try:
+        size = stored_weights.save(directory, spec, params, extra=extra)
+    except (OSError, TypeError) as exc:
+        log.warning("could not store the converted weights in %s: %s", directory, exc)
+        return
+    for sibling in directory.parent.iterdir():
+        if sibling != directory and not sibling.name.endswith(f".partial-{os.getpid()}"):
+            shutil.rmtree(sibling, ignore_errors=True)
+    log.info("stored %d MB of converted weights in %s", size // 2**20, directory)
+
+
+def _json_metadata(metadata: dict[str, object]) -> dict[str, object]:
+    """The loader's metadata, its JSON-able values (every one a loader writes is a str, number, bool or
+    None)."""
+    return {key: value for key, value in metadata.items()
+            if value is None or isinstance(value, str | int | float | bool)}
