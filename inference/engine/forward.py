@@ -18,7 +18,15 @@ from typing import Any
 import numpy as np
 
 from inference.engine import kernels
-from inference.engine.weights import DecoderSpec, LayerSpec, Q4Blocks, Q6Blocks, Q8Blocks, QuantizedMatrix
+from inference.engine.weights import (
+    DecoderSpec,
+    LayerSpec,
+    Q4Blocks,
+    Q6Blocks,
+    Q8Blocks,
+    QuantizedMatrix,
+    StackedBlocks,
+)
 
 Cache = tuple[tuple[Any, Any], ...]  # per layer: (keys, values), each (batch, kv_heads, slots, head_dim)
 
@@ -32,11 +40,14 @@ def empty_cache(spec: DecoderSpec, *, batch: int, slots: int) -> Cache:
 
 def matmul(x: Any, w: Any, native: bool = False, rows: Any = None, a8: bool = False) -> Any:
     """``x @ w`` for x ``(..., in)`` float32 and a float32 / bfloat16 / int8 ``(in, out)`` matrix or q8/q4/q6
-    ``(out, in)`` blocks (``native``: through the CPU kernels, which skip the flattened rows from
-    ``rows`` on: padding whose results nobody reads; ``a8``: blocks times activations rounded to int8)."""
+    ``(out, in)`` blocks or a stack of them (``native``: through the CPU kernels, which skip the flattened
+    rows from ``rows`` on: padding whose results nobody reads; ``a8``: blocks times activations rounded to
+    int8)."""
     import jax
     import jax.numpy as jnp
 
+    if isinstance(w, StackedBlocks):  # output rows in parts of different formats: products side by side
+        return jnp.concatenate([matmul(x, part, native, rows, a8) for part in w.parts], axis=-1)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
     if isinstance(w, Q8Blocks):

@@ -31,6 +31,7 @@ from inference.engine.weights import (
     Q6Blocks,
     Q8Blocks,
     QuantizedMatrix,
+    StackedBlocks,
 )
 
 STORE_VERSION = 1  # bump when the folder's layout changes
@@ -38,7 +39,7 @@ MANIFEST = "manifest.json"
 DATA = "weights.bin"
 ALIGN = 64
 CONTAINERS: dict[str, type[tuple[Any, ...]]] = {
-    cls.__name__: cls for cls in (Q8Blocks, Q4Blocks, Q6Blocks, QuantizedMatrix)
+    cls.__name__: cls for cls in (Q8Blocks, Q4Blocks, Q6Blocks, QuantizedMatrix, StackedBlocks)
 }
 log = logging.getLogger(__name__)
 
@@ -118,8 +119,10 @@ def _encode(value: Any, arrays: list[dict[str, Any]], data: Any) -> Any:
         return {"dict": {str(k): _encode(v, arrays, data) for k, v in value.items()}}
     if isinstance(value, tuple) and type(value).__name__ in CONTAINERS:
         return {"container": type(value).__name__, "items": [_encode(v, arrays, data) for v in value]}
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return {"list": [_encode(v, arrays, data) for v in value]}
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v, arrays, data) for v in value]}
     host = np.asarray(value)
     if host.dtype == object:
         raise TypeError(f"cannot store a {type(value).__name__}")
@@ -137,6 +140,8 @@ def _decode(node: Any, arrays: list[dict[str, Any]], data: Any) -> Any:
         return {k: _decode(v, arrays, data) for k, v in node["dict"].items()}
     if "list" in node:
         return [_decode(v, arrays, data) for v in node["list"]]
+    if "tuple" in node:
+        return tuple(_decode(v, arrays, data) for v in node["tuple"])
     if "container" in node:
         container = CONTAINERS.get(node["container"])
         if container is None:

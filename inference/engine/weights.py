@@ -73,6 +73,15 @@ class Q6Blocks(NamedTuple):
     scales: Any
 
 
+class StackedBlocks(NamedTuple):
+    """An ``(out, in)`` matrix whose output rows are served in consecutive parts of different block
+    formats: a fused ``qkv`` whose v rows are Q6_K in the file and q, k Q4_K is q4 for q|k and q6 for v,
+    where one format for all of it would be q8 (a re-quantization, and more bytes). Its product is the
+    parts' products side by side."""
+
+    parts: tuple[Q8Blocks | Q4Blocks | Q6Blocks, ...]
+
+
 class UnsupportedModel(ValueError):
     """A backbone the fast decoder cannot run exactly; the caller falls back to keras-hub's own path."""
 
@@ -192,17 +201,33 @@ def _attribute(block: Any, dotted: str) -> Any:
 
 def _fuse_and_convert(layer: dict[str, Any], weight_format: WeightFormat) -> dict[str, Any]:
     """One ``qkv`` and one ``gate_up`` matrix per layer (fewer, larger GEMMs), then the weight format."""
-    concat = _program("concat", 1)
     fused_away = ("q", "k", "v", "gate", "up", "q_bias", "k_bias", "v_bias")
     fused = {name: value for name, value in layer.items() if name not in fused_away}
-    fused["qkv"] = concat(layer.pop("q"), layer.pop("k"), layer.pop("v"))
     if "q_bias" in layer:  # (heads, head_dim) each -> one (q + k + v widths,) vector, like qkv's columns
         flat = _program("flatten", None)
         fused["qkv_bias"] = _program("concat", 0)(*(flat(layer.pop(f"{n}_bias")) for n in "qkv"))
-    fused["gate_up"] = concat(layer.pop("gate"), layer.pop("up"))
-    for name in ("qkv", "o", "gate_up", "down"):
+    fused["qkv"] = _fused_matrix([layer.pop(n) for n in "qkv"], weight_format)
+    fused["gate_up"] = _fused_matrix([layer.pop("gate"), layer.pop("up")], weight_format)
+    for name in ("o", "down"):
         fused[name] = _convert_matrix(fused[name], weight_format, axis=0)
     return fused
+
+
+def _fused_matrix(parts: list[Any], weight_format: WeightFormat) -> Any:
+    """``(in, out)`` matrices side by side as one matrix in ``weight_format``. In a block format each
+    part takes the format that reproduces it (:func:`_blocks`) and neighbours of one format are joined,
+    so the result is one block matrix, or a :class:`StackedBlocks` where the parts' formats differ."""
+    if weight_format not in BLOCK_FORMATS:
+        return _convert_matrix(_program("concat", 1)(*parts), weight_format, axis=0)
+    transpose, join = _program("transpose", None), _program("concat", 0)
+    runs: list[Q8Blocks | Q4Blocks | Q6Blocks] = []
+    for part in parts:
+        blocks = _blocks(transpose(part), weight_format)
+        if runs and type(runs[-1]) is type(blocks):
+            runs[-1] = type(blocks)(*(join(a, b) for a, b in zip(runs[-1], blocks, strict=True)))
+        else:
+            runs.append(blocks)
+    return runs[0] if len(runs) == 1 else StackedBlocks(tuple(runs))
 
 
 def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> Any:
@@ -307,13 +332,17 @@ def _program(kind: str, arg: Any) -> Any:
 
 
 def matrix_formats(params: dict[str, Any]) -> dict[str, int]:
-    """How many matrices ended up in each format (``{"q4": 169, "q8": 29}``): ``q4`` serves a matrix only
-    where it reproduces it (a Q4_1 or Q4_K matrix; ``q6`` a Q6_K one), so a file's Q5_0/Q8_0 matrices
-    come out ``q8`` (a re-quantization, never silent: the engine logs these counts and the fidelity
-    bench reports them)."""
+    """How many matrices ended up in each format (``{"q4": 169, "q8": 29}``; a :class:`StackedBlocks`
+    counts once per part): ``q4`` serves a matrix only where it reproduces it (a Q4_1 or Q4_K matrix;
+    ``q6`` a Q6_K one), so a file's Q5_0/Q8_0 matrices come out ``q8`` (a re-quantization, never silent:
+    the engine logs these counts and the fidelity bench reports them)."""
     counts: dict[str, int] = {}
 
     def visit(value: Any) -> None:
+        if isinstance(value, StackedBlocks):
+            for part in value.parts:
+                visit(part)
+            return
         if isinstance(value, Q4Blocks):
             kind = "q4"
         elif isinstance(value, Q6Blocks):

@@ -22,6 +22,7 @@ from inference.engine.weights import (
     Q6Blocks,
     Q8Blocks,
     QuantizedMatrix,
+    StackedBlocks,
     decoder_spec,
     extract_params,
 )
@@ -70,14 +71,17 @@ def test_every_container_and_dtype_comes_back(tmp_path: Path) -> None:
                     "o": Q8Blocks(*kernels.q8_quantize(matrix)),
                     "gate_up": QuantizedMatrix(jnp.asarray(rng.integers(-127, 128, (96, 64)), "int8"),
                                                jnp.ones((64,), "float32")),
-                    "down": matrix.astype("bfloat16")}],
+                    "down": matrix.astype("bfloat16"),
+                    "stacked": StackedBlocks((Q4Blocks(*kernels.q4_quantize(matrix, grid=True)),
+                                              Q6Blocks(*kernels.q6_quantize(matrix[:32]))))}],
     }
     spec = decoder_spec(load_tiny("llama", dtype="float32", context_length=64).backbone, "q4")
     stored_weights.save(tmp_path / "s", spec, params, extra={})
     got = stored_weights.load(tmp_path / "s")
     assert got is not None
     assert [type(v).__name__ for v in got.params["layers"][0].values()] == \
-        ["Q4Blocks", "Q8Blocks", "QuantizedMatrix", "ArrayImpl"]
+        ["Q4Blocks", "Q8Blocks", "QuantizedMatrix", "ArrayImpl", "StackedBlocks"]
+    assert isinstance(got.params["layers"][0]["stacked"].parts, tuple)
     _assert_same_tree(got.params, params)
 
 
