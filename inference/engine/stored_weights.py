@@ -24,22 +24,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from inference.engine.weights import (
-    DecoderSpec,
-    LayerSpec,
-    Q4Blocks,
-    Q6Blocks,
-    Q8Blocks,
-    QuantizedMatrix,
-    StackedBlocks,
-)
+from inference.engine import weights
+from inference.engine.weights import DecoderSpec, LayerSpec
 
 STORE_VERSION = 1  # bump when the folder's layout changes
 MANIFEST = "manifest.json"
 DATA = "weights.bin"
 ALIGN = 64
 CONTAINERS: dict[str, type[tuple[Any, ...]]] = {
-    cls.__name__: cls for cls in (Q8Blocks, Q4Blocks, Q6Blocks, QuantizedMatrix, StackedBlocks)
+    cls.__name__: cls for cls in (weights.Q8Blocks, weights.Q4Blocks, weights.Q6Blocks,
+                                  weights.QuantizedMatrix, weights.StackedBlocks)
 }
 log = logging.getLogger(__name__)
 
