@@ -204,8 +204,10 @@ def estimate_memory(entry: CatalogueEntry, *, cache_dir: Path) -> MemoryEstimate
 
     The peak is fitted on measured load peaks on CPU (Gemma 3 270M 4.7 GB, Qwen2.5-Coder-0.5B 5.7 GB,
     1.5B 13.1 GB: about 2.9 GB + 1.7x the float32 weights); resident is the weights in the format the
-    fast engine serves (``auto``: at most bfloat16's 2 bytes a weight) plus a runtime allowance.
-    ``memory_mb`` in the catalogue overrides both.
+    fast engine serves (``auto``: at most bfloat16's 2 bytes a weight) plus a runtime allowance. Where
+    an earlier start stored the converted weights (:mod:`inference.weight_store`) both come from their
+    size instead: reading them back builds no backbone (Qwen2.5-Coder-1.5B's start peaks at 2.0 GB, not
+    12.6). ``memory_mb`` in the catalogue overrides both.
     """
     if entry.memory_mb is not None:
         return MemoryEstimate(entry.memory_mb, entry.memory_mb)
@@ -218,11 +220,24 @@ def estimate_memory(entry: CatalogueEntry, *, cache_dir: Path) -> MemoryEstimate
         raise ModelBuildError(
             f"model {entry.slug!r}: a preset cannot be sized before download; set memory_mb in the catalogue"
         )
+    stored = _stored_sizes_mb(entry, cache_dir=cache_dir)
+    if stored is not None:  # read back: the arrays, one of them twice while it is copied, no backbone
+        total_mb, largest_mb = stored
+        return MemoryEstimate(peak_mb=total_mb + largest_mb + _RUNTIME_MB, resident_mb=total_mb + _RUNTIME_MB)
     parameters = gguf_parameter_count(entry_file(entry, cache_dir=cache_dir))
     loaded_mb = parameters * _DTYPE_BYTES[entry.dtype] / 2**20
     served_mb = parameters * _SERVED_BYTES.get(entry.weights, 2.0) / 2**20
     return MemoryEstimate(peak_mb=int(_LOAD_BASE_MB + loaded_mb * _LOAD_FACTOR),
                           resident_mb=int(served_mb) + _RUNTIME_MB)
+
+
+def _stored_sizes_mb(entry: CatalogueEntry, *, cache_dir: Path) -> tuple[int, int] | None:
+    """``(all, largest array)`` in MB of the weights an earlier start stored for this entry, or None."""
+    from inference.engine.stored_weights import sizes
+
+    stored_at = _stored_at(entry, cache_dir=cache_dir, progress=None)
+    found = sizes(stored_at[1]) if stored_at is not None else None
+    return None if found is None else (-(-found[0] // 2**20), -(-found[1] // 2**20))
 
 
 def estimate_memory_mb(entry: CatalogueEntry, *, cache_dir: Path) -> int:

@@ -86,6 +86,20 @@ def load(directory: Path) -> StoredWeights | None:
         return None
 
 
+def sizes(directory: Path) -> tuple[int, int] | None:
+    """``(bytes of all arrays, bytes of the largest)`` of the store in ``directory`` from its manifest
+    alone (what reading it back costs in memory), or None when there is no readable store there."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+        if manifest.get("version") != STORE_VERSION:
+            return None
+        lengths = [int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(_dtype(a["dtype"])).itemsize
+                   for a in manifest["arrays"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return sum(lengths), max(lengths, default=0)
+
+
 def read(directory: Path) -> StoredWeights:
     """:func:`load`, raising :class:`StoreError` (or OSError) for a folder that is not a whole store."""
     manifest = json.loads((directory / MANIFEST).read_text())
@@ -149,7 +163,7 @@ def _decode(node: Any, arrays: list[dict[str, Any]], data: Any) -> Any:
 def _read_array(record: dict[str, Any], data: Any) -> Any:
     import jax.numpy as jnp
 
-    dtype = jnp.dtype(record["dtype"])  # numpy's names, and ml_dtypes' bfloat16
+    dtype = _dtype(record["dtype"])
     shape = tuple(int(n) for n in record["shape"])
     count = int(np.prod(shape, dtype=np.int64))
     data.seek(int(record["offset"]))
@@ -157,6 +171,12 @@ def _read_array(record: dict[str, Any], data: Any) -> Any:
     if host.size != count:
         raise StoreError(f"an array of {count} values ends past the data")
     return jnp.asarray(host.reshape(shape))
+
+
+def _dtype(name: str) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.dtype(name)  # numpy's names, and ml_dtypes' bfloat16
 
 
 # ---- the spec -----------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inference.builder import build_chat_model
+from inference.builder import build_chat_model, estimate_memory
 from inference.catalogue import parse_catalogue
 from inference.engine import TokenTrace, kernels, stored_weights
 from inference.engine.weights import (
@@ -25,6 +25,7 @@ from inference.engine.weights import (
     StackedBlocks,
     decoder_spec,
     extract_params,
+    weight_bytes,
 )
 from inference.local import LocalChatModel
 from inference.protocol import GenerationParams, GenerationResult
@@ -218,3 +219,20 @@ def test_a_start_that_keeps_keras_weights_builds_its_backbone(tiny_file: Path, t
                             progress=lambda stage, fraction: stages.append(stage))
     assert isinstance(kept, LocalChatModel) and kept.loaded.backbone is not None
     assert stages == ["read", "convert"] and kept.runner is not None
+
+
+def test_the_memory_estimate_of_a_stored_model_is_what_reading_it_back_takes(
+    tiny_file: Path, tmp_path: Path
+) -> None:
+    entry = _entry(tiny_file, "float32")
+    before = estimate_memory(entry, cache_dir=tmp_path)  # from the header: backbone + conversion
+    model, _ = _build(entry, tmp_path)
+    assert model.engine is not None
+    after = estimate_memory(entry, cache_dir=tmp_path)
+    stored = stored_weights.sizes(store_directory(tmp_path, tiny_file, weight_format="float32",
+                                                  dtype="float32"))
+    assert stored is not None and stored[0] == weight_bytes(model.engine.params)
+    assert stored[1] == max(leaf.nbytes for leaf in jax.tree.leaves(model.engine.params))
+    assert after.resident_mb == -(-stored[0] // 2**20) + 300
+    assert after.peak_mb == after.resident_mb + -(-stored[1] // 2**20)
+    assert after.peak_mb < before.peak_mb
