@@ -133,15 +133,16 @@ def build_chat_model(
         from inference.remote import RemoteChatModel
 
         return RemoteChatModel(entry.slug, entry.source_rest, entry.remote_model or "", api_key=api_key)
+    from inference.engine import stored_weights
     from inference.local import LocalChatModel, return_freed_memory
-    from inference.weight_store import loaded_from_store, read_stored, store
+    from inference.weight_store import loaded_from_store, store
 
     scope = distribution.scope() if distribution is not None else contextlib.nullcontext()
     with scope:
         # A start that keeps no keras copy and shards nothing can read the weights an earlier one stored.
         stored_at = _stored_at(entry, cache_dir=cache_dir, progress=progress) \
             if distribution is None and not keep_keras_weights else None
-        stored = read_stored(stored_at[1]) if stored_at is not None else None
+        stored = stored_weights.load(stored_at[1]) if stored_at is not None else None
         if stored_at is not None and stored is not None:
             if progress is not None:
                 progress("read", 0.0)

@@ -78,11 +78,6 @@ def _library_versions() -> tuple[str, ...]:
     return tuple(found)
 
 
-def read_stored(directory: Path) -> StoredWeights | None:
-    """The weights stored in ``directory``, or None (none there, or a folder that is not whole)."""
-    return stored_weights.load(directory)
-
-
 def loaded_from_store(file: Path, stored: StoredWeights) -> LoadedModel:
     """A LoadedModel with no backbone: the tokenizer read from ``file``, the rest from the store."""
     from inference.families import load_gguf_tokenizer
@@ -105,7 +100,7 @@ def store(directory: Path, loaded: LoadedModel, spec: DecoderSpec, params: dict[
         log.warning("could not store the converted weights in %s: %s", directory, exc)
         return
     for sibling in directory.parent.iterdir():
-        if sibling != directory and not sibling.name.endswith(f".partial-{os.getpid()}"):
+        if sibling != directory:
             shutil.rmtree(sibling, ignore_errors=True)
     log.info("stored %d MB of converted weights in %s", size // 2**20, directory)
 

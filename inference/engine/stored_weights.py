@@ -90,22 +90,16 @@ def sizes(directory: Path) -> tuple[int, int] | None:
     """``(bytes of all arrays, bytes of the largest)`` of the store in ``directory`` from its manifest
     alone (what reading it back costs in memory), or None when there is no readable store there."""
     try:
-        manifest = json.loads((directory / MANIFEST).read_text())
-        if manifest.get("version") != STORE_VERSION:
-            return None
         lengths = [int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(_dtype(a["dtype"])).itemsize
-                   for a in manifest["arrays"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                   for a in _manifest(directory)["arrays"]]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return sum(lengths), max(lengths, default=0)
 
 
 def read(directory: Path) -> StoredWeights:
     """:func:`load`, raising :class:`StoreError` (or OSError) for a folder that is not a whole store."""
-    manifest = json.loads((directory / MANIFEST).read_text())
-    if not isinstance(manifest, dict) or manifest.get("version") != STORE_VERSION:
-        raise StoreError(f"store version {manifest.get('version') if isinstance(manifest, dict) else '?'}, "
-                         f"not {STORE_VERSION}")
+    manifest = _manifest(directory)
     data_path = directory / DATA
     if data_path.stat().st_size != manifest["data_bytes"]:
         raise StoreError(f"{DATA} holds {data_path.stat().st_size} bytes, the manifest says "
@@ -116,6 +110,15 @@ def read(directory: Path) -> StoredWeights:
     if not isinstance(params, dict):
         raise StoreError("the stored pytree is not a params dict")
     return StoredWeights(_spec_from_json(manifest["spec"]), params, dict(manifest["extra"]))
+
+
+def _manifest(directory: Path) -> dict[str, Any]:
+    """The store's manifest, StoreError (a ValueError) unless it is one of this version."""
+    manifest = json.loads((directory / MANIFEST).read_text())
+    if not isinstance(manifest, dict) or manifest.get("version") != STORE_VERSION:
+        raise StoreError(f"store version {manifest.get('version') if isinstance(manifest, dict) else '?'}, "
+                         f"not {STORE_VERSION}")
+    return manifest
 
 
 # ---- the pytree ---------------------------------------------------------------------------------------

@@ -118,24 +118,30 @@ def load_gguf(path: Path, *, dtype: str = "float32") -> LoadedModel:
 
 def load_gguf_file(gguf: GGUFFile, *, dtype: str = "float32") -> LoadedModel:
     """:func:`load_gguf` for an already opened file (parsing Gemma 3's header alone takes ~12 s)."""
-    architecture = gguf.architecture
-    loaders = gguf_architectures()
-    record = loaders.get(architecture)
-    if record is None or record.load_gguf is None:
-        raise UnsupportedArchitectureError(
-            f"{gguf.path.name}: GGUF architecture {architecture!r} has no loader; supported: "
-            f"{', '.join(sorted(loaders))}"
-        )
-    return record.load_gguf(gguf, dtype)
+    load = _gguf_record(gguf).load_gguf
+    assert load is not None  # _gguf_record returns only records with loaders
+    return load(gguf, dtype)
 
 
 def load_gguf_tokenizer(gguf: GGUFFile) -> TextTokenizer:
     """Only the tokenizer of an opened GGUF file (no backbone, no weights read)."""
-    record = gguf_architectures().get(gguf.architecture)
-    if record is None or record.load_tokenizer is None:
+    record = _gguf_record(gguf)
+    if record.load_tokenizer is None:
         raise UnsupportedArchitectureError(
-            f"{gguf.path.name}: GGUF architecture {gguf.architecture!r} has no tokenizer loader")
+            f"{gguf.path.name}: family {record.name!r} has no tokenizer loader")
     return record.load_tokenizer(gguf)
+
+
+def _gguf_record(gguf: GGUFFile) -> Family:
+    """The family whose loader reads this file's architecture; UnsupportedArchitectureError if none."""
+    loaders = gguf_architectures()
+    record = loaders.get(gguf.architecture)
+    if record is None or record.load_gguf is None:
+        raise UnsupportedArchitectureError(
+            f"{gguf.path.name}: GGUF architecture {gguf.architecture!r} has no loader; supported: "
+            f"{', '.join(sorted(loaders))}"
+        )
+    return record
 
 
 __all__ = [
