@@ -13,11 +13,11 @@ shared machine's slow spell falls on all of them alike. Each block format is tim
 kernels' wide decode tiles (4 outputs' rows read interleaved) and with narrow ones (one output at a time up
 to :data:`inference.engine.kernels.NARROW_ROWS` rows), the same bits in another order of reading that is
 1.35-1.8x faster at one row on an AMD Zen 4 and was the slower one where the wide tiles were tuned.
-It keeps the fastest (:attr:`Candidate.score`) whose products stay within :data:`PRODUCT_TOLERANCE` of
-float64 on the same stored weights, and the kernels use the copy (and the tile width) that served the
-fastest block format (the most capable copy is not always the fastest: on an Intel Emerald Rapids the
-``avx512`` copy's float32 products and ``avx512bf16``'s bfloat16 ones trade places; docs/BENCHMARKS.md).
-The verdict is cached
+Of the formats whose products stay within :data:`PRODUCT_TOLERANCE` of float64 on the same stored
+weights it keeps the fastest, where a heavier one must be 1.2x faster to displace a lighter one
+(:func:`decide`), and the kernels use the copy (and the tile width) that served that format fastest
+(the most capable copy is not always the fastest: on an Intel Emerald Rapids the ``avx512`` copy's
+float32 products and ``avx512bf16``'s bfloat16 ones trade places; docs/BENCHMARKS.md). The verdict is cached
 beside the kernels, keyed by the CPU, the copies measured and jax's version, so later starts read it in a
 millisecond; ``python -m inference kernels --json`` prints it with the timings.
 
@@ -49,7 +49,10 @@ log = logging.getLogger(__name__)
 CANDIDATES: tuple[WeightFormat, ...] = ("q4", "q8", "float32", "bfloat16")
 PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
 BATCHES = (1, 8)
-MEASURE_VERSION = 6  # bump when the workload or the score changes: old verdicts are then measured again
+# Bytes a weight keeps resident, fewest first: q4 0.63 (its offsets included), q8 1.06, bfloat16 2, float32 4.
+LIGHTEST_FIRST: tuple[WeightFormat, ...] = ("q4", "q8", "bfloat16", "float32")
+HEAVIER_MARGIN = 1.2  # how much better a heavier format must score to be served instead of a lighter one
+MEASURE_VERSION = 7  # bump when the workload or the score changes: old verdicts are then measured again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,18 +108,36 @@ class Verdict:
 
 
 def decide(candidates: tuple[Candidate, ...]) -> tuple[Candidate, str]:
-    """The fastest candidate whose products pass, and a sentence saying why (ValueError if none passes)."""
+    """The candidate ``auto`` serves and a sentence saying why (ValueError if none passes): of the passing
+    candidates whose score (:attr:`Candidate.score`) is within :data:`HEAVIER_MARGIN` of the fastest, the
+    lightest format (:data:`LIGHTEST_FIRST`), so a heavier format is served only where it is that much
+    faster.
+
+    Speed is not all a heavier format costs: q8 keeps 1.7x q4's bytes resident (every bundled model at
+    once must fit the memory budget) and re-quantizes a Q4_K or Q6_K file's weights, which q4 (with q6 for
+    the file's 6-bit matrices) serves as they are. Without the margin the choice flipped with the
+    machine's spells: on an AMD Zen 4 the same source picked q4 one day and q8 (1.25x slower at one row,
+    1.4x faster at eight: a score 6% better) the next."""
     passing = sorted((c for c in candidates if c.passes), key=lambda c: c.score)
     if not passing:
         raise ValueError("no weight format passed the product-error check")
-    best = passing[0]
+    near = [c for c in passing if c.score <= passing[0].score * HEAVIER_MARGIN]
+    best = min(near, key=_weight)  # the lightest of those; min keeps the fastest of equal weight
     figures = ", ".join(f"{c.label} {c.ms[1]:.2f}/{c.ms[8]:.2f} ms" for c in sorted(candidates,
                                                                                       key=lambda c: c.score))
     failed = [c.label for c in candidates if not c.passes]
     why = f"measured fastest at batch 1/8 ({figures})"
+    if best is not passing[0]:
+        why = (f"within {HEAVIER_MARGIN:.2f}x of {passing[0].label}, which keeps more bytes a weight, at "
+               f"batch 1/8 ({figures})")
     if failed:
         why += f"; {', '.join(failed)} failed the product check"
     return best, why
+
+
+def _weight(candidate: Candidate) -> int:
+    fmt = candidate.format
+    return LIGHTEST_FIRST.index(fmt) if fmt in LIGHTEST_FIRST else len(LIGHTEST_FIRST)
 
 
 def choose_weights(requested: WeightFormat | Literal["auto"]) -> tuple[WeightFormat, bool, str]:
@@ -176,8 +197,8 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
     if verdict is None:
         candidates = (measure_fn or measure)(native=native, isas=isas)
         best, why = decide(candidates)
-        fastest = fastest_native(candidates)
-        verdict = Verdict(best.format, best.native, why, candidates, fastest_copy(candidates),
+        fastest = fastest_native(candidates, best.format)
+        verdict = Verdict(best.format, best.native, why, candidates, fastest_copy(candidates, best.format),
                           kernels.cpu_model(), narrow_rows=fastest.narrow_rows if fastest else 0)
         if blocked is not None and kernels.kernel_status() is not None:
             # a failed build (no compiler yet, a timeout, a full disk) may succeed next start: a verdict
@@ -205,15 +226,17 @@ def copies_to_measure() -> tuple[str, ...]:
     return tuple(isa for isa in supported if kernels.vector_decode(isa)) or supported[:1]
 
 
-def fastest_native(candidates: tuple[Candidate, ...]) -> Candidate | None:
-    """The fastest passing block-format candidate (None: none was measured)."""
+def fastest_native(candidates: tuple[Candidate, ...], fmt: WeightFormat | None = None) -> Candidate | None:
+    """The fastest passing block-format candidate, of ``fmt`` where that was measured natively (the
+    verdict's format: the kernels then run its best copy and tiles); None: none was measured."""
     native = sorted((c for c in candidates if c.native and c.passes and c.isa), key=lambda c: c.score)
-    return native[0] if native else None
+    chosen = [c for c in native if c.format == fmt] or native
+    return chosen[0] if chosen else None
 
 
-def fastest_copy(candidates: tuple[Candidate, ...]) -> str | None:
-    """The kernel copy of the fastest passing block-format candidate (None: none was measured)."""
-    fastest = fastest_native(candidates)
+def fastest_copy(candidates: tuple[Candidate, ...], fmt: WeightFormat | None = None) -> str | None:
+    """The kernel copy of :func:`fastest_native` (None: none was measured)."""
+    fastest = fastest_native(candidates, fmt)
     return fastest.isa if fastest else None
 
 

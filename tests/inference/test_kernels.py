@@ -526,6 +526,17 @@ def test_auto_keeps_the_fastest_format_whose_products_pass() -> None:
     assert best.format == "q4"
     best, _ = decide((_candidate("q4", 9.0, 30.0), _candidate("float32", 4.0, 8.0)))  # a scalar CPU's q4
     assert best.format == "float32"
+    # a heavier format must be HEAVIER_MARGIN better: q8 scoring 6% better (AMD Zen 4, 2026-12-03) is not
+    best, why = decide((_candidate("q4", 3.79, 13.85), _candidate("q8", 4.72, 9.85)))
+    assert best.format == "q4" and "within 1.20x of q8" in why
+    best, _ = decide((_candidate("q4", 5.0, 20.0), _candidate("q8", 4.0, 12.0)))  # 1.44x better: served
+    assert best.format == "q8"
+    # compared with the fastest, not chained: bfloat16 within the margin of float32, q4 within it of bfloat16
+    best, _ = decide((_candidate("float32", 5.0, 5.0), _candidate("bfloat16", 5.9, 5.9),
+                      _candidate("q4", 7.0, 7.0)))
+    assert best.format == "bfloat16"
+    best, _ = decide((_candidate("bfloat16", 7.39, 177.4), _candidate("float32", 14.08, 43.8)))  # no kernels
+    assert best.format == "float32"
     best, why = decide((_candidate("q4", 1.0, 1.0, error=2 * PRODUCT_TOLERANCE), _candidate("q8", 3.0, 6.0)))
     assert best.format == "q8" and "q4 failed the product check" in why
     with pytest.raises(ValueError):
@@ -550,11 +561,13 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     assert {c.format for c in first.candidates} == {"q4", "q8", "float32", "bfloat16"}
     measured = {(c.format, c.isa) for c in first.candidates if c.native}  # q4 and q8 on every vector copy
     assert measured == {(f, isa) for f in ("q4", "q8") for isa in weight_policy.copies_to_measure()}
-    assert first.isa == weight_policy.fastest_copy(first.candidates) == kernels.selected_isa()
+    assert first.isa == weight_policy.fastest_copy(first.candidates, first.format) == kernels.selected_isa()
     tiles = {(c.format, c.isa, c.narrow_rows) for c in first.candidates if c.native}  # wide and narrow
     assert tiles == {(f, isa, n) for f, isa in measured for n in (0, kernels.NARROW_ROWS)}
-    fastest = weight_policy.fastest_native(first.candidates)
+    fastest = weight_policy.fastest_native(first.candidates, first.format)
     assert fastest is not None and first.narrow_rows == fastest.narrow_rows == kernels.narrow_rows()
+    served = [c for c in first.candidates if c.native and c.format == first.format]
+    assert fastest.format == first.format or not served
     for c in first.candidates:  # real timings, and products that agree with float64 on the same weights
         assert all(t > 0 for t in c.ms.values()) and c.product_error < 1e-2
     assert first.format == weight_policy.decide(first.candidates)[0].format
@@ -634,6 +647,27 @@ def test_the_kernels_use_the_tiles_auto_measured_fastest(
     kernels.set_narrow_rows(0)  # a new process asking for q4 explicitly reads the cached verdict
     assert weight_policy.choose_weights("q4")[:2] == ("q4", True)
     assert kernels.narrow_rows(copy) == kernels.NARROW_ROWS
+
+
+def test_the_kernels_use_the_served_formats_tiles_not_a_faster_heavier_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, narrow_tiles_restored: Any
+) -> None:
+    from inference.engine import weight_policy
+    from inference.engine.weight_policy import Candidate
+
+    monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_preferred", None)
+    copy = weight_policy.copies_to_measure()[0]
+
+    def measured(*, native: bool, isas: tuple[str, ...]) -> Any:  # q8 narrow scores best, within the margin
+        return (Candidate("q4", True, {1: 3.8, 8: 13.9}, 1e-3, copy, 0),  # type: ignore[arg-type]
+                Candidate("q4", True, {1: 4.4, 8: 14.5}, 1e-3, copy, kernels.NARROW_ROWS),  # type: ignore[arg-type]
+                Candidate("q8", True, {1: 4.7, 8: 9.9}, 1e-3, copy, kernels.NARROW_ROWS),  # type: ignore[arg-type]
+                Candidate("float32", False, {1: 14.0, 8: 43.8}, 1e-7))
+
+    verdict = weight_policy.auto_verdict(measure_fn=measured)
+    assert (verdict.format, verdict.narrow_rows) == ("q4", 0)
+    assert kernels.narrow_rows(copy) == 0
 
 
 def test_on_a_sharded_mesh_auto_never_uses_the_native_kernels() -> None:
