@@ -544,6 +544,38 @@ inline __m512bh widen_q4(const uint8_t* bytes, __m512i control) {
   return out;
 }
 
+// Two blocks b, b + 1 at once (their 32 bytes, contiguous): ``low`` holds both blocks' low nibbles
+// (elements 0..15: lanes 0..15 block b's, 16..31 block b + 1's, each in kNibbleOrder[0..15]) and ``high``
+// their high ones (kNibbleOrder[16..31]), so that one dpbf16 of each, chained, sums block b in dword
+// lanes 0..7 and block b + 1 in lanes 8..15, and a single multiply-add applies both blocks' scales: three
+// vector products per row and pair of blocks instead of four (1.2x at one row on an AMD Zen 4). The
+// 32 bytes are spread to qwords (b: A, B, A, B; b + 1: A, B, A, B), which the multishift picks from as
+// widen_q4's broadcast is.
+inline __m512i pair_control(int shift) {  // the low (shift 0) or high (shift 4) nibbles of both blocks
+  alignas(64) uint8_t control[64] = {};
+  const int base[8] = {0, 0, 32, 32, 0, 0, 32, 32};
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 4; ++k) control[i * 8 + 2 * k] = static_cast<uint8_t>(base[i] + 8 * k + shift);
+  return _mm512_load_si512(control);
+}
+
+inline __m512bh bfloat16_lanes(__m512i picked) {  // each 16-bit lane's low nibble q as bfloat16 128 + q
+  const __m512i lanes =
+      _mm512_ternarylogic_epi32(picked, _mm512_set1_epi16(0x000F), _mm512_set1_epi16(0x4300), 0xEA);  // (a & b) | c
+  __m512bh out;
+  std::memcpy(&out, &lanes, sizeof out);
+  return out;
+}
+
+inline void widen_q4_pair(const uint8_t* bytes, __m512i low_control, __m512i high_control, __m512bh& low,
+                          __m512bh& high) {
+  const __m512i spread = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);
+  const __m512i source =
+      _mm512_permutexvar_epi64(spread, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes))));
+  low = bfloat16_lanes(_mm512_multishift_epi64_epi8(low_control, source));
+  high = bfloat16_lanes(_mm512_multishift_epi64_epi8(high_control, source));
+}
+
 // q6's 32 integers as bfloat16 128 + q (q = low nibble + 16 · high bits, 0..63), in kNibbleOrder: the
 // nibbles picked as q4's are, the high bits by a second multishift into bits 4..5 of the same bytes
 // (``tops``: top_control), merged and topped with 0x43 by two ternary-logic ops.
@@ -571,12 +603,14 @@ inline __m512bh widen_q6(const uint8_t* low, const uint8_t* high, __m512i nibble
 }
 
 struct ExactRows {
-  std::vector<uint16_t> x;  // (M, K) bfloat16, each block of 32 in kNibbleOrder
+  std::vector<uint16_t> x;  // (M, K) bfloat16, each block of 32 in kNibbleOrder (q4: pairs, below)
   std::vector<float> sums;  // (M, K/32): each block's sum of those bfloat16 values
   std::vector<float> halves;  // (M, K/16): each half block's (q6's scale groups)
 };
 
-void exact_rows(const Problem& p, ExactRows& out) {
+// ``pairs`` (q4): each row's blocks 2j and 2j + 1 as widen_q4_pair's lanes: the first 16 values of
+// block 2j, the first 16 of block 2j + 1, then the last 16 of each (a last block without a pair as is).
+void exact_rows(const Problem& p, ExactRows& out, bool pairs) {
   const int64_t blocks = p.m * (p.k / kBlock);
   out.x.resize(p.m * p.k);
   out.sums.resize(blocks);
@@ -597,13 +631,21 @@ void exact_rows(const Problem& p, ExactRows& out) {
     out.halves[2 * b] = _mm512_reduce_add_ps(lo);
     out.halves[2 * b + 1] = _mm512_reduce_add_ps(hi);
   }
+  if (!pairs) return;
+  const int64_t per_row = p.k / kBlock;
+  for (int64_t row = 0; row < p.m; ++row)
+    for (int64_t b = 0; b + 1 < per_row; b += 2) {
+      uint16_t* pair = &out.x[(row * per_row + b) * kBlock];
+      std::swap_ranges(pair + 16, pair + 32, pair + 32);
+    }
 }
 
 // Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; each output's scales and offsets 16 blocks at a time.
 template <int ROWS, int OUTS>
 void exact_q4_tile(const Problem& p, const uint16_t* xs, const float* sums, int64_t n0, int64_t n1) {
   const int64_t blocks = p.k / kBlock;
-  const __m512i control = nibble_control();
+  const __m512i control = nibble_control(), low_control = pair_control(0), high_control = pair_control(4);
+  const __m512i halfway = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512 zero = _mm512_setzero_ps(), minus128 = _mm512_set1_ps(-128.0f);
   int64_t n = n0;
   for (; n + OUTS <= n1; n += OUTS) {
@@ -625,10 +667,28 @@ void exact_q4_tile(const Problem& p, const uint16_t* xs, const float* sums, int6
         for (int i = 0; i < ROWS; ++i)
           acc[r][i] = _mm512_fmadd_ps(offset, _mm512_maskz_loadu_ps(mask, sums + i * blocks + b0), acc[r][i]);
       }
-      for (int64_t b = 0; b < count; ++b) {
+      int64_t b = 0;
+      for (; b + 2 <= count; b += 2) {  // pairs of blocks (widen_q4_pair)
+        const __m512i pair = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(b)), halfway);
         for (int r = 0; r < OUTS; ++r) {
           const uint8_t* bytes = p.w + (n + r) * (p.k / 2) + (b0 + b) * (kBlock / 2);
           prefetch_ahead(bytes);
+          __m512bh low, high;
+          widen_q4_pair(bytes, low_control, high_control, low, high);
+          const __m512 scale = _mm512_permutexvar_ps(pair, _mm512_load_ps(d[r]));  // b in lanes 0..7, b + 1 in 8..15
+          for (int i = 0; i < ROWS; ++i) {
+            __m512bh x_low, x_high;
+            const uint16_t* x = xs + (i * blocks + b0 + b) * kBlock;
+            std::memcpy(&x_low, x, sizeof x_low);
+            std::memcpy(&x_high, x + kBlock, sizeof x_high);
+            acc[r][i] = _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_dpbf16_ps(zero, x_low, low), x_high, high), scale,
+                                        acc[r][i]);
+          }
+        }
+      }
+      for (; b < count; ++b) {  // the row's last block, where it has no pair
+        for (int r = 0; r < OUTS; ++r) {
+          const uint8_t* bytes = p.w + (n + r) * (p.k / 2) + (b0 + b) * (kBlock / 2);
           const __m512bh w = widen_q4(bytes, control);
           const __m512 scale = _mm512_set1_ps(d[r][b]);
           for (int i = 0; i < ROWS; ++i) {
@@ -722,7 +782,7 @@ void exact_part(const Problem& p, const uint16_t* x, const float* sums, int64_t 
 
 void run_exact(ffi::ThreadPool& pool, const Problem& problem, Format format) {
   ExactRows xs;
-  exact_rows(problem, xs);
+  exact_rows(problem, xs, format == Format::q4);
   const int64_t blocks = problem.k / kBlock;
   over_outputs(pool, problem, 4, [&problem, &xs, format, blocks](int64_t n0, int64_t n1) {
     if (format == Format::q6)
