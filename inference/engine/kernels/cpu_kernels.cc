@@ -510,8 +510,8 @@ void over_outputs(ffi::ThreadPool& pool, const Problem& problem, int64_t unit, B
 // ternary-logic op keeps it and sets the high byte to 0x43, which makes the lane the bfloat16 number
 // 128 + q exactly. Then
 //   Σ_j (d·q_j + m)·x_j = d·Σ_j (128 + q_j)·x_j + (m − 128·d)·Σ_j x_j
-// with x rounded to bfloat16 (as the other paths round it), the first sum one dpbf16 per block, d and
-// m applied in float32: the 4-bit weights are multiplied exactly, not rounded to bfloat16 as d·q + m.
+// with x rounded to bfloat16 (as the other paths round it), the first sum one dpbf16 per block (two
+// blocks at a time: widen_q4_pair), d and m applied in float32: the 4-bit weights are multiplied exactly, not rounded to bfloat16 as d·q + m.
 // x is rounded and reordered once per call to the nibbles' lane order (kNibbleOrder). A row's bits
 // depend only on its own values, whatever the decode batch; a prefill (the panel path) sums the same
 // products in another arrangement, within float32 reordering of these (tests/inference/test_kernels.py).
