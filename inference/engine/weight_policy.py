@@ -126,10 +126,9 @@ def decide(candidates: tuple[Candidate, ...]) -> tuple[Candidate, str]:
     figures = ", ".join(f"{c.label} {c.ms[1]:.2f}/{c.ms[8]:.2f} ms" for c in sorted(candidates,
                                                                                       key=lambda c: c.score))
     failed = [c.label for c in candidates if not c.passes]
-    why = f"measured fastest at batch 1/8 ({figures})"
-    if best is not passing[0]:
-        why = (f"within {HEAVIER_MARGIN:.2f}x of {passing[0].label}, which keeps more bytes a weight, at "
-               f"batch 1/8 ({figures})")
+    why = (f"measured fastest at batch 1/8 ({figures})" if best is passing[0] else
+           f"within {HEAVIER_MARGIN:.2f}x of {passing[0].label}, which keeps more bytes a weight, at "
+           f"batch 1/8 ({figures})")
     if failed:
         why += f"; {', '.join(failed)} failed the product check"
     return best, why
@@ -198,7 +197,7 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
         candidates = (measure_fn or measure)(native=native, isas=isas)
         best, why = decide(candidates)
         fastest = fastest_native(candidates, best.format)
-        verdict = Verdict(best.format, best.native, why, candidates, fastest_copy(candidates, best.format),
+        verdict = Verdict(best.format, best.native, why, candidates, fastest.isa if fastest else None,
                           kernels.cpu_model(), narrow_rows=fastest.narrow_rows if fastest else 0)
         if blocked is not None and kernels.kernel_status() is not None:
             # a failed build (no compiler yet, a timeout, a full disk) may succeed next start: a verdict

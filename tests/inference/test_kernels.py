@@ -623,9 +623,12 @@ def test_the_kernels_use_the_copy_auto_measured_fastest(
     monkeypatch.setattr(kernels, "_preferred", None)
 
 
-def test_the_kernels_use_the_tiles_auto_measured_fastest(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, narrow_tiles_restored: Any
-) -> None:
+def _verdict_on_one_copy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, blocks: tuple[tuple[str, float, float, int], ...],
+    float32: tuple[float, float],
+) -> tuple[Any, str]:
+    """``auto``'s verdict, in a fresh cache, on these measurements: block formats as (format, batch-1 ms,
+    batch-8 ms, narrow rows) on the first copy measured, and float32's two times; and that copy."""
     from inference.engine import weight_policy
     from inference.engine.weight_policy import Candidate
 
@@ -634,12 +637,21 @@ def test_the_kernels_use_the_tiles_auto_measured_fastest(
     copy = weight_policy.copies_to_measure()[0]
 
     def measured(*, native: bool, isas: tuple[str, ...]) -> Any:
-        return (Candidate("q4", True, {1: 3.0, 8: 8.0}, 1e-3, copy, 0),  # type: ignore[arg-type]
-                Candidate("q4", True, {1: 2.0, 8: 8.0}, 1e-3, copy, kernels.NARROW_ROWS),  # type: ignore[arg-type]
-                Candidate("q8", True, {1: 2.5, 8: 9.0}, 1e-3, copy, kernels.NARROW_ROWS),  # type: ignore[arg-type]
-                Candidate("float32", False, {1: 9.0, 8: 9.0}, 1e-7))
+        return tuple(Candidate(fmt, True, {1: one, 8: eight}, 1e-3, copy, narrow)  # type: ignore[arg-type]
+                     for fmt, one, eight, narrow in blocks) + (
+            Candidate("float32", False, {1: float32[0], 8: float32[1]}, 1e-7),)
 
-    verdict = weight_policy.auto_verdict(measure_fn=measured)
+    return weight_policy.auto_verdict(measure_fn=measured), copy
+
+
+def test_the_kernels_use_the_tiles_auto_measured_fastest(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, narrow_tiles_restored: Any
+) -> None:
+    from inference.engine import weight_policy
+
+    verdict, copy = _verdict_on_one_copy(monkeypatch, tmp_path, (
+        ("q4", 3.0, 8.0, 0), ("q4", 2.0, 8.0, kernels.NARROW_ROWS), ("q8", 2.5, 9.0, kernels.NARROW_ROWS)),
+        float32=(9.0, 9.0))
     assert (verdict.format, verdict.narrow_rows) == ("q4", kernels.NARROW_ROWS)
     assert f"q4/{copy}/narrow 2.00/8.00 ms" in verdict.why
     assert kernels.narrow_rows(copy) == kernels.NARROW_ROWS
@@ -652,20 +664,9 @@ def test_the_kernels_use_the_tiles_auto_measured_fastest(
 def test_the_kernels_use_the_served_formats_tiles_not_a_faster_heavier_ones(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, narrow_tiles_restored: Any
 ) -> None:
-    from inference.engine import weight_policy
-    from inference.engine.weight_policy import Candidate
-
-    monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.setattr(kernels, "_preferred", None)
-    copy = weight_policy.copies_to_measure()[0]
-
-    def measured(*, native: bool, isas: tuple[str, ...]) -> Any:  # q8 narrow scores best, within the margin
-        return (Candidate("q4", True, {1: 3.8, 8: 13.9}, 1e-3, copy, 0),  # type: ignore[arg-type]
-                Candidate("q4", True, {1: 4.4, 8: 14.5}, 1e-3, copy, kernels.NARROW_ROWS),  # type: ignore[arg-type]
-                Candidate("q8", True, {1: 4.7, 8: 9.9}, 1e-3, copy, kernels.NARROW_ROWS),  # type: ignore[arg-type]
-                Candidate("float32", False, {1: 14.0, 8: 43.8}, 1e-7))
-
-    verdict = weight_policy.auto_verdict(measure_fn=measured)
+    verdict, copy = _verdict_on_one_copy(monkeypatch, tmp_path, (  # q8 narrow scores best, within the margin
+        ("q4", 3.8, 13.9, 0), ("q4", 4.4, 14.5, kernels.NARROW_ROWS), ("q8", 4.7, 9.9, kernels.NARROW_ROWS)),
+        float32=(14.0, 43.8))
     assert (verdict.format, verdict.narrow_rows) == ("q4", 0)
     assert kernels.narrow_rows(copy) == 0
 

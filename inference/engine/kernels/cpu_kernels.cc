@@ -511,7 +511,8 @@ void over_outputs(ffi::ThreadPool& pool, const Problem& problem, int64_t unit, B
 // 128 + q exactly. Then
 //   Σ_j (d·q_j + m)·x_j = d·Σ_j (128 + q_j)·x_j + (m − 128·d)·Σ_j x_j
 // with x rounded to bfloat16 (as the other paths round it), the first sum one dpbf16 per block (two
-// blocks at a time: widen_q4_pair), d and m applied in float32: the 4-bit weights are multiplied exactly, not rounded to bfloat16 as d·q + m.
+// blocks at a time: widen_q4_pair), d and m applied in float32: the 4-bit weights are multiplied
+// exactly, not rounded to bfloat16 as d·q + m.
 // x is rounded and reordered once per call to the nibbles' lane order (kNibbleOrder). A row's bits
 // depend only on its own values, whatever the decode batch; a prefill (the panel path) sums the same
 // products in another arrangement, within float32 reordering of these (tests/inference/test_kernels.py).
@@ -525,23 +526,29 @@ void over_outputs(ffi::ThreadPool& pool, const Problem& problem, int64_t unit, B
 constexpr int kNibbleOrder[32] = {0,  1,  2,  3,  8,  9,  10, 11, 4,  5,  6,  7,  12, 13, 14, 15,
                                   16, 17, 18, 19, 24, 25, 26, 27, 20, 21, 22, 23, 28, 29, 30, 31};
 
-inline __m512i nibble_control() {  // the multishift's bit offset for the low byte of each 16-bit lane
+// The multishift's control: the low byte of 16-bit lane k (0..3) of qword i takes the 8 bits at offset
+// base[i] + 8k of that qword (a nibble in the low 4 bits, which bfloat16_lanes keeps).
+inline __m512i lane_control(const int (&base)[8]) {
   alignas(64) uint8_t control[64] = {};
-  const int base[8] = {0, 0, 32, 32, 4, 4, 36, 36};
   for (int i = 0; i < 8; ++i)
     for (int k = 0; k < 4; ++k) control[i * 8 + 2 * k] = static_cast<uint8_t>(base[i] + 8 * k);
   return _mm512_load_si512(control);
 }
 
-// The block's 32 weights as bfloat16 128 + q, in kNibbleOrder.
-inline __m512bh widen_q4(const uint8_t* bytes, __m512i control) {
-  const __m512i source = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
-  const __m512i picked = _mm512_multishift_epi64_epi8(control, source);
+inline __m512i nibble_control() { return lane_control({0, 0, 32, 32, 4, 4, 36, 36}); }  // widen_q4's lanes
+
+inline __m512bh bfloat16_lanes(__m512i picked) {  // each 16-bit lane's low nibble q as bfloat16 128 + q
   const __m512i lanes =
       _mm512_ternarylogic_epi32(picked, _mm512_set1_epi16(0x000F), _mm512_set1_epi16(0x4300), 0xEA);  // (a & b) | c
   __m512bh out;
   std::memcpy(&out, &lanes, sizeof out);
   return out;
+}
+
+// The block's 32 weights as bfloat16 128 + q, in kNibbleOrder.
+inline __m512bh widen_q4(const uint8_t* bytes, __m512i control) {
+  const __m512i source = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  return bfloat16_lanes(_mm512_multishift_epi64_epi8(control, source));
 }
 
 // Two blocks b, b + 1 at once (their 32 bytes, contiguous): ``low`` holds both blocks' low nibbles
@@ -552,26 +559,14 @@ inline __m512bh widen_q4(const uint8_t* bytes, __m512i control) {
 // 32 bytes are spread to qwords (b: A, B, A, B; b + 1: A, B, A, B), which the multishift picks from as
 // widen_q4's broadcast is.
 inline __m512i pair_control(int shift) {  // the low (shift 0) or high (shift 4) nibbles of both blocks
-  alignas(64) uint8_t control[64] = {};
-  const int base[8] = {0, 0, 32, 32, 0, 0, 32, 32};
-  for (int i = 0; i < 8; ++i)
-    for (int k = 0; k < 4; ++k) control[i * 8 + 2 * k] = static_cast<uint8_t>(base[i] + 8 * k + shift);
-  return _mm512_load_si512(control);
-}
-
-inline __m512bh bfloat16_lanes(__m512i picked) {  // each 16-bit lane's low nibble q as bfloat16 128 + q
-  const __m512i lanes =
-      _mm512_ternarylogic_epi32(picked, _mm512_set1_epi16(0x000F), _mm512_set1_epi16(0x4300), 0xEA);  // (a & b) | c
-  __m512bh out;
-  std::memcpy(&out, &lanes, sizeof out);
-  return out;
+  return lane_control({shift, shift, 32 + shift, 32 + shift, shift, shift, 32 + shift, 32 + shift});
 }
 
 inline void widen_q4_pair(const uint8_t* bytes, __m512i low_control, __m512i high_control, __m512bh& low,
                           __m512bh& high) {
   const __m512i spread = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);
-  const __m512i source =
-      _mm512_permutexvar_epi64(spread, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes))));
+  const __m256i both = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
+  const __m512i source = _mm512_permutexvar_epi64(spread, _mm512_castsi256_si512(both));
   low = bfloat16_lanes(_mm512_multishift_epi64_epi8(low_control, source));
   high = bfloat16_lanes(_mm512_multishift_epi64_epi8(high_control, source));
 }
