@@ -107,6 +107,11 @@ def _exact(fmt: str, isa: str) -> bool:
     return fmt in ("q4", "q6") and kernels.exact_q4(isa)
 
 
+def _int16(fmt: str, isa: str) -> bool:
+    """Whether a decode batch rounds this format's rows to int16 blocks (q4 on the avx2 copy)."""
+    return fmt == "q4" and kernels.int16_rows(isa)
+
+
 def _split(fmt: str, isa: str) -> bool:
     """Whether a decode batch sums this format's products as d·Σq·x + m·Σx instead of Σ(d·q + m)·x: the
     exact integer path, or q4 and q6 on a copy whose products are float32."""
@@ -139,6 +144,15 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa:
         else:
             d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
             magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 271 * d
+    elif rows <= 16 and _int16(fmt, isa):
+        # The rows rounded to int16 per block (the same integers as the kernel's), times the stored
+        # weights, as d·dx·Σq·qx + m·dx·Σqx: terms up to 15·d·|x| and |m|·|x| for each weight.
+        xs = np.asarray(kernels.quantize_activations(x, levels=32767))
+        want = xs @ _dense(fmt, weights).T
+        d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
+        magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 15 * d
+        plain = np.asarray(x) @ _dense(fmt, weights).T  # the rounding costs ~1e-5 of the products' size
+        assert float(np.sqrt(np.mean((got - plain) ** 2)) / np.sqrt(np.mean(plain**2))) < 1e-4
     elif rows <= 16 and _split(fmt, isa):
         # float32 products as d·Σq·x + m·Σx: terms up to 15·d·|x| and |m|·|x| for each weight (q4), or
         # Σ(d·q)·x − 32·d·Σx with q in 0..63, (63 + 32)·d·|x| (q6)
@@ -469,6 +483,9 @@ def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture
     assert report["ready"] is True and report["reason"] is None
     assert Path(report["library"]).is_file() and report["library"].startswith(report["cache_dir"])
     assert report["products"] in ("bfloat16", "float32") and isinstance(report["vector_decode"], bool)
+    assert report["decode_activations"] == kernels.decode_activations()
+    by_copy = {"avx512bf16": "bfloat16", "avx2": "int16"}
+    assert report["decode_activations"] == by_copy.get(report["isa"], "float32")
     assert report["isa"] == kernels.selected_isa() and report["isa"] in report["isas"]
     assert report["isa"] in Path(report["library"]).parent.name  # one copy per instruction set
     auto = report["auto"]

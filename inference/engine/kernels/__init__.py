@@ -300,6 +300,21 @@ def exact_q4(isa: str | None = None) -> bool:
     return bool(_library(isa)[1].fixit_exact_q4())
 
 
+def int16_rows(isa: str | None = None) -> bool:
+    """Whether a decode batch's ``q4`` products round each row to int16 per block of 32
+    (:func:`quantize_activations` with ``levels=32767``) and multiply the 4-bit integers exactly (the
+    ``avx2`` copy, whose float32 products were bound by widening the nibbles to floats)."""
+    return bool(_library(isa)[1].fixit_int16_rows())
+
+
+def decode_activations(isa: str | None = None) -> str:
+    """What a decode batch's ``q4`` products round the activations to: ``bfloat16`` (:func:`exact_q4`),
+    ``int16`` (:func:`int16_rows`) or ``float32`` (kept as they are)."""
+    if exact_q4(isa):
+        return "bfloat16"
+    return "int16" if int16_rows(isa) else "float32"
+
+
 def _require(isa: str | None) -> str:
     return _library(isa)[0]
 
@@ -395,17 +410,19 @@ def q6_dequantize(low: Any, high: Any, scales: Any) -> Any:
     return groups.reshape(n, half * 2)
 
 
-def quantize_activations(x: Any) -> Any:
-    """``x (M, K)`` float32 as the int8 kernels see it: per block of 32 along K, ``round(x · 127/amax)``
-    times ``amax/127`` (the same float operations as the C++, so the same integers)."""
+def quantize_activations(x: Any, levels: int = 127) -> Any:
+    """``x (M, K)`` float32 as the integer kernels see it: per block of 32 along K,
+    ``round(x · levels/amax)`` times ``amax/levels`` (the same float operations as the C++, so the same
+    integers). ``levels``: 127 (int8, the ``a8`` formats) or 32767 (int16, :func:`int16_rows`)."""
     import jax.numpy as jnp
 
     m, k = x.shape
+    top = jnp.float32(levels)
     blocks = x.astype(jnp.float32).reshape(m, k // BLOCK, BLOCK)
     amax = jnp.max(jnp.abs(blocks), axis=-1, keepdims=True)
-    inverse = jnp.where(amax > 0, jnp.float32(127.0) / jnp.where(amax > 0, amax, 1.0), 0.0)
-    q = jnp.clip(jnp.round(blocks * inverse), -127, 127)
-    return (q * (amax / jnp.float32(127.0))).reshape(m, k)
+    inverse = jnp.where(amax > 0, top / jnp.where(amax > 0, amax, 1.0), 0.0)
+    q = jnp.clip(jnp.round(blocks * inverse), -levels, levels)
+    return (q * (amax / top)).reshape(m, k)
 
 
 def q8_matmul_reference(x: Any, values: Any, scales: Any, *, int8_activations: bool = False) -> Any:
