@@ -143,8 +143,9 @@ struct Weights {
 // A q6 block's 32 integers q (0..63) as floats, in element order: q assembled from its nibbles and high
 // bits in 16-byte registers (three ports on Intel, where AVX-512's dword lanes have two), then one
 // widening per vector.
-inline void q6_unsigned(const uint8_t* low, const uint8_t* high, Weights& w) {
 #if defined(__AVX2__)
+// A q6 block's 32 integers q (0..63) as bytes: elements 0..15 in ``first``, 16..31 in ``second``.
+inline void q6_bytes(const uint8_t* low, const uint8_t* high, __m128i& first, __m128i& second) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(low));
   const __m128i fifteen = _mm_set1_epi8(15), three = _mm_set1_epi8(3);
   const __m128i tops = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(high)),
@@ -152,8 +153,15 @@ inline void q6_unsigned(const uint8_t* low, const uint8_t* high, Weights& w) {
   // byte j of ``tops`` in both halves; a 64-bit shift by 2t then & 3 leaves bits 2t..2t+1 of each byte
   const __m128i top_lo = _mm_and_si128(_mm_srlv_epi64(tops, _mm_set_epi64x(2, 0)), three);  // elements 0..15
   const __m128i top_hi = _mm_and_si128(_mm_srlv_epi64(tops, _mm_set_epi64x(6, 4)), three);  // 16..31
-  const __m128i first = _mm_or_si128(_mm_and_si128(bytes, fifteen), _mm_slli_epi16(top_lo, 4));
-  const __m128i second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(bytes, 4), fifteen), _mm_slli_epi16(top_hi, 4));
+  first = _mm_or_si128(_mm_and_si128(bytes, fifteen), _mm_slli_epi16(top_lo, 4));
+  second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(bytes, 4), fifteen), _mm_slli_epi16(top_hi, 4));
+}
+#endif
+
+inline void q6_unsigned(const uint8_t* low, const uint8_t* high, Weights& w) {
+#if defined(__AVX2__)
+  __m128i first, second;
+  q6_bytes(low, high, first, second);
 #if defined(__AVX512F__)
   const __m512 parts[2] = {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(first)),
                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(second))};
@@ -927,20 +935,24 @@ void float_rows(const Problem& problem, const BlockSums& xs, int64_t n0, int64_t
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
 #define FIXIT_INT16_ROWS 1
-// ---- q4 decode rows with 16-bit activations (the AVX2 copy) ----------------------------------------
-//   Σ_j (d·q_j + m)·x_j  ≈  d·dx·Σ_j q_j·qx_j + m·dx·Σ_j qx_j,   qx = round(x / dx), dx = max|x| / 32767
-// per block of 32. AVX2 has no bfloat16 product and its float32 products need every nibble widened to a
-// float (four conversions a block) and four multiply-adds a row: at one row that work, not the bytes,
-// bounded the products (6.6-13 GB/s of q4 against 32-37 GB/s of plain reads, 2 threads, AMD Zen 3).
-// Rounded to int16 per block, a row multiplies the nibbles as 16-bit integers: one widening of the
-// block's 16 bytes, two madds a row, one conversion and one multiply-add with d·dx: 1.6-2.2x the float
-// path's rate at one row. The rounding's error is at most dx/2 = max|x|/65534 a value, 1/128 of
-// bfloat16's (which the avx512bf16 copy's exact path rounds the rows to), and the 4-bit weights are
-// multiplied exactly. A row's bits depend only on its own values, whatever the decode batch.
+// ---- decode rows with 16-bit activations (the AVX2 copy) -------------------------------------------
+// Each row's block of 32 values is rounded to int16, qx = round(x / dx) with dx = max|x| / 32767, and the
+// weights' integers multiply it exactly (madd: 16-bit products summed in pairs into int32):
+//   q4: Σ (d·q + m)·x  ≈  d·dx·Σ q·qx + m·dx·Σ qx        (q 0..15)
+//   q6: Σ d·(q − 32)·x ≈  d·dx·Σ (q − 32)·qx per group of 16
+//   q8: Σ d·q·x        ≈  d·dx·Σ q·qx
+// AVX2 has no bfloat16 product, and its float32 products need every weight widened to a float (four
+// conversions a block) and four multiply-adds a row: at one row that work, not the bytes, bounded them
+// (q4 at 6.6-13 GB/s against 32-37 GB/s of plain reads, 2 threads, AMD Zen 3). In 16-bit integers a block
+// is one or two widenings of its bytes, then two madds a row, and one conversion and one multiply-add
+// with d·dx (two for q6's two scales): 1.6-2.2x the float path's rate at one row. The rounding's error is
+// at most dx/2 = max|x|/65534 a value, 1/128 of bfloat16's (which the avx512bf16 copy's exact path rounds
+// the rows to). A row's bits depend only on its own values, whatever the decode batch.
 struct Rows16 {
-  std::vector<int16_t> q;    // (M, K): qx
-  std::vector<float> scale;  // (M, stride): dx per block, zero past the last block (whole vectors)
-  std::vector<float> sums;   // (M, stride): dx · Σ qx per block
+  std::vector<int16_t> q;      // (M, K): qx
+  std::vector<float> scale;    // (M, stride): dx per block, zero past the last block (whole vectors)
+  std::vector<float> scale16;  // (M, 2 · stride): dx per group of 16 (q6's scales), each block's twice
+  std::vector<float> sums;     // (M, stride): dx · Σ qx per block (q4's offsets)
   int64_t stride = 0;
 };
 
@@ -963,6 +975,7 @@ void rows_to_int16(const Problem& p, Rows16& out) {
   out.stride = (blocks + kLanes - 1) / kLanes * kLanes;
   out.q.resize(p.m * p.k);
   out.scale.assign(p.m * out.stride, 0.0f);
+  out.scale16.assign(p.m * 2 * out.stride, 0.0f);
   out.sums.assign(p.m * out.stride, 0.0f);
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256i ones = _mm256_set1_epi16(1);
@@ -990,48 +1003,78 @@ void rows_to_int16(const Problem& p, Rows16& out) {
           hsum8_epi32(_mm256_add_epi32(_mm256_madd_epi16(first, ones), _mm256_madd_epi16(second, ones)));
       const float dx = a / 32767.0f;
       out.scale[i * out.stride + b] = dx;
+      out.scale16[i * 2 * out.stride + 2 * b] = out.scale16[i * 2 * out.stride + 2 * b + 1] = dx;
       out.sums[i * out.stride + b] = dx * static_cast<float>(total);
     }
 }
 
-// Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; the scales and offsets kLanes blocks at a time, as
-// float_tile has them. ``q``, ``dx``, ``sums``: the first row's (row stride K for q, ``stride`` else).
-template <int ROWS, int OUTS>
+// A block's 32 weights as 16-bit integers, elements 0..15 in ``low`` and 16..31 in ``high``: q4's q,
+// q6's q − 32, q8's q.
+template <Format F>
+inline void block_words(const Problem& p, int64_t n, int64_t b, __m256i& low, __m256i& high) {
+  const uint8_t* bytes = block_bytes<F>(p, n, b);
+  prefetch_ahead(bytes);
+  if constexpr (F == Format::q4) {  // word j: byte j, whose low nibble is element j and high one j + 16
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+    low = _mm256_and_si256(w, _mm256_set1_epi16(15));
+    high = _mm256_srli_epi16(w, 4);
+  } else if constexpr (F == Format::q6) {
+    const uint8_t* top = p.high + n * (p.k / 4) + b * (kBlock / 4);
+    prefetch_ahead(top, kPrefetch / 2);
+    __m128i first, second;
+    q6_bytes(bytes, top, first, second);
+    const __m128i centre = _mm_set1_epi8(32);
+    low = _mm256_cvtepi8_epi16(_mm_sub_epi8(first, centre));
+    high = _mm256_cvtepi8_epi16(_mm_sub_epi8(second, centre));
+  } else {
+    low = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+    high = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 16)));
+  }
+}
+
+// Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; the scales (and q4's offsets) kLanes at a time, as
+// float_tile has them: kLanes blocks, or kLanes groups of 16 for q6. ``q``: the first row's integers (row
+// stride K); ``dx``: its dx per scale, ``sums`` its block sums (q4), both with row stride ``stride``.
+template <Format F, int ROWS, int OUTS>
 void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float* sums, int64_t stride,
                 int64_t n0, int64_t n1) {
-  const int64_t blocks = p.k / kBlock;
-  const __m256i fifteen = _mm256_set1_epi16(15);
+  constexpr int64_t per_block = F == Format::q6 ? 2 : 1;  // scales a block
+  const int64_t scales = per_block * (p.k / kBlock);
   int64_t n = n0;
   for (; n + OUTS <= n1; n += OUTS) {
     __m256 acc[OUTS][ROWS];
     for (int r = 0; r < OUTS; ++r)
       for (int i = 0; i < ROWS; ++i) acc[r][i] = _mm256_setzero_ps();
-    for (int64_t s0 = 0; s0 < blocks; s0 += kLanes) {
-      const int64_t count = std::min<int64_t>(kLanes, blocks - s0);
-      alignas(32) float scale[OUTS][ROWS][kLanes];  // d·dx of each block
+    for (int64_t s0 = 0; s0 < scales; s0 += kLanes) {
+      const int64_t count = std::min<int64_t>(kLanes, scales - s0);  // q6: even, two groups a block
+      alignas(32) float scale[OUTS][ROWS][kLanes];  // d·dx of each scale
       for (int r = 0; r < OUTS; ++r) {
-        const int64_t at = (n + r) * blocks + s0;
-        prefetch_ahead(p.scale + at, kPrefetch / 8);
-        prefetch_scales(p.shift + at);
-        const __m256 d = load_halves(p.scale + at, count), m = load_halves(p.shift + at, count);
-        for (int i = 0; i < ROWS; ++i) {
-          acc[r][i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sums + i * stride + s0), acc[r][i]);
-          _mm256_store_ps(scale[r][i], _mm256_mul_ps(d, _mm256_loadu_ps(dx + i * stride + s0)));
+        const int64_t at = (n + r) * scales + s0;
+        prefetch_ahead(p.scale + at, F == Format::q6 ? kPrefetch / 4 : kPrefetch / 8);
+        const __m256 d = load_halves(p.scale + at, count);
+        if constexpr (F == Format::q4) {
+          prefetch_scales(p.shift + at);
+          const __m256 m = load_halves(p.shift + at, count);
+          for (int i = 0; i < ROWS; ++i) acc[r][i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sums + i * stride + s0), acc[r][i]);
         }
+        for (int i = 0; i < ROWS; ++i) _mm256_store_ps(scale[r][i], _mm256_mul_ps(d, _mm256_loadu_ps(dx + i * stride + s0)));
       }
-      for (int64_t s = 0; s < count; ++s)
+      for (int64_t s = 0; s < count; s += per_block)
         for (int r = 0; r < OUTS; ++r) {
-          const uint8_t* bytes = block_bytes<Format::q4>(p, n + r, s0 + s);
-          prefetch_ahead(bytes);
-          // word j: byte j, whose low nibble is element j and high one element j + 16
-          const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
-          const __m256i low = _mm256_and_si256(w, fifteen), high = _mm256_srli_epi16(w, 4);
+          const int64_t b = (s0 + s) / per_block;
+          __m256i low, high;
+          block_words<F>(p, n + r, b, low, high);
           for (int i = 0; i < ROWS; ++i) {
-            const int16_t* x = q + i * p.k + (s0 + s) * kBlock;
-            const __m256i dot = _mm256_add_epi32(
-                _mm256_madd_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
-                _mm256_madd_epi16(high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16))));
-            acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcast_ss(&scale[r][i][s]), acc[r][i]);
+            const int16_t* x = q + i * p.k + b * kBlock;
+            const __m256i first = _mm256_madd_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+            const __m256i second = _mm256_madd_epi16(high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)));
+            if constexpr (F == Format::q6) {  // a scale per group of 16
+              acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(first), _mm256_broadcast_ss(&scale[r][i][s]), acc[r][i]);
+              acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(second), _mm256_broadcast_ss(&scale[r][i][s + 1]), acc[r][i]);
+            } else {
+              acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(first, second)),
+                                          _mm256_broadcast_ss(&scale[r][i][s]), acc[r][i]);
+            }
           }
         }
     }
@@ -1042,28 +1085,42 @@ void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float
         p.y[i * p.n + n + r] = sum(total);
       }
   }
-  if (n < n1) int16_tile<ROWS, 1>(p, q, dx, sums, stride, n, n1);
+  if (n < n1) int16_tile<F, ROWS, 1>(p, q, dx, sums, stride, n, n1);
 }
 
 // 16 vector registers: a row's accumulator for each output of the tile, at most 8.
+template <Format F>
 struct Int16Tile {
   template <int ROWS, int OUTS>
   static void run(const Problem& p, const int16_t* q, const float* dx, const float* sums, int64_t stride,
                   int64_t n0, int64_t n1) {
-    int16_tile<ROWS, std::max(1, std::min(OUTS, 8 / ROWS))>(p, q, dx, sums, stride, n0, n1);
+    int16_tile<F, ROWS, std::max(1, std::min(OUTS, 8 / ROWS))>(p, q, dx, sums, stride, n0, n1);
   }
 };
 
-void run_int16(ffi::ThreadPool& pool, const Problem& problem) {
+// Outputs [n0, n1) of every row, eight rows at a time whatever the batch.
+template <Format F>
+void int16_rows(const Problem& problem, const Rows16& xs, int64_t n0, int64_t n1) {
+  const bool groups = F == Format::q6;
+  const int64_t stride = groups ? 2 * xs.stride : xs.stride;
+  const float* dx = groups ? xs.scale16.data() : xs.scale.data();
+  for (int64_t row = 0; row < problem.m; row += 8) {
+    Problem chunk = problem;
+    chunk.y += row * problem.n;
+    chunk.m = std::min<int64_t>(8, problem.m - row);
+    by_rows<Int16Tile<F>>(chunk.m, chunk, xs.q.data() + row * problem.k, dx + row * stride,
+                          xs.sums.data() + row * xs.stride, stride, n0, n1);
+  }
+}
+
+void run_int16(ffi::ThreadPool& pool, const Problem& problem, Format format) {
   Rows16 xs;
   rows_to_int16(problem, xs);
-  over_outputs(pool, problem, 4, [&problem, &xs](int64_t n0, int64_t n1) {
-    for (int64_t row = 0; row < problem.m; row += 8) {
-      Problem chunk = problem;
-      chunk.y += row * problem.n;
-      chunk.m = std::min<int64_t>(8, problem.m - row);
-      by_rows<Int16Tile>(chunk.m, chunk, xs.q.data() + row * problem.k, xs.scale.data() + row * xs.stride,
-                         xs.sums.data() + row * xs.stride, xs.stride, n0, n1);
+  over_outputs(pool, problem, 4, [&problem, &xs, format](int64_t n0, int64_t n1) {
+    switch (format) {
+      case Format::q4: return int16_rows<Format::q4>(problem, xs, n0, n1);
+      case Format::q6: return int16_rows<Format::q6>(problem, xs, n0, n1);
+      default: return int16_rows<Format::q8>(problem, xs, n0, n1);
     }
   });
 }
@@ -1072,7 +1129,7 @@ void run_int16(ffi::ThreadPool& pool, const Problem& problem) {
 // A decode batch's products on a float copy (q8 needs no sums).
 void run_float(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 #if defined(FIXIT_INT16_ROWS)
-  if (format == Format::q4) return run_int16(pool, problem);
+  return run_int16(pool, problem, format);
 #endif
   BlockSums xs;
   if (format != Format::q8) block_sums(problem, format == Format::q6 ? kQ6Group : kBlock, xs);
@@ -1532,8 +1589,8 @@ extern "C" int fixit_vector_decode() {
 #endif
 }
 
-// 1 when a decode batch's q4 products round the rows to int16 per block of 32 and multiply the 4-bit
-// integers exactly (the AVX2 copy: run_int16); 0 otherwise.
+// 1 when a decode batch's block products (q4, q6, q8) round the rows to int16 per block of 32 and
+// multiply the weights' integers exactly (the AVX2 copy: run_int16); 0 otherwise.
 extern "C" int fixit_int16_rows() {
 #if defined(FIXIT_INT16_ROWS)
   return 1;
