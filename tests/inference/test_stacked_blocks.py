@@ -115,9 +115,11 @@ def test_the_stack_reproduces_the_fused_matrix_and_multiplies_it_in_order(mixed:
     want = np.asarray(x) @ _dequantized(qkv).T
     got = np.asarray(jax.jit(lambda x: matmul(x, qkv))(x))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
-    if kernels.kernel_status() is None:  # bfloat16 products round x: 2^-8 relative, else float32 sums
+    if kernels.kernel_status() is None:
+        # bfloat16 products round x: 2^-8 relative; int16 rows (the avx2 copy's decode batches) round each
+        # value by at most 1/65534 of its block's largest (~2e-5 of the products' norm); else float32 sums
         native = np.asarray(jax.jit(lambda x: matmul(x, qkv, True))(x))
-        bound = 2.0**-7 if kernels.product_type() == "bfloat16" else 1e-5
+        bound = {"bfloat16": 2.0**-7, "int16": 1e-4}.get(kernels.decode_activations(), 1e-5)
         assert float(np.linalg.norm(native - want) / np.linalg.norm(want)) < bound
         assert float(np.linalg.norm(native[:, -8:] - want[:, -8:]) / np.linalg.norm(want[:, -8:])) < bound
 
@@ -127,5 +129,6 @@ def test_a_model_with_stacked_matrices_runs_natively_as_in_xla(mixed: Any) -> No
         pytest.skip(f"native kernels unavailable: {kernels.kernel_status()}")
     xla, native = _logits(mixed, "q4"), _logits(mixed, "q4", native=True)
     assert float(np.max(np.abs(xla))) > 0.05
-    bound = 2.0**-5 if kernels.product_type() == "bfloat16" else 1e-4  # bfloat16 rounding, over the layers
+    # bfloat16 or int16 rounding of the rows (a prompt this short is a decode batch), over the layers
+    bound = {"bfloat16": 2.0**-5, "int16": 1e-3}.get(kernels.decode_activations(), 1e-4)
     assert float(np.linalg.norm(native - xla) / np.linalg.norm(xla)) < bound
