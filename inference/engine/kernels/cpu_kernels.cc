@@ -140,11 +140,10 @@ struct Weights {
   f32v v[kParts];
 };
 
-// A q6 block's 32 integers q (0..63) as floats, in element order: q assembled from its nibbles and high
-// bits in 16-byte registers (three ports on Intel, where AVX-512's dword lanes have two), then one
-// widening per vector.
 #if defined(__AVX2__)
-// A q6 block's 32 integers q (0..63) as bytes: elements 0..15 in ``first``, 16..31 in ``second``.
+// A q6 block's 32 integers q (0..63) as bytes, assembled from its nibbles and high bits in 16-byte
+// registers (three ports on Intel, where AVX-512's dword lanes have two): elements 0..15 in ``first``,
+// 16..31 in ``second``.
 inline void q6_bytes(const uint8_t* low, const uint8_t* high, __m128i& first, __m128i& second) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(low));
   const __m128i fifteen = _mm_set1_epi8(15), three = _mm_set1_epi8(3);
@@ -158,6 +157,8 @@ inline void q6_bytes(const uint8_t* low, const uint8_t* high, __m128i& first, __
 }
 #endif
 
+// A q6 block's 32 integers q (0..63) as floats, in element order: its bytes (q6_bytes), then one widening
+// per vector.
 inline void q6_unsigned(const uint8_t* low, const uint8_t* high, Weights& w) {
 #if defined(__AVX2__)
   __m128i first, second;
@@ -946,8 +947,8 @@ void float_rows(const Problem& problem, const BlockSums& xs, int64_t n0, int64_t
 // (q4 at 6.6-13 GB/s against 32-37 GB/s of plain reads, 2 threads, AMD Zen 3). In 16-bit integers a block
 // is one or two widenings of its bytes, then two madds a row, and one conversion and one multiply-add
 // with d·dx (two for q6's two scales): 1.6-2.2x the float path's rate at one row. The rounding's error is
-// at most dx/2 = max|x|/65534 a value, 1/128 of bfloat16's (which the avx512bf16 copy's exact path rounds
-// the rows to). A row's bits depend only on its own values, whatever the decode batch.
+// at most dx/2 = max|x|/65534 a value (bfloat16, which the avx512bf16 copy's exact path rounds the rows
+// to, errs by up to |x|/512). A row's bits depend only on its own values, whatever the decode batch.
 struct Rows16 {
   std::vector<int16_t> q;      // (M, K): qx
   std::vector<float> scale;    // (M, stride): dx per block, zero past the last block (whole vectors)
