@@ -970,14 +970,15 @@ inline int32_t hsum8_epi32(__m256i v) {
 }
 
 // The same float operations as kernels.quantize_activations(x, levels=32767): inverse = 32767 / amax,
-// qx = round-to-nearest-even(x · inverse), dx = amax / 32767.
-void rows_to_int16(const Problem& p, Rows16& out) {
+// qx = round-to-nearest-even(x · inverse), dx = amax / 32767. Only what ``format``'s tile reads is computed:
+// q6's per-group scales, q4's block sums.
+void rows_to_int16(const Problem& p, Format format, Rows16& out) {
   const int64_t blocks = p.k / kBlock;
   out.stride = (blocks + kLanes - 1) / kLanes * kLanes;
   out.q.resize(p.m * p.k);
   out.scale.assign(p.m * out.stride, 0.0f);
-  out.scale16.assign(p.m * 2 * out.stride, 0.0f);
-  out.sums.assign(p.m * out.stride, 0.0f);
+  if (format == Format::q6) out.scale16.assign(p.m * 2 * out.stride, 0.0f);
+  out.sums.assign(p.m * out.stride, 0.0f);  // zero but for q4: the tiles take a row's pointer into it
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < p.m; ++i)
@@ -1000,12 +1001,14 @@ void rows_to_int16(const Problem& p, Rows16& out) {
       int16_t* to = out.q.data() + i * p.k + b * kBlock;
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), first);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + 16), second);
-      const int32_t total =
-          hsum8_epi32(_mm256_add_epi32(_mm256_madd_epi16(first, ones), _mm256_madd_epi16(second, ones)));
       const float dx = a / 32767.0f;
       out.scale[i * out.stride + b] = dx;
-      out.scale16[i * 2 * out.stride + 2 * b] = out.scale16[i * 2 * out.stride + 2 * b + 1] = dx;
-      out.sums[i * out.stride + b] = dx * static_cast<float>(total);
+      if (format == Format::q6) out.scale16[i * 2 * out.stride + 2 * b] = out.scale16[i * 2 * out.stride + 2 * b + 1] = dx;
+      if (format == Format::q4) {
+        const int32_t total =
+            hsum8_epi32(_mm256_add_epi32(_mm256_madd_epi16(first, ones), _mm256_madd_epi16(second, ones)));
+        out.sums[i * out.stride + b] = dx * static_cast<float>(total);
+      }
     }
 }
 
@@ -1116,7 +1119,7 @@ void int16_rows(const Problem& problem, const Rows16& xs, int64_t n0, int64_t n1
 
 void run_int16(ffi::ThreadPool& pool, const Problem& problem, Format format) {
   Rows16 xs;
-  rows_to_int16(problem, xs);
+  rows_to_int16(problem, format, xs);
   over_outputs(pool, problem, 4, [&problem, &xs, format](int64_t n0, int64_t n1) {
     switch (format) {
       case Format::q4: return int16_rows<Format::q4>(problem, xs, n0, n1);
