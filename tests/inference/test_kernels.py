@@ -212,6 +212,20 @@ def test_a_row_gets_the_same_bits_whatever_the_batch(fmt: str, isa: str) -> None
         np.testing.assert_array_equal(np.asarray(_native(fmt, isa)(x[:size], *weights)), batch[:size])
 
 
+@pytest.mark.parametrize("fmt", ["q8", "q4", "q6"])
+def test_a_prefill_row_gets_the_same_bits_whatever_rows_come_with_it(fmt: str, isa: str) -> None:
+    # A prefill's register tiles take rows in groups (six on the avx2 copy, whose last group repeats a row
+    # into a spare sum) and k in slices: each (row, output) still sums its products in order of k, so a
+    # row's place in the prompt's batch of rows changes no bits. 608 = 2 slices of 256 and a part.
+    weights = _weights(fmt, n=50, k=608, seed=7)
+    x = jnp.asarray(np.random.default_rng(8).normal(size=(40, 608)).astype("float32"))
+    product = _native(fmt, isa)
+    whole = np.asarray(product(x, *weights))
+    for start, stop in ((11, 40), (3, 23), (0, 17)):
+        np.testing.assert_array_equal(np.asarray(product(x[start:stop], *weights)), whole[start:stop],
+                                      err_msg=f"rows {start}..{stop}")
+
+
 @pytest.fixture
 def narrow_tiles_restored() -> Any:
     yield
