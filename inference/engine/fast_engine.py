@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from inference.engine import kernels
 from inference.engine.buckets import cache_bucket, prompt_bucket
 from inference.engine.forward import Cache, empty_cache, forward, output_logits
 from inference.engine.sampling import Candidates
@@ -26,10 +27,14 @@ from inference.engine.weights import DecoderSpec
 CANDIDATES = 64
 
 
-def _candidates(logits: Any, temperatures: Any) -> tuple[Any, Any, Any, Any]:
+def _candidates(logits: Any, temperatures: Any, native: bool = False) -> tuple[Any, Any, Any, Any]:
+    """(the K best logits, their ids, the log-normaliser at each row's temperature, the logits); ``native``:
+    through the CPU kernels' one pass a row (the model's matmuls are native too) instead of XLA's sort."""
     import jax
 
     k = min(CANDIDATES, logits.shape[-1])
+    if native:
+        return (*kernels.candidates(logits, temperatures, k=k), logits)
     values, ids = jax.lax.top_k(logits, k)
     normalizer = jax.nn.logsumexp(logits / temperatures[:, None], axis=-1)
     return values, ids, normalizer, logits
@@ -42,7 +47,7 @@ def _prefill(spec: DecoderSpec, params: Any, tokens: Any, length: Any, temperatu
     row = empty_cache(spec, batch=1, slots=tokens.shape[1])
     hidden, row = forward(spec, params, row, tokens, jax.numpy.zeros((1,), "int32"), valid=length)
     last = jax.lax.dynamic_index_in_dim(hidden, length - 1, axis=1, keepdims=False)
-    return (*_candidates(output_logits(spec, params, last), temperatures), row)
+    return (*_candidates(output_logits(spec, params, last), temperatures, spec.native_kernels), row)
 
 
 def _extend(spec: DecoderSpec, params: Any, row: Cache, tokens: Any, start: Any, length: Any,
@@ -53,12 +58,12 @@ def _extend(spec: DecoderSpec, params: Any, row: Cache, tokens: Any, start: Any,
 
     hidden, row = forward(spec, params, row, tokens, start[None], valid=length)
     last = jax.lax.dynamic_index_in_dim(hidden, length - 1, axis=1, keepdims=False)
-    return (*_candidates(output_logits(spec, params, last), temperatures), row)
+    return (*_candidates(output_logits(spec, params, last), temperatures, spec.native_kernels), row)
 
 
 def _step(spec: DecoderSpec, params: Any, cache: Cache, tokens: Any, index: Any, temperatures: Any) -> Any:
     hidden, cache = forward(spec, params, cache, tokens[:, None], index)
-    return (*_candidates(output_logits(spec, params, hidden[:, 0]), temperatures), cache)
+    return (*_candidates(output_logits(spec, params, hidden[:, 0]), temperatures, spec.native_kernels), cache)
 
 
 def _insert(cache: Cache, row: Cache, slot: Any) -> Cache:

@@ -226,6 +226,22 @@ def test_a_prefill_row_gets_the_same_bits_whatever_rows_come_with_it(fmt: str, i
                                       err_msg=f"rows {start}..{stop}")
 
 
+@pytest.mark.parametrize(("batch", "vocab", "k"), [(1, 37, 37), (2, 1000, 64), (3, 50_001, 64)])
+def test_candidates_equal_xla_top_k_and_logsumexp(batch: int, vocab: int, k: int, isa: str) -> None:
+    # (3, 50001): rows split over threads and a vocabulary that is no multiple of the vector width; ties
+    # (logits rounded to a coarse grid) must come lower id first, as lax.top_k orders them.
+    rng = np.random.default_rng(vocab)
+    logits = jnp.asarray(np.round(rng.normal(size=(batch, vocab)) * 4).astype("float32") * 2.5)
+    temperatures = jnp.asarray(np.linspace(0.3, 1.7, batch).astype("float32"))
+    native = jax.jit(lambda x, t: kernels.candidates(x, t, k=k, isa=isa))
+    values, ids, normalizer = native(logits, temperatures)
+    want_values, want_ids = jax.lax.top_k(logits, k)
+    np.testing.assert_array_equal(np.asarray(ids), np.asarray(want_ids))
+    np.testing.assert_array_equal(np.asarray(values), np.asarray(want_values))
+    want = jax.nn.logsumexp(logits / temperatures[:, None], axis=-1)
+    np.testing.assert_allclose(np.asarray(normalizer), np.asarray(want), rtol=2e-6)
+
+
 @pytest.fixture
 def narrow_tiles_restored() -> Any:
     yield

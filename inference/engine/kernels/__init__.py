@@ -54,6 +54,7 @@ _TARGETS = {  # JAX name -> symbol
     "fixit_q4_matmul": "FixitQ4Matmul",
     "fixit_q6_matmul": "FixitQ6Matmul",
     "fixit_attention": "FixitAttention",
+    "fixit_candidates": "FixitCandidates",
 }
 
 
@@ -564,6 +565,23 @@ def _best_step(blocks: Any, base: Any, span: Any, divisors: tuple[int, ...]) -> 
     start = (jnp.zeros(blocks.shape[:-1], jnp.float16), jnp.full(blocks.shape[:-1], jnp.inf, jnp.float32))
     scale, _ = jax.lax.fori_loop(0, len(divisors), body, start)
     return scale
+
+
+def candidates(logits: Any, temperatures: Any, *, k: int, isa: str | None = None) -> tuple[Any, Any, Any]:
+    """Each row's ``k`` largest logits (float32 ``(B, k)``, largest first, equal values lower id first,
+    as ``jax.lax.top_k`` orders them), their ids (int32 ``(B, k)``) and the row's
+    ``logsumexp(logits / temperature)`` (``(B,)``), for logits ``(B, V)`` and ``temperatures`` ``(B,)``:
+    one pass over the vocabulary a row instead of a partial sort."""
+    import jax
+    import jax.numpy as jnp
+
+    chosen = _require(isa)
+    batch = logits.shape[0]
+    shapes = (jax.ShapeDtypeStruct((batch, k), jnp.float32), jax.ShapeDtypeStruct((batch, k), jnp.int32),
+              jax.ShapeDtypeStruct((batch,), jnp.float32))
+    call = jax.ffi.ffi_call(_target("fixit_candidates", chosen), shapes)
+    values, ids, normalizer = call(logits.astype(jnp.float32), temperatures.astype(jnp.float32))
+    return values, ids, normalizer
 
 
 def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *, valid: Any = None,
