@@ -1264,8 +1264,8 @@ void run(ffi::ThreadPool& pool, const Problem& problem, Format format) {
   if (problem.m <= kSmallRows) return run_float(pool, problem, format);
 #endif
 #if defined(FIXIT_OUTER_PANEL)
-  return run_outer(pool, problem, format);
-#endif
+  run_outer(pool, problem, format);
+#else
   std::vector<Scalar> xs;  // the rows in the products' number type
   rows_to_product_type(problem, xs);
   over_outputs(pool, problem, problem.m <= kSmallRows ? 4 : kPanel, [&problem, &xs, format](int64_t n0, int64_t n1) {
@@ -1275,6 +1275,7 @@ void run(ffi::ThreadPool& pool, const Problem& problem, Format format) {
       default: return run_part<Format::q8>(problem, xs, n0, n1);
     }
   });
+#endif
 }
 
 
