@@ -1204,7 +1204,7 @@ void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float
         }
         for (int i = 0; i < ROWS; ++i) _mm256_store_ps(scale[r][i], _mm256_mul_ps(d, _mm256_loadu_ps(dx + i * stride + s0)));
       }
-      for (int64_t s = 0; s < count; s += per_block)
+      const auto scale_step = [&](int64_t s) {  // the blocks of scale s (q6: of scales s, s + 1)
         for (int r = 0; r < OUTS; ++r) {
           const int64_t b = (s0 + s) / per_block;
           __m256i low, high;
@@ -1222,6 +1222,12 @@ void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float
             }
           }
         }
+      };
+      // A whole vector of scales, the common case, runs a loop of known length: no test a block
+      if (count == kLanes)
+        for (int64_t s = 0; s < kLanes; s += per_block) scale_step(s);
+      else
+        for (int64_t s = 0; s < count; s += per_block) scale_step(s);
     }
     for (int r = 0; r < OUTS; ++r)
       for (int i = 0; i < ROWS; ++i) {
