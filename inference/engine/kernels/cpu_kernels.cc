@@ -9,12 +9,17 @@
 // machine it runs on and registers it with JAX). It is compiled once per instruction set (scalar, avx2,
 // avx512, avx512bf16 on x86-64; the architecture's baseline elsewhere) and the copy the CPU runs best is
 // chosen at run time. Arithmetic uses GCC's vector extensions, so the compiler picks AVX-512, AVX2, SSE2
-// or NEON from the target flags; only the widening of the weights is spelled out with intrinsics. Work is split over the outputs and shared with XLA's intra-op thread pool; the calling
-// thread claims parts too, so a busy pool can delay a call but never deadlock it.
+// or NEON from the target flags; only the widening of the weights is spelled out with intrinsics. Work is split over the outputs
+// between the calling thread and a crew of threads of our own, as many as XLA's intra-op pool has (the
+// pool itself while another call holds the crew); the caller claims parts too, so a busy crew or pool
+// can delay a call but never deadlock it.
 
 #include <algorithm>
 #include <cmath>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -478,12 +483,104 @@ void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64
   panel_rows<F>(p, n0, n1, panel, xs);
 }
 
+// Threads of our own that run parts of one call beside its caller: they spin a while after each call
+// (the next matmul of a step comes microseconds later) and then sleep until woken. XLA's intra-op pool
+// also served here, but its idle workers keep spinning to steal work: on two cores a matmul's two parts
+// then shared them with a third thread that did nothing (AMD Zen 3, SmolLM2 at one row: a tenth of
+// the samples in the pool's steal loop). One call at a time holds the crew; a call that finds it held
+// (another device's program, another model's step) runs its parts on its own thread.
+class Crew {
+ public:
+  // job(part) for every part in [0, parts), on the caller and on up to parts - 1 crew threads; false
+  // (nothing run) when another call holds the crew.
+  template <typename Job>
+  bool run(int64_t parts, Job& job) {
+    std::unique_lock<std::mutex> hold(busy_, std::try_to_lock);
+    if (!hold.owns_lock()) return false;
+    while (static_cast<int64_t>(threads_) < parts - 1) {
+      std::thread(&Crew::loop, this).detach();
+      ++threads_;
+    }
+    call_ = [](void* context, int64_t part) { (*static_cast<Job*>(context))(part); };
+    context_ = &job;
+    parts_ = parts;
+    next_.store(0);
+    done_.store(0);
+    open_.store(true);
+    {
+      std::lock_guard<std::mutex> lock(sleep_);
+      generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    claim();
+    for (int64_t spins = 0; done_.load() < parts; ++spins) pause(spins);
+    open_.store(false);
+    for (int64_t spins = 0; active_.load() > 0; ++spins) pause(spins);  // nobody still reads this job
+    return true;
+  }
+
+ private:
+  // A short wait spins; a long one (a crew thread descheduled mid-part) gives its core away.
+  static void pause(int64_t spins) {
+#if defined(__x86_64__)
+    if (spins < 4096) return _mm_pause();
+#endif
+    std::this_thread::yield();
+  }
+
+  void claim() {
+    for (int64_t part; (part = next_.fetch_add(1)) < parts_;) {
+      call_(context_, part);
+      done_.fetch_add(1);
+    }
+  }
+
+  void loop() {
+    uint64_t seen = generation_.load();
+    for (;;) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int64_t spins = 0; generation_.load() == seen; ++spins) {
+        if ((spins & 255) == 0 && std::chrono::steady_clock::now() - start > kSpin) {
+          std::unique_lock<std::mutex> lock(sleep_);
+          wake_.wait(lock, [&] { return generation_.load() != seen; });
+          break;
+        }
+#if defined(__x86_64__)
+        _mm_pause();
+#else
+        std::this_thread::yield();
+#endif
+      }
+      seen = generation_.load();
+      active_.fetch_add(1);
+      if (open_.load() && generation_.load() == seen) claim();
+      active_.fetch_sub(1);
+    }
+  }
+
+  static constexpr std::chrono::microseconds kSpin{200};
+  std::mutex busy_, sleep_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_{0}, done_{0}, active_{0};
+  std::atomic<bool> open_{false};
+  void (*call_)(void*, int64_t) = nullptr;
+  void* context_ = nullptr;
+  int64_t parts_ = 0;
+  size_t threads_ = 0;
+};
+
+Crew& crew() {
+  static Crew* one = new Crew;  // never destroyed: its threads outlive any static destructor order
+  return *one;
+}
+
 // Runs body(part) for every part in [0, parts): on the calling thread and on parts - 1 tasks scheduled
 // on XLA's intra-op pool. Every runner claims parts until none is left, so a pool that is busy (or runs
 // tasks on the caller) delays a call but never deadlocks it; the caller then waits only for parts
 // already being run. A task that starts after the call returned finds nothing to claim.
 template <typename Body>
-void parallel_parts(ffi::ThreadPool& pool, int64_t parts, Body body) {
+void pool_parts(ffi::ThreadPool& pool, int64_t parts, Body body) {
   struct State {
     Body body;
     int64_t parts;
@@ -501,6 +598,17 @@ void parallel_parts(ffi::ThreadPool& pool, int64_t parts, Body body) {
   for (int64_t i = 1; i < parts; ++i) pool.Schedule([state] { state->work(); });
   state->work();
   while (state->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
+}
+
+// Runs body(part) for every part in [0, parts) on the calling thread and the crew; while another call
+// holds the crew, on XLA's pool as before (several models stepping at once on a many-core machine).
+template <typename Body>
+void parallel_parts(ffi::ThreadPool& pool, int64_t parts, Body body) {
+  if (parts <= 1) {
+    if (parts == 1) body(0);
+  } else if (!crew().run(parts, body)) {
+    pool_parts(pool, parts, std::move(body));
+  }
 }
 
 // body(n0, n1) for consecutive runs of outputs, whole multiples of ``unit``, one per thread (one in all
