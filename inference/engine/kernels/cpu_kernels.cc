@@ -10,9 +10,9 @@
 // avx512, avx512bf16 on x86-64; the architecture's baseline elsewhere) and the copy the CPU runs best is
 // chosen at run time. Arithmetic uses GCC's vector extensions, so the compiler picks AVX-512, AVX2, SSE2
 // or NEON from the target flags; only the widening of the weights is spelled out with intrinsics. Work is split over the outputs
-// between the calling thread and a crew of threads of our own, as many as XLA's intra-op pool has (the
-// pool itself while another call holds the crew); the caller claims parts too, so a busy crew or pool
-// can delay a call but never deadlock it.
+// over as many threads as XLA's intra-op pool has: a decode step's calls on the calling thread and a
+// crew of threads of our own, a prefill's (or any call while another holds the crew) on that pool; the
+// caller claims parts too, so a busy crew or pool can delay a call but never deadlock it.
 
 #include <algorithm>
 #include <cmath>
@@ -600,13 +600,15 @@ void pool_parts(ffi::ThreadPool& pool, int64_t parts, Body body) {
   while (state->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
 }
 
-// Runs body(part) for every part in [0, parts) on the calling thread and the crew; while another call
-// holds the crew, on XLA's pool as before (several models stepping at once on a many-core machine).
+// Runs body(part) for every part in [0, parts): a decode step's call (``step``) on the calling thread
+// and the crew, else (a prefill, or another call holds the crew: several models stepping at once on a
+// many-core machine) on XLA's pool as before. A prefill's XLA operations are big enough for XLA to run
+// them on its pool too, where a crew thread spinning beside them cost SmolLM2's 100-token prefill 1.2x.
 template <typename Body>
-void parallel_parts(ffi::ThreadPool& pool, int64_t parts, Body body) {
+void parallel_parts(ffi::ThreadPool& pool, int64_t parts, bool step, Body body) {
   if (parts <= 1) {
     if (parts == 1) body(0);
-  } else if (!crew().run(parts, body)) {
+  } else if (!step || !crew().run(parts, body)) {
     pool_parts(pool, parts, std::move(body));
   }
 }
@@ -620,7 +622,7 @@ void over_outputs(ffi::ThreadPool& pool, const Problem& problem, int64_t unit, B
   const bool tiny = problem.m * problem.n * problem.k < (int64_t{1} << 16);
   const int64_t units = (problem.n + unit - 1) / unit;
   const int64_t parts = std::min<int64_t>(tiny ? 1 : threads, units);
-  parallel_parts(pool, parts, [&problem, &body, unit, units, parts](int64_t part) {
+  parallel_parts(pool, parts, problem.m <= kSmallRows, [&problem, &body, unit, units, parts](int64_t part) {
     const int64_t n0 = std::min(problem.n, units * part / parts * unit);
     const int64_t n1 = std::min(problem.n, units * (part + 1) / parts * unit);
     if (n0 < n1) body(n0, n1);
@@ -1766,7 +1768,7 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<
   const int64_t work = items * a.slots * a.hd * (a.heads / a.kv_heads);
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t parts = std::min<int64_t>(work < (int64_t{1} << 17) ? 1 : threads, items);
-  parallel_parts(pool, parts, [&a, items, parts](int64_t part) {
+  parallel_parts(pool, parts, a.batch * a.tokens <= kSmallRows, [&a, items, parts](int64_t part) {
     attention_items(a, items * part / parts, items * (part + 1) / parts);
   });
   return ffi::Error::Success();
@@ -1835,7 +1837,7 @@ ffi::Error candidates(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> logits, ffi::B
   float* n = norm->typed_data();
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t parts = std::min<int64_t>(batch * vocab < (int64_t{1} << 17) ? 1 : threads, batch);
-  parallel_parts(pool, parts, [=](int64_t part) {
+  parallel_parts(pool, parts, batch <= kSmallRows, [=](int64_t part) {
     for (int64_t row = batch * part / parts; row < batch * (part + 1) / parts; ++row)
       row_candidates(x + row * vocab, vocab, k, t[row], v + row * k, id + row * k, n + row);
   });
