@@ -334,8 +334,8 @@ def _program(kind: str, arg: Any) -> Any:
 def matrix_formats(params: dict[str, Any]) -> dict[str, int]:
     """How many matrices ended up in each format (``{"q4": 169, "q8": 29}``; a :class:`StackedBlocks`
     counts once per part): ``q4`` serves a matrix only where it reproduces it (a Q4_1 or Q4_K matrix;
-    ``q6`` a Q6_K one), so a file's Q5_0/Q8_0 matrices come out ``q8`` (a re-quantization, never silent:
-    the engine logs these counts and the fidelity bench reports them)."""
+    ``q6`` a Q6_K or Q5_0 one, whose values fit its 6-bit grid), so a file's Q8_0 matrices come out ``q8``
+    (a re-quantization, never silent: the engine logs these counts and the fidelity bench reports them)."""
     counts: dict[str, int] = {}
 
     def visit(value: Any) -> None:
