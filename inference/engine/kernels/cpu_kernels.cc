@@ -9,10 +9,10 @@
 // machine it runs on and registers it with JAX). It is compiled once per instruction set (scalar, avx2,
 // avx512, avx512bf16 on x86-64; the architecture's baseline elsewhere) and the copy the CPU runs best is
 // chosen at run time. Arithmetic uses GCC's vector extensions, so the compiler picks AVX-512, AVX2, SSE2
-// or NEON from the target flags; only the widening of the weights is spelled out with intrinsics. Work is split over the outputs
-// over as many threads as XLA's intra-op pool has: a decode step's calls on the calling thread and a
-// crew of threads of our own, a prefill's (or any call while another holds the crew) on that pool; the
-// caller claims parts too, so a busy crew or pool can delay a call but never deadlock it.
+// or NEON from the target flags; only the widening of the weights is spelled out with intrinsics. Work is
+// split over the outputs, as many parts as XLA's intra-op pool has threads: a decode step's calls run on
+// the calling thread and a crew of threads of our own, a prefill's (or any call while another holds the
+// crew) on that pool; the caller claims parts too, so a busy crew or pool delays a call, never deadlocks it.
 
 #include <algorithm>
 #include <cmath>
@@ -488,7 +488,7 @@ void run_part(const Problem& p, const std::vector<Scalar>& xs, int64_t n0, int64
 // also served here, but its idle workers keep spinning to steal work: on two cores a matmul's two parts
 // then shared them with a third thread that did nothing (AMD Zen 3, SmolLM2 at one row: a tenth of
 // the samples in the pool's steal loop). One call at a time holds the crew; a call that finds it held
-// (another device's program, another model's step) runs its parts on its own thread.
+// (another device's program, another model's step) goes to XLA's pool (parallel_parts).
 class Crew {
  public:
   // job(part) for every part in [0, parts), on the caller and on up to parts - 1 crew threads; false
@@ -545,11 +545,7 @@ class Crew {
           wake_.wait(lock, [&] { return generation_.load() != seen; });
           break;
         }
-#if defined(__x86_64__)
-        _mm_pause();
-#else
-        std::this_thread::yield();
-#endif
+        pause(0);  // bounded by kSpin, not by the count
       }
       seen = generation_.load();
       active_.fetch_add(1);
