@@ -108,8 +108,9 @@ def _exact(fmt: str, isa: str) -> bool:
 
 
 def _int16(fmt: str, isa: str) -> bool:
-    """Whether a decode batch rounds this format's rows to int16 blocks (q4, q6, q8 on the avx2 copy)."""
-    return fmt in ("q4", "q6", "q8") and kernels.int16_rows(isa)
+    """Whether a decode batch rounds this format's rows to int16 blocks (q4, q6, q8 on the avx2 copy; q8 on
+    the avx512 copy)."""
+    return fmt in ("q4", "q6", "q8") and kernels.int16_rows(isa, fmt)
 
 
 def _split(fmt: str, isa: str) -> bool:

@@ -301,11 +301,15 @@ def exact_q4(isa: str | None = None) -> bool:
     return bool(_library(isa)[1].fixit_exact_q4())
 
 
-def int16_rows(isa: str | None = None) -> bool:
-    """Whether a decode batch's ``q4`` products round each row to int16 per block of 32
-    (:func:`quantize_activations` with ``levels=32767``) and multiply the 4-bit integers exactly (the
-    ``avx2`` copy, whose float32 products were bound by widening the nibbles to floats)."""
-    return bool(_library(isa)[1].fixit_int16_rows())
+_FORMAT_BITS = {"q8": 1, "q4": 2, "q6": 4}  # fixit_int16_rows' bit of each block format
+
+
+def int16_rows(isa: str | None = None, fmt: str = "q4") -> bool:
+    """Whether a decode batch's ``fmt`` products round each row to int16 per block of 32
+    (:func:`quantize_activations` with ``levels=32767``) and multiply the weights' integers exactly: q4,
+    q6 and q8 on the ``avx2`` copy, whose float32 products were bound by widening the weights to floats;
+    q8 on the ``avx512`` copy."""
+    return bool(_library(isa)[1].fixit_int16_rows() & _FORMAT_BITS[fmt])
 
 
 def decode_activations(isa: str | None = None) -> str:

@@ -1170,9 +1170,9 @@ void float_rows(const Problem& problem, const BlockSums& xs, int64_t n0, int64_t
   }
 }
 
-#if defined(__AVX2__) && !defined(__AVX512F__)
+#if defined(__AVX2__)
 #define FIXIT_INT16_ROWS 1
-// ---- decode rows with 16-bit activations (the AVX2 copy) -------------------------------------------
+// ---- decode rows with 16-bit activations (the AVX2 copy; q8 on the avx512 copy) ---------------------
 // Each row's block of 32 values is rounded to int16, qx = round(x / dx) with dx = max|x| / 32767, and the
 // weights' integers multiply it exactly (madd: 16-bit products summed in pairs into int32):
 //   q4: Σ (d·q + m)·x  ≈  d·dx·Σ q·qx + m·dx·Σ qx        (q 0..15)
@@ -1185,6 +1185,20 @@ void float_rows(const Problem& problem, const BlockSums& xs, int64_t n0, int64_t
 // with d·dx (two for q6's two scales): 1.6-2.2x the float path's rate at one row. The rounding's error is
 // at most dx/2 = max|x|/65534 a value (bfloat16, which the avx512bf16 copy's exact path rounds the rows
 // to, errs by up to |x|/512). A row's bits depend only on its own values, whatever the decode batch.
+// The avx512 copy (AVX-512 without bfloat16 products) keeps a block's 32 words in one register, one madd
+// a row, for q8 only: against its float path q8 ran 1.2-1.4x faster at eight rows and at one row of
+// Qwen2.5-Coder-1.5B's shapes (AMD Zen 4; SmolLM2's one row varied 0.8-1.6x), q4 gained nothing, and q6
+// lost up to 1.5x at eight rows of Qwen2.5-Coder-1.5B's (a float row-block there is two FMAs once the
+// weights are decoded, an int16 one a madd, a conversion, a broadcast and an FMA); its float path is the
+// more exact.
+constexpr bool int16_format(Format format) {
+#if defined(__AVX512F__)
+  return format == Format::q8;
+#else
+  return true;
+#endif
+}
+
 struct Rows16 {
   std::vector<int16_t> q;      // (M, K): qx
   std::vector<float> scale;    // (M, stride): dx per block, zero past the last block (whole vectors)
@@ -1248,10 +1262,62 @@ void rows_to_int16(const Problem& p, Format format, Rows16& out) {
     }
 }
 
+// The vectors of a tile: 512 bits on the AVX-512 copies, 256 on AVX2 (a block's 32 words are one register
+// there, two here).
+#if defined(__AVX512F__)
+typedef __m512 FloatVec;
+inline FloatVec float_zero() { return _mm512_setzero_ps(); }
+inline FloatVec float_load(const float* at) { return _mm512_loadu_ps(at); }
+inline void float_store(float* at, FloatVec v) { _mm512_store_ps(at, v); }
+inline FloatVec float_fma(FloatVec a, FloatVec b, FloatVec c) { return _mm512_fmadd_ps(a, b, c); }
+inline FloatVec float_mul(FloatVec a, FloatVec b) { return _mm512_mul_ps(a, b); }
+#else
+typedef __m256 FloatVec;
+inline FloatVec float_zero() { return _mm256_setzero_ps(); }
+inline FloatVec float_load(const float* at) { return _mm256_loadu_ps(at); }
+inline void float_store(float* at, FloatVec v) { _mm256_store_ps(at, v); }
+inline FloatVec float_fma(FloatVec a, FloatVec b, FloatVec c) { return _mm256_fmadd_ps(a, b, c); }
+inline FloatVec float_mul(FloatVec a, FloatVec b) { return _mm256_mul_ps(a, b); }
+#endif
+
+inline FloatVec float_halves(const uint16_t* at, int64_t count) {
+  const f32v v = load_halves(at, count);
+  FloatVec out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
+}
+
+#if defined(__AVX512F__)
+// A q8 block's 32 weights as 16-bit integers in element order, one register (int16_format: the AVX-512
+// copies multiply only q8 this way).
+struct Words {
+  __m512i all;
+};
+
+template <Format F>
+inline Words block_words(const Problem& p, int64_t n, int64_t b) {
+  static_assert(F == Format::q8, "int16_format: q8 only on the AVX-512 copies");
+  const uint8_t* bytes = block_bytes<F>(p, n, b);
+  prefetch_ahead(bytes);
+  return {_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes)))};
+}
+
+// acc += the block's integer products with the row's qx (``x``: its 32), scaled by ``scale[0]``.
+template <Format F>
+inline void add_block(FloatVec& acc, const Words& w, const int16_t* x, const float* scale) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(w.all, _mm512_loadu_si512(x))),
+                        _mm512_set1_ps(scale[0]), acc);
+}
+#else
 // A block's 32 weights as 16-bit integers, elements 0..15 in ``low`` and 16..31 in ``high``: q4's q,
 // q6's q − 32, q8's q.
+struct Words {
+  __m256i low, high;
+};
+
 template <Format F>
-inline void block_words(const Problem& p, int64_t n, int64_t b, __m256i& low, __m256i& high) {
+inline Words block_words(const Problem& p, int64_t n, int64_t b) {
+  __m256i low, high;
   const uint8_t* bytes = block_bytes<F>(p, n, b);
   prefetch_ahead(bytes);
   if constexpr (F == Format::q4) {  // word j: byte j, whose low nibble is element j and high one j + 16
@@ -1281,7 +1347,21 @@ inline void block_words(const Problem& p, int64_t n, int64_t b, __m256i& low, __
     low = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
     high = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 16)));
   }
+  return {low, high};
 }
+
+template <Format F>
+inline void add_block(FloatVec& acc, const Words& w, const int16_t* x, const float* scale) {
+  const __m256i first = _mm256_madd_epi16(w.low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+  const __m256i second = _mm256_madd_epi16(w.high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)));
+  if constexpr (F == Format::q6) {  // a scale per group of 16
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(first), _mm256_broadcast_ss(scale), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(second), _mm256_broadcast_ss(scale + 1), acc);
+  } else {
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(first, second)), _mm256_broadcast_ss(scale), acc);
+  }
+}
+#endif
 
 // Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; the scales (and q4's offsets) kLanes at a time, as
 // float_tile has them: kLanes blocks, or kLanes groups of 16 for q6. ``q``: the first row's integers (row
@@ -1293,40 +1373,28 @@ void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float
   const int64_t scales = per_block * (p.k / kBlock);
   int64_t n = n0;
   for (; n + OUTS <= n1; n += OUTS) {
-    __m256 acc[OUTS][ROWS];
+    FloatVec acc[OUTS][ROWS];
     for (int r = 0; r < OUTS; ++r)
-      for (int i = 0; i < ROWS; ++i) acc[r][i] = _mm256_setzero_ps();
+      for (int i = 0; i < ROWS; ++i) acc[r][i] = float_zero();
     for (int64_t s0 = 0; s0 < scales; s0 += kLanes) {
       const int64_t count = std::min<int64_t>(kLanes, scales - s0);  // q6: even, two groups a block
-      alignas(32) float scale[OUTS][ROWS][kLanes];  // d·dx of each scale
+      alignas(64) float scale[OUTS][ROWS][kLanes];  // d·dx of each scale
       for (int r = 0; r < OUTS; ++r) {
         const int64_t at = (n + r) * scales + s0;
         prefetch_ahead(p.scale + at, F == Format::q6 ? kPrefetch / 4 : kPrefetch / 8);
-        const __m256 d = load_halves(p.scale + at, count);
+        const FloatVec d = float_halves(p.scale + at, count);
         if constexpr (F == Format::q4) {
           prefetch_scales(p.shift + at);
-          const __m256 m = load_halves(p.shift + at, count);
-          for (int i = 0; i < ROWS; ++i) acc[r][i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sums + i * stride + s0), acc[r][i]);
+          const FloatVec m = float_halves(p.shift + at, count);
+          for (int i = 0; i < ROWS; ++i) acc[r][i] = float_fma(m, float_load(sums + i * stride + s0), acc[r][i]);
         }
-        for (int i = 0; i < ROWS; ++i) _mm256_store_ps(scale[r][i], _mm256_mul_ps(d, _mm256_loadu_ps(dx + i * stride + s0)));
+        for (int i = 0; i < ROWS; ++i) float_store(scale[r][i], float_mul(d, float_load(dx + i * stride + s0)));
       }
       const auto scale_step = [&](int64_t s) {  // the blocks of scale s (q6: of scales s, s + 1)
         for (int r = 0; r < OUTS; ++r) {
           const int64_t b = (s0 + s) / per_block;
-          __m256i low, high;
-          block_words<F>(p, n + r, b, low, high);
-          for (int i = 0; i < ROWS; ++i) {
-            const int16_t* x = q + i * p.k + b * kBlock;
-            const __m256i first = _mm256_madd_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-            const __m256i second = _mm256_madd_epi16(high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)));
-            if constexpr (F == Format::q6) {  // a scale per group of 16
-              acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(first), _mm256_broadcast_ss(&scale[r][i][s]), acc[r][i]);
-              acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(second), _mm256_broadcast_ss(&scale[r][i][s + 1]), acc[r][i]);
-            } else {
-              acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(first, second)),
-                                          _mm256_broadcast_ss(&scale[r][i][s]), acc[r][i]);
-            }
-          }
+          const Words w = block_words<F>(p, n + r, b);
+          for (int i = 0; i < ROWS; ++i) add_block<F>(acc[r][i], w, q + i * p.k + b * kBlock, &scale[r][i][s]);
         }
       };
       // A whole vector of scales, the common case, runs a loop of known length: no test a block
@@ -1345,7 +1413,8 @@ void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float
   if (n < n1) int16_tile<F, ROWS, 1>(p, q, dx, sums, stride, n, n1);
 }
 
-// 16 vector registers: a row's accumulator for each output of the tile, at most 8.
+// 16 vector registers: a row's accumulator for each output of the tile, at most 8 (AVX-512's 32 would
+// hold 16: 8 rows x 2 outputs measured no different from 8 x 1 on an AMD Zen 4, within its noise).
 template <Format F>
 struct Int16Tile {
   template <int ROWS, int OUTS>
@@ -1374,11 +1443,11 @@ void run_int16(ffi::ThreadPool& pool, const Problem& problem, Format format) {
   Rows16 xs;
   rows_to_int16(problem, format, xs);
   over_outputs(pool, problem, 4, [&problem, &xs, format](int64_t n0, int64_t n1) {
-    switch (format) {
-      case Format::q4: return int16_rows<Format::q4>(problem, xs, n0, n1);
-      case Format::q6: return int16_rows<Format::q6>(problem, xs, n0, n1);
-      default: return int16_rows<Format::q8>(problem, xs, n0, n1);
+    if constexpr (int16_format(Format::q4) && int16_format(Format::q6)) {
+      if (format == Format::q4) return int16_rows<Format::q4>(problem, xs, n0, n1);
+      if (format == Format::q6) return int16_rows<Format::q6>(problem, xs, n0, n1);
     }
+    return int16_rows<Format::q8>(problem, xs, n0, n1);
   });
 }
 #endif
@@ -1386,7 +1455,7 @@ void run_int16(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 // A decode batch's products on a float copy (q8 needs no sums).
 void run_float(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 #if defined(FIXIT_INT16_ROWS)
-  return run_int16(pool, problem, format);
+  if (int16_format(format)) return run_int16(pool, problem, format);
 #endif
   BlockSums xs;
   if (format != Format::q8) block_sums(problem, format == Format::q6 ? kQ6Group : kBlock, xs);
@@ -1920,11 +1989,15 @@ extern "C" int fixit_vector_decode() {
 #endif
 }
 
-// 1 when a decode batch's block products (q4, q6, q8) round the rows to int16 per block of 32 and
-// multiply the weights' integers exactly (the AVX2 copy: run_int16); 0 otherwise.
+// The block formats whose decode batches round the rows to int16 per block of 32 and multiply the
+// weights' integers exactly (run_int16), bit f for Format f (q8 1, q4 2, q6 4): all three on the AVX2
+// copy, q8 on the avx512 copy (int16_format), none elsewhere.
 extern "C" int fixit_int16_rows() {
 #if defined(FIXIT_INT16_ROWS)
-  return 1;
+  int formats = 0;
+  for (const Format format : {Format::q8, Format::q4, Format::q6})
+    if (int16_format(format)) formats |= 1 << static_cast<int>(format);
+  return formats;
 #else
   return 0;
 #endif
