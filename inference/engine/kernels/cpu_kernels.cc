@@ -1383,7 +1383,7 @@ void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float
       for (int i = 0; i < ROWS; ++i) acc[r][i] = float_zero();
     for (int64_t s0 = 0; s0 < scales; s0 += kLanes) {
       const int64_t count = std::min<int64_t>(kLanes, scales - s0);  // q6: even, two groups a block
-      alignas(64) float scale[OUTS][ROWS][kLanes];  // d·dx of each scale
+      alignas(sizeof(FloatVec)) float scale[OUTS][ROWS][kLanes];  // d·dx of each scale
       for (int r = 0; r < OUTS; ++r) {
         const int64_t at = (n + r) * scales + s0;
         prefetch_ahead(p.scale + at, F == Format::q6 ? kPrefetch / 4 : kPrefetch / 8);
