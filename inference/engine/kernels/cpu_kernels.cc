@@ -842,7 +842,10 @@ struct ExactRows {
 void exact_rows(const Problem& p, ExactRows& out, bool pairs) {
   const int64_t blocks = p.m * (p.k / kBlock);
   out.x.resize(p.m * p.k);
-  (pairs ? out.sums : out.halves).resize(pairs ? blocks : 2 * blocks);
+  if (pairs)
+    out.sums.resize(blocks);
+  else
+    out.halves.resize(2 * blocks);
   alignas(64) uint16_t order[32];
   for (int i = 0; i < 32; ++i) order[i] = static_cast<uint16_t>(kNibbleOrder[i]);
   const __m512i permutation = _mm512_load_si512(order);
@@ -1285,13 +1288,6 @@ inline FloatVec float_fma(FloatVec a, FloatVec b, FloatVec c) { return _mm256_fm
 inline FloatVec float_mul(FloatVec a, FloatVec b) { return _mm256_mul_ps(a, b); }
 #endif
 
-inline FloatVec float_halves(const uint16_t* at, int64_t count) {
-  const f32v v = load_halves(at, count);
-  FloatVec out;
-  std::memcpy(&out, &v, sizeof out);
-  return out;
-}
-
 #if defined(__AVX512F__)
 // A q8 block's 32 weights as 16-bit integers in element order, one register (int16_format: the AVX-512
 // copies multiply only q8 this way).
@@ -1387,10 +1383,10 @@ void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float
       for (int r = 0; r < OUTS; ++r) {
         const int64_t at = (n + r) * scales + s0;
         prefetch_ahead(p.scale + at, F == Format::q6 ? kPrefetch / 4 : kPrefetch / 8);
-        const FloatVec d = float_halves(p.scale + at, count);
+        const FloatVec d = load_halves(p.scale + at, count);  // f32v is FloatVec's width
         if constexpr (F == Format::q4) {
           prefetch_scales(p.shift + at);
-          const FloatVec m = float_halves(p.shift + at, count);
+          const FloatVec m = load_halves(p.shift + at, count);
           for (int i = 0; i < ROWS; ++i) acc[r][i] = float_fma(m, float_load(sums + i * stride + s0), acc[r][i]);
         }
         for (int i = 0; i < ROWS; ++i) float_store(scale[r][i], float_mul(d, float_load(dx + i * stride + s0)));
