@@ -805,7 +805,8 @@ inline void widen_q4_pair(const uint8_t* bytes, __m512i low_control, __m512i hig
 // q6's 32 integers as bfloat16 128 + q (q = low nibble + 16 · high bits, 0..63), in kNibbleOrder: the
 // nibbles picked as q4's are, the high bits by a second multishift into bits 4..5 of the same bytes
 // (``tops``: top_control), merged and topped with 0x43 by two ternary-logic ops.
-// Word p's low byte takes element order[p % 32]'s 2 high bits into bits 4..5 (multishift control).
+
+// Word p's low byte takes element order[p]'s 2 high bits into bits 4..5 (multishift control).
 inline __m512i top_control(const int (&order)[32]) {
   alignas(64) uint8_t control[64] = {};
   for (int lane = 0; lane < 32; ++lane) {
@@ -817,18 +818,21 @@ inline __m512i top_control(const int (&order)[32]) {
 
 inline __m512i top_control() { return top_control(kNibbleOrder); }  // widen_q6's lanes
 
-inline __m512bh widen_q6(const uint8_t* low, const uint8_t* high, __m512i nibbles, __m512i tops) {
-  const __m512i source = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low)));
-  const __m512i picked = _mm512_multishift_epi64_epi8(nibbles, source);
-  int64_t bits;
-  std::memcpy(&bits, high, sizeof bits);
-  const __m512i top = _mm512_multishift_epi64_epi8(tops, _mm512_set1_epi64(bits));
+inline __m512bh q6_lanes(__m512i picked, __m512i top) {  // nibbles and high bits merged, as bfloat16 128 + q
   const __m512i both = _mm512_ternarylogic_epi32(picked, top, _mm512_set1_epi16(0x000F), 0xE4);  // c ? a : b
   const __m512i lanes =
       _mm512_ternarylogic_epi32(both, _mm512_set1_epi16(0x003F), _mm512_set1_epi16(0x4300), 0xEA);  // (a & b) | c
   __m512bh out;
   std::memcpy(&out, &lanes, sizeof out);
   return out;
+}
+
+inline __m512bh widen_q6(const uint8_t* low, const uint8_t* high, __m512i nibbles, __m512i tops) {
+  const __m512i source = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low)));
+  const __m512i picked = _mm512_multishift_epi64_epi8(nibbles, source);
+  int64_t bits;
+  std::memcpy(&bits, high, sizeof bits);
+  return q6_lanes(picked, _mm512_multishift_epi64_epi8(tops, _mm512_set1_epi64(bits)));
 }
 
 // Two q6 blocks b, b + 1 at once, as widen_q4_pair does q4's, but so that each group of 16 (one scale)
@@ -853,15 +857,6 @@ struct Q6PairControls {
   __m512i nibbles = lane_control({0, 32, 4, 36, 0, 32, 4, 36});  // per block: elements 0..3, 4..7, 16..19, 20..23 of a qword
   __m512i low_tops = pair_tops(0), high_tops = pair_tops(16);
 };
-
-inline __m512bh q6_lanes(__m512i picked, __m512i top) {  // nibbles and high bits merged, as bfloat16 128 + q
-  const __m512i both = _mm512_ternarylogic_epi32(picked, top, _mm512_set1_epi16(0x000F), 0xE4);  // c ? a : b
-  const __m512i lanes =
-      _mm512_ternarylogic_epi32(both, _mm512_set1_epi16(0x003F), _mm512_set1_epi16(0x4300), 0xEA);  // (a & b) | c
-  __m512bh out;
-  std::memcpy(&out, &lanes, sizeof out);
-  return out;
-}
 
 inline void widen_q6_pair(const uint8_t* low_bytes, const uint8_t* high_bytes, const Q6PairControls& c,
                           __m512bh& low, __m512bh& high) {
