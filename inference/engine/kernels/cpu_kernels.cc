@@ -802,10 +802,6 @@ inline void widen_q4_pair(const uint8_t* bytes, __m512i low_control, __m512i hig
   high = bfloat16_lanes(_mm512_multishift_epi64_epi8(high_control, source));
 }
 
-// q6's 32 integers as bfloat16 128 + q (q = low nibble + 16 · high bits, 0..63), in kNibbleOrder: the
-// nibbles picked as q4's are, the high bits by a second multishift into bits 4..5 of the same bytes
-// (``tops``: top_control), merged and topped with 0x43 by two ternary-logic ops.
-
 // Word p's low byte takes element order[p]'s 2 high bits into bits 4..5 (multishift control).
 inline __m512i top_control(const int (&order)[32]) {
   alignas(64) uint8_t control[64] = {};
@@ -827,6 +823,9 @@ inline __m512bh q6_lanes(__m512i picked, __m512i top) {  // nibbles and high bit
   return out;
 }
 
+// q6's 32 integers as bfloat16 128 + q (q = low nibble + 16 · high bits, 0..63), in kNibbleOrder: the
+// nibbles picked as q4's are, the high bits by a second multishift into bits 4..5 of the same bytes
+// (``tops``: top_control), merged and topped with 0x43 by q6_lanes.
 inline __m512bh widen_q6(const uint8_t* low, const uint8_t* high, __m512i nibbles, __m512i tops) {
   const __m512i source = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low)));
   const __m512i picked = _mm512_multishift_epi64_epi8(nibbles, source);
@@ -898,12 +897,13 @@ void exact_rows(const Problem& p, ExactRows& out, Format format) {
     out.halves.resize(2 * blocks);
   const __m512i single = word_permutation(kNibbleOrder);
   const __m512i paired = q4 ? single : word_permutation(kQ6PairOrder);
+  const int64_t last = per_row % 2 == 1 ? per_row - 1 : per_row;  // a row's block without a pair, if any
   for (int64_t b = 0; b < blocks; ++b) {
     const float* x = p.x + b * kBlock;
     const __m512bh rounded = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
     __m512i words;
     std::memcpy(&words, &rounded, sizeof words);
-    const bool alone = per_row % 2 == 1 && b % per_row == per_row - 1;
+    const bool alone = b % per_row == last;
     _mm512_storeu_si512(&out.x[b * kBlock], _mm512_permutexvar_epi16(alone ? single : paired, words));
     const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(words)), 16));
     const __m512 hi =
