@@ -3,23 +3,24 @@ place that decides (``weights = "auto"`` and explicit formats alike).
 
 ``auto`` decides by measuring, not by assuming. On an accelerator, XLA's own bfloat16 dot is the fast
 path and nothing is measured. On a CPU, the first model built on a machine times each candidate on a
-small fixed workload (:func:`measure`): a decode-like step over 24 2048 x 2048 matrices (100M weights:
-63 MB even in q4, more than a server's L3 holds, so that every format streams from memory as a real
-model's does; six matrices, 16 MB in q4 and 27 in q8, fit a Zen 5's 32 MB L3 and made q8 look as fast as
-q4 at batch 1, where Qwen2.5-Coder-1.5B then decoded at 7 tok/s instead of 13) at batch 1 and batch 8, in
-``q4`` and ``q8`` through each vector copy of the native kernels the CPU runs and ``float32`` and
+small fixed workload (:mod:`inference.engine.format_timing`): a decode-like step over 24 2048 x 2048
+matrices (100M weights: 63 MB even in q4, more than a server's L3 holds, so that every format streams
+from memory as a real model's does; six matrices, 16 MB in q4 and 27 in q8, fit a Zen 5's 32 MB L3 and
+made q8 look as fast as q4 at batch 1, where Qwen2.5-Coder-1.5B then decoded at 7 tok/s instead of 13) at
+batch 1 and batch 8, in ``q4`` (a quarter of its matrices in ``q6``, as a file's 6-bit matrices are
+served) and ``q8`` through each vector copy of the native kernels the CPU runs and ``float32`` and
 ``bfloat16`` through XLA, every candidate once per round for ``repeats`` rounds (medians), so that a
-shared machine's slow spell falls on all of them alike. Each block format is timed twice per copy: with the
-kernels' wide decode tiles (4 outputs' rows read interleaved) and with narrow ones (one output at a time up
-to :data:`inference.engine.kernels.NARROW_ROWS` rows), the same bits in another order of reading that is
-1.35-1.8x faster at one row on an AMD Zen 4 and was the slower one where the wide tiles were tuned.
-Of the formats whose products stay within :data:`PRODUCT_TOLERANCE` of float64 on the same stored
-weights it keeps the fastest, where a heavier one must be 1.2x faster to displace a lighter one
-(:func:`decide`), and the kernels use the copy (and the tile width) that served that format fastest
-(the most capable copy is not always the fastest: on an Intel Emerald Rapids the ``avx512`` copy's
-float32 products and ``avx512bf16``'s bfloat16 ones trade places; docs/BENCHMARKS.md). The verdict is cached
-beside the kernels, keyed by the CPU, the copies measured and jax's version, so later starts read it in a
-millisecond; ``python -m inference kernels --json`` prints it with the timings.
+shared machine's slow spell falls on all of them alike, the kernels' rounds apart from XLA's. Each block
+format is timed twice per copy: with the kernels' wide decode tiles (4 outputs' rows read interleaved) and
+with narrow ones (one output at a time up to :data:`inference.engine.kernels.NARROW_ROWS` rows), the same
+bits in another order of reading that is 1.35-1.8x faster at one row on an AMD Zen 4 and was the slower
+one where the wide tiles were tuned. Of the formats whose products stay within ``PRODUCT_TOLERANCE`` of
+float64 on the same stored weights it keeps the fastest, where a heavier one must be 1.2x faster to
+displace a lighter one (:func:`decide`), and the kernels use the copy (and the tile width) that served
+that format fastest (the most capable copy is not always the fastest: on an Intel Emerald Rapids the
+``avx512`` copy's float32 products and ``avx512bf16``'s bfloat16 ones trade places; docs/BENCHMARKS.md).
+The verdict is cached beside the kernels, keyed by the CPU, the copies measured and jax's version, so
+later starts read it in a millisecond; ``python -m inference kernels --json`` prints it with the timings.
 
 What the workload cannot judge is how well a format stores a given file's weights: that is the converter's
 rule (``q4`` only for matrices it reproduces, ``q8`` for the rest; :mod:`inference.engine.weights`) and
@@ -35,52 +36,20 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from inference.engine.format_timing import Candidate, measure
 from inference.engine.weights import BLOCK_FORMATS, WEIGHT_FORMATS, WeightFormat
 
 log = logging.getLogger(__name__)
 
-CANDIDATES: tuple[WeightFormat, ...] = ("q4", "q8", "float32", "bfloat16")
-PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
-BATCHES = (1, 8)
 # Bytes a weight keeps resident, fewest first: q4 0.63 (its offsets included), q8 1.06, bfloat16 2, float32 4.
 LIGHTEST_FIRST: tuple[WeightFormat, ...] = ("q4", "q8", "bfloat16", "float32")
 HEAVIER_MARGIN = 1.2  # how much better a heavier format must score to be served instead of a lighter one
-MEASURE_VERSION = 7  # bump when the workload or the score changes: old verdicts are then measured again
-
-
-@dataclasses.dataclass(frozen=True)
-class Candidate:
-    """One format's figures on the workload: milliseconds per step at each batch, and product error."""
-
-    format: WeightFormat
-    native: bool
-    ms: dict[int, float]
-    product_error: float
-    isa: str | None = None  # the kernel copy that multiplied it (block formats)
-    narrow_rows: int = 0  # decode batches up to this many rows read one output at a time (kernels)
-
-    @property
-    def label(self) -> str:
-        label = f"{self.format}/{self.isa}" if self.isa else self.format
-        return f"{label}/narrow" if self.narrow_rows else label
-
-    @property
-    def passes(self) -> bool:
-        return self.product_error <= PRODUCT_TOLERANCE
-
-    @property
-    def score(self) -> float:
-        """The geometric mean of the times at each batch: 10% faster at batch 1 counts as much as 10%
-        faster at batch 8. (Their sum let the batch-8 step, the longer one, decide alone: on an AMD Zen 4
-        it picked q8, 1.2x slower than q4 at batch 1, for being 1.1x faster at batch 8.)"""
-        return math.prod(self.ms.values()) ** (1 / len(self.ms))
+MEASURE_VERSION = 8  # bump when the workload or the score changes: old verdicts are then measured again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,77 +222,6 @@ def _prefer_measured_copy() -> None:
     verdict = _read_verdict(_verdict_path(copies_to_measure()))
     if verdict is not None:
         _use_measured_kernels(verdict)
-
-
-def measure(
-    *, native: bool, isas: tuple[str, ...] = (), size: int = 2048, matrices: int = 24, repeats: int = 7
-) -> tuple[Candidate, ...]:
-    """Time each candidate format on the fixed workload (see the module's docstring); block formats only
-    where ``native``, once per kernel copy in ``isas`` (default: the selected copy)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from inference.engine import kernels
-
-    rng = np.random.default_rng(0)
-    dense = [jnp.asarray(rng.normal(0, 0.05, size=(size, size)).astype("float32")) for _ in range(matrices)]
-    stored: dict[WeightFormat, list[Any]] = {
-        "float32": dense,
-        "bfloat16": [w.astype(jnp.bfloat16) for w in dense],
-    }
-    products: dict[WeightFormat, Callable[[Any, Any], Any]] = {
-        "float32": lambda x, w: jnp.dot(x, w.T),
-        "bfloat16": lambda x, w: jnp.dot(x.astype(jnp.bfloat16), w.T).astype(jnp.float32),
-    }
-    dequantized: dict[WeightFormat, Callable[[Any], Any]] = {
-        "float32": lambda w: w, "bfloat16": lambda w: w.astype(jnp.float32),
-    }
-    runs: list[tuple[WeightFormat, str | None, int, Callable[[Any, Any], Any]]] = []
-    if native:
-        stored["q4"] = [jax.jit(kernels.q4_quantize)(w) for w in dense]
-        stored["q8"] = [jax.jit(kernels.q8_quantize)(w) for w in dense]
-        dequantized["q4"] = lambda w: kernels.q4_dequantize(*w)
-        dequantized["q8"] = lambda w: kernels.q8_dequantize(*w)
-        for copy in isas or (kernels.selected_isa(),):
-            for narrow in (0, kernels.NARROW_ROWS):
-                runs.append(("q4", copy, narrow, _block_product(kernels.q4_matmul, copy)))
-                runs.append(("q8", copy, narrow, _block_product(kernels.q8_matmul, copy)))
-    runs += [(fmt, None, 0, products[fmt]) for fmt in CANDIDATES if fmt in products]
-    del dense
-    steps = [jax.jit(lambda x, ws, product=product: [product(x, w) for w in ws]) for *_, product in runs]
-    inputs = {batch: jnp.asarray(rng.normal(size=(batch, size)).astype("float32")) for batch in BATCHES}
-    times: dict[tuple[int, int], list[float]] = {}
-    in_force = kernels.set_narrow_rows(0)
-    try:
-        for batch, x in inputs.items():
-            for i, (fmt, _, narrow, _) in enumerate(runs):
-                kernels.set_narrow_rows(narrow)
-                jax.block_until_ready(steps[i](x, stored[fmt]))  # compile
-            # every candidate once per round, round after round: a shared machine that slows down for a
-            # while (seen here: 2x within an hour) slows them all alike instead of the one measured then
-            for _ in range(repeats):
-                for i, (fmt, _, narrow, _) in enumerate(runs):
-                    kernels.set_narrow_rows(narrow)
-                    start = time.perf_counter()
-                    jax.block_until_ready(steps[i](x, stored[fmt]))
-                    times.setdefault((i, batch), []).append(time.perf_counter() - start)
-    finally:
-        kernels.set_narrow_rows(in_force)
-    results = []
-    for i, (fmt, copy_used, narrow, _) in enumerate(runs):
-        weights, step = stored[fmt], steps[i]
-        ms = {batch: float(np.median(times[(i, batch)])) * 1e3 for batch in BATCHES}
-        probe = rng.normal(size=(BATCHES[-1], size))
-        got = np.asarray(step(jnp.asarray(probe.astype("float32")), weights[:1])[0], dtype=np.float64)
-        exact = probe @ np.asarray(dequantized[fmt](weights[0]), dtype=np.float64).T
-        error = float(np.sqrt(np.mean((got - exact) ** 2)) / np.sqrt(np.mean(exact**2)))
-        results.append(Candidate(fmt, fmt in BLOCK_FORMATS, ms, error, copy_used, narrow))
-    return tuple(results)
-
-
-def _block_product(kernel: Callable[..., Any], isa: str) -> Callable[[Any, Any], Any]:
-    return lambda x, w: kernel(x, *w, isa=isa)
 
 
 def _verdict_path(isas: tuple[str, ...]) -> Path:

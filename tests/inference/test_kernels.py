@@ -574,7 +574,8 @@ def _candidate(fmt: str, one: float, eight: float, error: float = 1e-3) -> Any:
 
 
 def test_auto_keeps_the_fastest_format_whose_products_pass() -> None:
-    from inference.engine.weight_policy import PRODUCT_TOLERANCE, decide
+    from inference.engine.format_timing import PRODUCT_TOLERANCE
+    from inference.engine.weight_policy import decide
 
     best, why = decide((_candidate("q4", 2.0, 6.0), _candidate("q8", 3.0, 6.0),
                         _candidate("float32", 4.0, 8.0), _candidate("bfloat16", 2.5, 50.0)))
@@ -633,6 +634,43 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     assert calls == [True] and again.cached and again.format == first.format  # read, not measured
     assert weight_policy.choose_weights("auto")[0] == first.format
     assert list(tmp_path.glob("weights-auto-*.json"))
+
+
+def test_auto_times_q4_as_served_with_a_quarter_of_its_matrices_in_q6() -> None:
+    from inference.engine import format_timing, weight_policy
+
+    rng = np.random.default_rng(3)
+    dense = [jnp.asarray(rng.normal(0, 0.05, size=(64, 128)).astype("float32")) for _ in range(8)]
+    workloads = format_timing.block_workloads(dense)
+    assert [m.kind for m in workloads["q4"]] == ["q4"] * 6 + ["q6"] * 2
+    assert [m.kind for m in workloads["q8"]] == ["q8"] * 8
+    assert [m.kind for m in format_timing.block_workloads(dense[:2])["q4"]] == ["q4", "q6"]
+    probe = rng.normal(size=(8, 128))
+    for copy in weight_policy.copies_to_measure():
+        served = format_timing.on_copy(workloads["q4"], copy)
+        assert format_timing.product_error_of(served, probe) < 1e-2
+        # the q6 matrices' products are checked too: a kernel wrong at 6 bits fails the candidate
+        six = served[6]  # the first q6 matrix, the one checked
+        wrong = dataclasses.replace(six, product=lambda x, w, six=six: -six.product(x, w))
+        broken = [*served[:6], wrong, served[7]]
+        assert format_timing.product_error_of(broken, probe) > 1.0
+
+
+def test_auto_times_the_kernels_in_rounds_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    from inference.engine import format_timing, weight_policy
+
+    groups: list[list[bool]] = []
+    timed = format_timing.time_rounds
+
+    def spy(runs: list[Any], inputs: dict[int, Any], repeats: int) -> list[dict[int, float]]:
+        groups.append([run.native for run in runs])
+        return timed(runs, inputs, repeats)
+
+    monkeypatch.setattr(format_timing, "time_rounds", spy)
+    copies = weight_policy.copies_to_measure()
+    candidates = format_timing.measure(native=True, isas=copies, size=256, matrices=2, repeats=1)
+    assert sorted(groups) == [[False] * 2, [True] * (4 * len(copies))]  # XLA's two dots, the kernels' runs
+    assert len(candidates) == 2 + 4 * len(copies) and all(t > 0 for c in candidates for t in c.ms.values())
 
 
 def test_a_verdict_is_measured_again_when_any_line_of_the_kernels_changes(
