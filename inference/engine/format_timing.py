@@ -89,7 +89,7 @@ def measure(
     matrices), so a copy slow at 6 bits is not chosen for being as fast at 4. The kernels' candidates
     take their rounds apart from XLA's dots, which run on XLA's own thread pool: in rounds shared with
     them the copies' figures came out closer together than they are (on an AMD Zen 4, q4 at eight rows:
-    the ``avx2`` copy 1.3x slower than ``avx512bf16`` alone, 1.08x in shared rounds, where it then
+    the ``avx2`` copy 1.3x slower than ``avx512bf16`` alone, 0.98-1.08x in shared rounds, where it then
     served every model, 1.2-1.5x slower at eight rows on Qwen2.5-Coder-1.5B's shapes)."""
     import jax.numpy as jnp
     import numpy as np
@@ -116,6 +116,7 @@ def measure(
 
 
 def xla_workloads(dense: list[Any]) -> dict[WeightFormat, Workload]:
+    """float32 and bfloat16 through XLA's own dots, the same matrices."""
     import jax.numpy as jnp
 
     def float32(x: Any, w: Any) -> Any:
