@@ -196,8 +196,11 @@ def product_error_of(workload: Workload, probe: Any) -> float:
     import jax.numpy as jnp
     import numpy as np
 
+    firsts: dict[str, Matrix] = {}
+    for m in workload:
+        firsts.setdefault(m.kind, m)
     errors = []
-    for m in {m.kind: m for m in reversed(workload)}.values():  # the first of each kind
+    for m in firsts.values():
         got = np.asarray(m.product(jnp.asarray(probe.astype("float32")), m.stored), dtype=np.float64)
         exact = probe @ np.asarray(m.dequantize(m.stored), dtype=np.float64).T
         errors.append(float(np.sqrt(np.mean((got - exact) ** 2)) / np.sqrt(np.mean(exact**2))))
