@@ -15,7 +15,10 @@ the last ``keep_rows`` finished replies, kept for this -- copies that row and pr
 (:meth:`Engine.extend`). That is the arena's common case: a correction turn re-sends the whole dialogue
 so far, and every scenario dialogue starts with the same system prompt. The copied keys and values are
 the ones the other row computed (in a decode step, for its reply's tokens), so a reused row's floats
-may differ from a fresh prefill's in the last bits, as another batch size's do.
+may differ from a fresh prefill's in the last bits, as another batch size's do. A prompt that *is*
+another row's whole prompt (a reliability run's next attempt, several samples of one request, visitors
+sending the same opening) runs nothing: each row keeps the logits its prompt ended with (on the device),
+and the repeat copies the row and samples from those, exactly what its own prefill would give.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class _Row:
 
     reply: Reply
     length: int  # tokens in the cache row so far = the slot the pending token goes to
+    prompt_logits: Any  # (1, vocab), the logits after the prompt's last token (may stay on the device)
     pending: int = 0
 
     @property
@@ -103,6 +107,19 @@ class _Kept:
     ids: tuple[int, ...]
     cache: Any
     slots: int  # the row's cache length: its own length's bucket
+    prompt_length: int  # ids[:prompt_length] was the reply's prompt ...
+    prompt_logits: Any  # ... and these its logits after it
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a new prompt's first ``start`` tokens are cached: row ``index`` of ``cache``; ``logits``
+    (the logits after them) when they are that row's whole prompt and the new prompt's too."""
+
+    cache: Any
+    index: int
+    start: int
+    logits: Any = None
 
 
 def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -268,38 +285,45 @@ class SlotScheduler:
         slot = self.rows.index(None)
         candidates, row_cache = self._prefill(reply.prompt, reply.params.temperature)
         self.cache = self.engine.insert(self.cache, row_cache, slot)
-        row = _Row(reply=reply, length=len(reply.prompt))
+        row = _Row(reply=reply, length=len(reply.prompt), prompt_logits=candidates.logits)
         self.rows[slot] = row
         if not self._accept(row, self._sample(row, candidates, 0)):
             self._release(slot)
 
     def _prefill(self, prompt: list[int], temperature: float) -> tuple[Candidates, Any]:
         """The prompt's row for a cache of ``self.slots``: only its suffix is run where another row
-        holds its prefix."""
+        holds its prefix, and nothing where another row's whole prompt was this one."""
         found = self._reusable(prompt)
         if found is None:
             self.prefilled_tokens += len(prompt)
             return self.engine.prefill(prompt, temperature=temperature, slots=self.slots)
-        source, index, start = found
         engine = cast(PrefixEngine, self.engine)
-        row = engine.resize(source, [index], batch=1, slots=self.slots)
-        self.reused_tokens += start
-        self.prefilled_tokens += len(prompt) - start
-        return engine.extend(row, start, prompt[start:], temperature=temperature)
+        row = engine.resize(found.cache, [found.index], batch=1, slots=self.slots)
+        self.reused_tokens += found.start
+        if found.logits is not None:
+            logits = np.asarray(found.logits, dtype="float32")
+            return Candidates.from_logits(logits, np.asarray([temperature], "float32")), row
+        self.prefilled_tokens += len(prompt) - found.start
+        return engine.extend(row, found.start, prompt[found.start:], temperature=temperature)
 
-    def _reusable(self, prompt: list[int]) -> tuple[Any, int, int] | None:
-        """(cache, row, tokens) of the longest prefix of ``prompt`` a row holds (a running one, else a
-        kept one), shortened so the rest's bucket fits the batch cache; None below MIN_REUSED_PREFIX."""
+    def _reusable(self, prompt: list[int]) -> _Source | None:
+        """Where the longest prefix of ``prompt`` a row holds (a running one, else a kept one) is: the
+        whole prompt with its logits where a row's prompt was the same, else a prefix shortened so the
+        rest's bucket fits the batch cache; None below MIN_REUSED_PREFIX."""
         if not self.keep_rows:
             return None
-        best: tuple[Any, int, int] | None = None
-        sources: list[tuple[Any, int, Sequence[int]]] = [
-            (self.cache, i, r.cached_ids) for i, r in enumerate(self.rows) if r is not None]
-        sources += [(kept.cache, 0, kept.ids) for kept in reversed(self._kept)]
-        for cache, index, ids in sources:
+        sources: list[tuple[Any, int, Sequence[int], int, Any]] = [
+            (self.cache, i, r.cached_ids, len(r.reply.prompt), r.prompt_logits)
+            for i, r in enumerate(self.rows) if r is not None]
+        sources += [(kept.cache, 0, kept.ids, kept.prompt_length, kept.prompt_logits)
+                    for kept in reversed(self._kept)]
+        best: _Source | None = None
+        for cache, index, ids, prompt_length, logits in sources:
+            if prompt_length == len(prompt) and shared_prefix(prompt, ids) >= prompt_length:
+                return _Source(cache, index, len(prompt), logits)
             start = self._fit(len(prompt), min(shared_prefix(prompt, ids), len(prompt) - 1))
-            if start >= MIN_REUSED_PREFIX and (best is None or start > best[2]):
-                best = (cache, index, start)
+            if start >= MIN_REUSED_PREFIX and (best is None or start > best.start):
+                best = _Source(cache, index, start)
         return best
 
     def _fit(self, n: int, start: int) -> int:
@@ -323,7 +347,8 @@ class SlotScheduler:
         # trimmed to its own length's bucket: a short reply that ran beside a long one need not keep
         # the batch cache's length (on Qwen2.5-Coder-1.5B, 2048 slots are 117 MB a row)
         slots = min(self.engine.cache_length_for(len(ids)), self.slots)
-        self._kept.append(_Kept(ids, self.engine.resize(self.cache, [i], batch=1, slots=slots), slots))
+        self._kept.append(_Kept(ids, self.engine.resize(self.cache, [i], batch=1, slots=slots), slots,
+                                len(row.reply.prompt), row.prompt_logits))
         del self._kept[: -self.keep_rows]
 
     def _reshape(self, *, batch: int, slots: int) -> None:

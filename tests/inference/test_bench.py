@@ -48,8 +48,8 @@ def test_bench_json_contract_on_a_tiny_model(env: Path, capsys: pytest.CaptureFi
     for row in out["results"]:
         assert set(row) == ROW_KEYS
         assert row["ttft_ms"] > 0 and row["decode_tok_s"] > 0 and row["aggregate_tok_s"] > 0
-    # every round starts cold; the 3 identical requests of a round copy the first one's 99-token prefix
-    assert [row["reused_prompt_tokens"] for row in out["results"]] == [0, 2 * 99]
+    # every round starts cold; the 3 identical requests of a round copy the first one's whole prompt
+    assert [row["reused_prompt_tokens"] for row in out["results"]] == [0, 2 * 100]
     follow = out["follow_up"]  # prompt + 64-token reply + 20 tokens; the reply's last token was never fed
     assert follow["prompt_tokens"] == 184 and follow["reused_prompt_tokens"] == 100 + 63
     assert follow["ttft_ms"] > 0 and follow["ttft_ms_cold"] > 0

@@ -77,11 +77,44 @@ def test_requests_sharing_a_prompt_prefill_it_once(model: LocalChatModel) -> Non
     scheduler = _scheduler(model)
     traces = [_submit(scheduler, prompt) for _ in range(4)]
     drain(scheduler)
-    # the first runs the whole prompt; the others copy its row and run only the last token
-    assert scheduler.prefilled_tokens == len(prompt) + 3
-    assert scheduler.reused_tokens == 3 * (len(prompt) - 1)
+    # the first runs the whole prompt; the others copy its row and sample from the logits it ended with
+    assert scheduler.prefilled_tokens == len(prompt)
+    assert scheduler.reused_tokens == 3 * len(prompt)
     expected = _alone(model, prompt)
     assert [t.ids for t in traces] == [expected] * 4
+
+
+def test_a_repeated_prompt_samples_as_it_would_alone(model: LocalChatModel) -> None:
+    """A reliability run's attempts: the same prompt again after the first reply finished, each attempt
+    with its own seed and a temperature other than the first's. Nothing is prefilled again, and each
+    reply is the one a scheduler that never reuses anything gives its request."""
+    prompt = SYSTEM + _ids(12, 13)
+    attempts = [GenerationParams(max_new_tokens=8, temperature=t, top_k=k, top_p=p, seed=seed)
+                for t, k, p, seed in ((0.0, 0, 1.0, 1), (0.9, 0, 1.0, 2), (1.3, 5, 1.0, 3), (0.7, 0, 0.8, 4))]
+    reusing, fresh = _scheduler(model), _scheduler(model, keep_rows=0)
+    got, want = [], []
+    for params in attempts:
+        got.append(_submit(reusing, prompt, params))
+        drain(reusing)
+        want.append(_submit(fresh, prompt, params))
+        drain(fresh)
+    assert reusing.prefilled_tokens == len(prompt) and reusing.reused_tokens == 3 * len(prompt)
+    assert [t.ids for t in got] == [t.ids for t in want]
+    assert len({tuple(t.ids) for t in got}) > 1  # the seeds and temperatures did change the replies
+
+
+def test_a_prompt_that_only_begins_like_a_rows_prompt_still_runs_its_rest(model: LocalChatModel) -> None:
+    """A row's prompt plus its reply's first tokens is not that row's prompt: the logits it kept are
+    not this prompt's, so the new tokens run."""
+    scheduler = _scheduler(model)
+    prompt = SYSTEM + _ids(10, 14)
+    reply = _submit(scheduler, prompt)
+    drain(scheduler)
+    longer = prompt + reply.ids[:3]
+    trace = _submit(scheduler, longer)
+    drain(scheduler)
+    assert scheduler.prefilled_tokens == len(prompt) + 1  # the reply's tokens were cached but the last one
+    assert trace.ids == _alone(model, longer)
 
 
 def test_requests_that_differ_after_the_system_prompt_share_it(model: LocalChatModel) -> None:
@@ -128,15 +161,18 @@ def test_a_short_reply_beside_a_long_one_keeps_a_row_of_its_own_length(model: Lo
 
 
 def test_a_suffix_whose_bucket_would_overrun_the_cache_reuses_a_shorter_prefix(model: LocalChatModel) -> None:
-    """100 prompt tokens + 12 new fit a cache of 128 slots; the repeat's 1-token suffix would be padded to 32
-    slots from slot 99 (past 128), so it reuses 96 tokens and runs 4."""
+    """100 prompt tokens + 12 new fit a cache of 128 slots; a prompt that differs only in its last token
+    has a 1-token suffix, which would be padded to 32 slots from slot 99 (past 128), so it reuses 96
+    tokens and runs 4."""
     prompt = _ids(100, 5)
+    other = prompt[:-1] + [prompt[-1] % 150 + 3]
     params = GenerationParams(max_new_tokens=12, temperature=0.0)
     scheduler = _scheduler(model)
-    traces = [_submit(scheduler, prompt, params) for _ in range(2)]
+    traces = [_submit(scheduler, p, params) for p in (prompt, other)]
     drain(scheduler)
     assert scheduler.reused_tokens == 96
-    assert traces[0].ids == traces[1].ids == _alone(model, prompt, params)
+    assert traces[0].ids == _alone(model, prompt, params)
+    assert traces[1].ids == _alone(model, other, params)
 
 
 def test_kept_rows_are_bounded_and_turned_off_by_zero(model: LocalChatModel) -> None:
