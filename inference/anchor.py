@@ -3,35 +3,42 @@
 llama-cpp-python is never a dependency of the app or of CI: it compiles for 7-12 minutes on 2 cores.
 Build it once per machine in a virtualenv of its own (README, "Benchmarks") and point the bench at that
 interpreter (``--anchor-python`` or ``ARENA_ANCHOR_PYTHON``); where ``llama_cpp`` imports in this
-interpreter, that is used. Either way it runs in a child process, so its threads and memory are its own
-and both engines are measured one after the other in one command, on the same token ids.
+interpreter, that is used. Either way it runs in a child process, so its threads and memory are its own,
+and both engines are measured in one command on the same token ids, their runs taking turns
+(:class:`AnchorSession`).
 
-The child runs :data:`WORKER` (standard library and ``llama_cpp`` only): greedy, stop-free generation of
-``new_tokens`` after the given prompt ids, ``runs`` times; per run the time to the first token (prompt
-evaluation plus one sampled token) and the decode rate after it. llama-cpp-python decodes one sequence at
+The child runs :data:`WORKER` (standard library and ``llama_cpp`` only): it loads the file and warms up
+with one run, then makes one greedy, stop-free generation of ``new_tokens`` after the given prompt ids per
+request; per run the time to the first token (prompt evaluation plus one sampled token) and the decode
+rate after it. llama-cpp-python decodes one sequence at
 a time, so its single-stream end-to-end rate is the figure our batched aggregate is compared with.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-WORKER = r'''
-import json, statistics, sys, time
+WORKER = r"""
+import json, sys, time
 import llama_cpp
 
 args = json.loads(sys.argv[1])
 llm = llama_cpp.Llama(model_path=args["model"], n_ctx=args["n_ctx"], n_threads=args["threads"],
                       n_threads_batch=args["threads"], n_batch=512, verbose=False)
 ids = args["ids"]
-rows = []
-for run in range(args["runs"] + 1):  # the first run warms up and is not kept
+
+
+def run():
     llm.reset()
     start = time.perf_counter()
     first = None
@@ -43,15 +50,19 @@ for run in range(args["runs"] + 1):  # the first run warms up and is not kept
         if count >= args["new_tokens"]:
             break
     end = time.perf_counter()
-    if run:
-        rows.append({"ttft_ms": (first - start) * 1e3, "decode_tok_s": (count - 1) / (end - first),
-                     "end_to_end_tok_s": count / (end - start)})
-print(json.dumps({
-    "engine": "llama.cpp", "version": getattr(llama_cpp, "__version__", "?"), "threads": args["threads"],
-    "runs": args["runs"], "new_tokens": args["new_tokens"], "prompt_tokens": len(ids),
-    **{key: round(statistics.median(r[key] for r in rows), 1) for key in rows[0]},
-}))
-'''
+    return {"ttft_ms": (first - start) * 1e3, "decode_tok_s": (count - 1) / (end - first),
+            "end_to_end_tok_s": count / (end - start)}
+
+
+run()  # warms up, not kept
+print(json.dumps({"engine": "llama.cpp", "version": getattr(llama_cpp, "__version__", "?"),
+                  "threads": args["threads"]}), flush=True)
+for line in sys.stdin:  # one timed run per "run" line, until stdin closes
+    if line.strip() != "run":
+        break
+    print(json.dumps(run()), flush=True)
+"""
+FIGURES = ("ttft_ms", "decode_tok_s", "end_to_end_tok_s")
 
 
 class AnchorUnavailable(RuntimeError):
@@ -74,19 +85,94 @@ def anchor_python(explicit: str | None = None) -> str:
                             "(README, 'Benchmarks') and pass --anchor-python /path/to/venv/bin/python")
 
 
+class AnchorSession:
+    """llama.cpp loaded and warmed up in a child process, one timed run per :meth:`run`, so a bench can
+    alternate its own rounds with the anchor's (a shared machine's load drifts over minutes: runs taken
+    one after the other compare like with like). Idle between runs: blocked on its stdin."""
+
+    def __init__(self, model: Path, ids: list[int], *, new_tokens: int, threads: int | None = None,
+                 python: str | None = None, timeout_s: float = 900) -> None:
+        interpreter = anchor_python(python)
+        args = {"model": str(model), "ids": ids, "new_tokens": new_tokens,
+                "threads": threads or os.cpu_count() or 1, "n_ctx": max(512, len(ids) + new_tokens + 16)}
+        self._timeout_s, self._interpreter = timeout_s, interpreter
+        self._errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed by close(): the child's life)
+        self._process = subprocess.Popen([interpreter, "-c", WORKER, json.dumps(args)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self._errors, text=True)
+        self._header = {**self._reply(), "new_tokens": new_tokens, "prompt_tokens": len(ids)}
+        self.rows: list[dict[str, float]] = []
+
+    def run(self) -> dict[str, float]:
+        """One greedy, stop-free generation of ``new_tokens``: its ttft, decode rate and end-to-end rate."""
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write("run\n")
+            self._process.stdin.flush()
+        except OSError:
+            self._fail()
+        reply = self._reply()
+        row = {key: float(reply[key]) for key in FIGURES}
+        self.rows.append(row)
+        return row
+
+    def summary(self) -> dict[str, Any]:
+        """``{engine, version, threads, runs, new_tokens, prompt_tokens, ttft_ms, decode_tok_s,
+        end_to_end_tok_s}``: medians over the runs so far."""
+        if not self.rows:
+            raise ValueError("the anchor has not run yet")
+        return {**self._header, "runs": len(self.rows),
+                **{key: round(statistics.median(r[key] for r in self.rows), 1) for key in FIGURES}}
+
+    def close(self) -> None:
+        if self._process.stdin is not None and not self._process.stdin.closed:
+            with contextlib.suppress(OSError):  # the child may have gone already
+                self._process.stdin.close()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        self._errors.close()
+
+    def __enter__(self) -> AnchorSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _reply(self) -> dict[str, Any]:
+        """The child's next JSON line, within the timeout (AnchorUnavailable with its stderr otherwise)."""
+        stdout = self._process.stdout
+        assert stdout is not None
+        ready, _, _ = select.select([stdout], [], [], self._timeout_s)
+        line = stdout.readline() if ready else ""
+        if not line:
+            self._fail()
+        try:
+            reply: dict[str, Any] = json.loads(line)
+        except json.JSONDecodeError:
+            self._fail(f"unexpected output: {line[:200]!r}")
+        return reply
+
+    def _fail(self, why: str = "") -> NoReturn:
+        self._process.kill()
+        self._process.wait()
+        self._errors.seek(0)
+        detail = why or self._errors.read()[-1500:] or "no reply before the timeout"
+        raise AnchorUnavailable(f"llama.cpp run failed ({self._interpreter}):\n{detail}")
+
+
 def run_anchor(model: Path, ids: list[int], *, new_tokens: int, runs: int, threads: int | None = None,
                python: str | None = None, timeout_s: float = 900) -> dict[str, Any]:
-    """llama.cpp's figures on ``model`` for the prompt ``ids``: ``{engine, version, threads, runs,
-    new_tokens, prompt_tokens, ttft_ms, decode_tok_s, end_to_end_tok_s}`` (medians over ``runs``)."""
-    interpreter = anchor_python(python)
-    args = {"model": str(model), "ids": ids, "new_tokens": new_tokens, "runs": runs,
-            "threads": threads or os.cpu_count() or 1, "n_ctx": max(512, len(ids) + new_tokens + 16)}
-    done = subprocess.run([interpreter, "-c", WORKER, json.dumps(args)], capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
-    if done.returncode != 0:
-        raise AnchorUnavailable(f"llama.cpp run failed ({interpreter}):\n{done.stderr[-1500:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    """llama.cpp's figures on ``model`` for the prompt ``ids``, ``runs`` runs in a row
+    (:meth:`AnchorSession.summary`)."""
+    with AnchorSession(model, ids, new_tokens=new_tokens, threads=threads, python=python,
+                       timeout_s=timeout_s) as session:
+        for _ in range(runs):
+            session.run()
+        return session.summary()
 
 
 def ratios(ours: dict[str, Any], anchor: dict[str, Any]) -> dict[str, float | None]:

@@ -291,8 +291,10 @@ def run_concurrency_bench(
     rounds; ``ttft_ms`` and ``decode_tok_s`` are medians over the round's requests too.
     ``batching``: requests share the dynamic batcher's decode steps (as the pool with
     ``batching=True`` serves them); off, they take turns on the batch-1 engine.
-    ``anchor_python`` (not None; ``""`` for the default interpreter): afterwards, with our model freed,
-    llama.cpp on the same GGUF file and prompt ids (:mod:`inference.anchor`): ``anchor`` and ``ratios``.
+    ``anchor_python`` (not None; ``""`` for the default interpreter): llama.cpp on the same GGUF file and
+    prompt ids (:mod:`inference.anchor`), loaded after our cold start and run once after each of our
+    measured rounds (ours idle meanwhile), so both see the same minutes of a shared machine: ``anchor``
+    (medians over its runs) and ``ratios``.
     """
     from inference.builder import build_chat_model
 
@@ -307,14 +309,23 @@ def run_concurrency_bench(
     _timed_run(model, ids, params)
     cold_start_s = time.perf_counter() - t0
     measure = _batched_round if batching else _concurrent_round
+    session = _anchor_session(entry, cache_dir, ids, new_tokens, anchor_python)
     rows = []
-    for clients in concurrency:
-        measure(model, ids, params, clients)  # compiles this batch size's buckets; not measured
-        rounds = [measure(model, ids, params, clients) for _ in range(runs)]
-        rows.append({
-            "concurrency": clients,
-            **{key: round(statistics.median(r[key] for r in rounds), 1) for key in rounds[0]},
-        })
+    try:
+        for clients in concurrency:
+            measure(model, ids, params, clients)  # compiles this batch size's buckets; not measured
+            rounds = []
+            for _ in range(runs):
+                rounds.append(measure(model, ids, params, clients))
+                if session is not None:
+                    session.run()  # the anchor's turn, right after ours
+            rows.append({
+                "concurrency": clients,
+                **{key: round(statistics.median(r[key] for r in rounds), 1) for key in rounds[0]},
+            })
+    finally:
+        if session is not None:
+            session.close()
     out: dict[str, Any] = {
         "model": entry.slug,
         "cold_start_s": round(cold_start_s, 2),
@@ -332,16 +343,24 @@ def run_concurrency_bench(
     follow_up = _follow_up(model, ids, params)
     if follow_up is not None:
         out["follow_up"] = follow_up
-    if anchor_python is not None:
+    if session is not None:
         from inference import anchor
-        from inference.builder import entry_file
 
-        del model  # its threads and memory are not the anchor's
-        path = entry_file(entry, cache_dir=cache_dir)
-        out["anchor"] = anchor.run_anchor(path, ids, new_tokens=new_tokens, runs=runs,
-                                          python=anchor_python or None)
+        out["anchor"] = session.summary()
         out["ratios"] = anchor.ratios(out, out["anchor"])
     return out
+
+
+def _anchor_session(entry: CatalogueEntry, cache_dir: Path, ids: list[int], new_tokens: int,
+                    anchor_python: str | None) -> Any:
+    """llama.cpp loaded and warmed up on the entry's GGUF file (None without ``anchor_python``)."""
+    if anchor_python is None:
+        return None
+    from inference import anchor
+    from inference.builder import entry_file
+
+    return anchor.AnchorSession(entry_file(entry, cache_dir=cache_dir), ids, new_tokens=new_tokens,
+                                python=anchor_python or None)
 
 
 def run_resident_bench(

@@ -131,3 +131,68 @@ def test_anchor_ratios_compare_like_with_like() -> None:
                         {"concurrency": 8, "ttft_ms": 900.0, "decode_tok_s": 40.0, "aggregate_tok_s": 240.0}]}
     anchor = {"ttft_ms": 400.0, "decode_tok_s": 100.0, "end_to_end_tok_s": 80.0}
     assert ratios(ours, anchor) == {"decode_c1": 0.9, "ttft_c1": 0.5, "aggregate_c8_vs_single_stream": 3.0}
+
+
+# A stand-in for llama-cpp-python in the anchor's child process (the real one is a 7-12 minute build that
+# CI never has; tests/inference/test_llama_cpp_anchor.py runs it where it is built): it logs every
+# generation it starts, so the tests see when the child worked.
+FAKE_LLAMA_CPP = '''
+import os, time
+__version__ = "fake"
+
+class Llama:
+    def __init__(self, model_path, **settings):
+        if not os.path.exists(model_path):
+            raise ValueError(f"Model path does not exist: {model_path}")
+
+    def reset(self):
+        pass
+
+    def generate(self, ids, **sampling):
+        with open(os.environ["FAKE_LLAMA_LOG"], "a") as log:
+            log.write(f"{len(ids)}\\n")
+        for i in range(1000):
+            time.sleep(0.002)
+            yield i
+'''
+
+
+@pytest.fixture
+def fake_anchor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The GGUF path to give it; this interpreter runs the child, with the stand-in importable."""
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "llama_cpp.py").write_text(FAKE_LLAMA_CPP)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
+    monkeypatch.setenv("FAKE_LLAMA_LOG", str(tmp_path / "runs.log"))
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    return model
+
+
+def test_the_anchor_runs_once_per_request_and_reports_medians(fake_anchor: Path) -> None:
+    import sys
+
+    from inference.anchor import AnchorSession, run_anchor
+
+    log = fake_anchor.parent / "runs.log"
+    with AnchorSession(fake_anchor, [1, 2, 3], new_tokens=5, threads=2, python=sys.executable) as session:
+        assert log.read_text().splitlines() == ["3"]  # loaded and warmed up before the first request
+        rows = [session.run() for _ in range(3)]
+        assert len(log.read_text().splitlines()) == 4  # one generation a request, none between them
+        summary = session.summary()
+    assert {"engine": "llama.cpp", "version": "fake", "threads": 2, "runs": 3, "new_tokens": 5,
+            "prompt_tokens": 3}.items() <= summary.items()
+    for key in ("ttft_ms", "decode_tok_s", "end_to_end_tok_s"):
+        assert summary[key] == round(sorted(r[key] for r in rows)[1], 1) and summary[key] > 0
+    # 5 tokens 2 ms apart: about 250 tokens/s after the first (sleep only ever runs long)
+    assert 50 < summary["decode_tok_s"] <= 500
+    assert run_anchor(fake_anchor, [1, 2], new_tokens=3, runs=2, python=sys.executable)["runs"] == 2
+
+
+def test_an_anchor_that_cannot_load_says_why(fake_anchor: Path) -> None:
+    import sys
+
+    from inference.anchor import AnchorSession, AnchorUnavailable
+
+    with pytest.raises(AnchorUnavailable, match="Model path does not exist"):
+        AnchorSession(fake_anchor.with_name("missing.gguf"), [1], new_tokens=2, python=sys.executable)
