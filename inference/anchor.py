@@ -176,7 +176,7 @@ def run_anchor(model: Path, ids: list[int], *, new_tokens: int, runs: int, threa
 
 
 def ratios(ours: dict[str, Any], anchor: dict[str, Any]) -> dict[str, float | None]:
-    """Ours over llama.cpp's, from a concurrency bench (``results`` rows) and :func:`run_anchor`:
+    """Ours over llama.cpp's, from a concurrency bench (``results`` rows) and :meth:`AnchorSession.summary`:
     decode at concurrency 1, ttft at 1 (below 1 is faster), and the largest concurrency's aggregate over
     llama.cpp's single-stream end-to-end rate."""
     rows = {row["concurrency"]: row for row in ours["results"]}

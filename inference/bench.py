@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inference import anchor
 from inference.catalogue import CatalogueEntry
 from inference.engine import TokenTrace, generate_stream
 from inference.protocol import ChatMessage, GenerationParams, GenerationResult
@@ -344,19 +345,16 @@ def run_concurrency_bench(
     if follow_up is not None:
         out["follow_up"] = follow_up
     if session is not None:
-        from inference import anchor
-
         out["anchor"] = session.summary()
         out["ratios"] = anchor.ratios(out, out["anchor"])
     return out
 
 
 def _anchor_session(entry: CatalogueEntry, cache_dir: Path, ids: list[int], new_tokens: int,
-                    anchor_python: str | None) -> Any:
+                    anchor_python: str | None) -> anchor.AnchorSession | None:
     """llama.cpp loaded and warmed up on the entry's GGUF file (None without ``anchor_python``)."""
     if anchor_python is None:
         return None
-    from inference import anchor
     from inference.builder import entry_file
 
     return anchor.AnchorSession(entry_file(entry, cache_dir=cache_dir), ids, new_tokens=new_tokens,

@@ -319,9 +319,10 @@ class SlotScheduler:
                     for kept in reversed(self._kept)]
         best: _Source | None = None
         for cache, index, ids, prompt_length, logits in sources:
-            if prompt_length == len(prompt) and shared_prefix(prompt, ids) >= prompt_length:
+            shared = shared_prefix(prompt, ids)
+            if prompt_length == len(prompt) and shared >= prompt_length:
                 return _Source(cache, index, len(prompt), logits)
-            start = self._fit(len(prompt), min(shared_prefix(prompt, ids), len(prompt) - 1))
+            start = self._fit(len(prompt), min(shared, len(prompt) - 1))
             if start >= MIN_REUSED_PREFIX and (best is None or start > best.start):
                 best = _Source(cache, index, start)
         return best
