@@ -1822,40 +1822,91 @@ struct Attention {
   float scale, soft_cap;
 };
 
-// Query token t of row b, every query head sharing key/value head h.
+constexpr int64_t kKeyRun = 4;     // keys scored together: four independent chains of multiply-adds
+constexpr int64_t kSlotTile = 64;  // slots whose values every query head of a group takes in turn
+
+// q · key for kKeyRun consecutive keys (rows hd apart), each summed in dot's order (the same bits). One key
+// at a time was one chain of dependent multiply-adds and a horizontal sum a key.
+inline void dots(const float* q, const float* keys, int64_t hd, float* out) {
+  f32v acc[kKeyRun] = {};
+  int64_t d = 0;
+  for (; d + kLanes <= hd; d += kLanes) {
+    const f32v qv = load(q + d);
+    for (int64_t i = 0; i < kKeyRun; ++i) acc[i] += qv * load(keys + i * hd + d);
+  }
+  for (int64_t i = 0; i < kKeyRun; ++i) {
+    float total = sum(acc[i]);
+    for (int64_t e = d; e < hd; ++e) total += q[e] * keys[i * hd + e];
+    out[i] = total;
+  }
+}
+
+// o[0 .. V vectors) += Σ_s w[s] · values[s] over slots [s0, s1) (rows hd apart), in order of s: V
+// independent chains whose sums stay in registers for the whole run of slots.
+template <int V>
+inline void weighted_values(const float* w, const float* values, int64_t hd, int64_t s0, int64_t s1, float* o) {
+  f32v acc[V];
+  for (int j = 0; j < V; ++j) acc[j] = load(o + j * kLanes);
+  for (int64_t s = s0; s < s1; ++s) {
+    const f32v weight = f32v{} + w[s];
+    for (int j = 0; j < V; ++j) acc[j] += weight * load(values + s * hd + j * kLanes);
+  }
+  for (int j = 0; j < V; ++j) std::memcpy(o + j * kLanes, &acc[j], sizeof acc[j]);
+}
+
+// Query token t of row b, every query head sharing key/value head h (the group's heads are adjacent in q
+// and out). Keys are read in runs of kKeyRun for every head of the group while they sit in L1, values in
+// tiles of kSlotTile slots; each output still sums its slots in order, so the bits are one head at a
+// time's.
 void attend_one(const Attention& a, int64_t b, int64_t t, int64_t h, std::vector<float>& scores) {
   const int64_t pos = std::clamp<int64_t>(a.index[b] + t, 0, a.slots - 1);
   const int64_t first = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
-  const float* keys = a.keys + ((b * a.kv_heads + h) * a.slots) * a.hd;
-  const float* values = a.values + ((b * a.kv_heads + h) * a.slots) * a.hd;
-  const int64_t groups = a.heads / a.kv_heads;
-  scores.resize(pos - first + 1);
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t head = h * groups + g;
-    const float* q = a.q + ((b * a.tokens + t) * a.heads + head) * a.hd;
+  const int64_t hd = a.hd, groups = a.heads / a.kv_heads, count = pos - first + 1;
+  const int64_t padded = (count + kLanes - 1) / kLanes * kLanes;
+  const float* keys = a.keys + ((b * a.kv_heads + h) * a.slots + first) * hd;
+  const float* values = a.values + ((b * a.kv_heads + h) * a.slots + first) * hd;
+  const float* q = a.q + ((b * a.tokens + t) * a.heads + h * groups) * hd;
+  float* out = a.out + ((b * a.tokens + t) * a.heads + h * groups) * hd;
+  scores.resize(groups * padded);
+  int64_t s = 0;
+  for (; s + kKeyRun <= count; s += kKeyRun)
+    for (int64_t g = 0; g < groups; ++g) dots(q + g * hd, keys + s * hd, hd, &scores[g * padded + s]);
+  for (; s < count; ++s)
+    for (int64_t g = 0; g < groups; ++g) scores[g * padded + s] = dot(q + g * hd, keys + s * hd, hd);
+  for (int64_t g = 0; g < groups; ++g) {  // softmax: each head's scores become its weights
+    float* row = &scores[g * padded];
     float best = -INFINITY;
-    for (int64_t s = first; s <= pos; ++s) {
-      float score = dot(q, keys + s * a.hd, a.hd) * a.scale;
+    for (int64_t i = 0; i < count; ++i) {
+      float score = row[i] * a.scale;
       if (a.soft_cap > 0) score = std::tanh(score / a.soft_cap) * a.soft_cap;
-      scores[s - first] = score;
+      row[i] = score;
       best = std::max(best, score);
     }
-    const int64_t count = pos - first + 1;
-    scores.resize((count + kLanes - 1) / kLanes * kLanes);
-    std::fill(scores.begin() + count, scores.end(), -INFINITY);  // e^-inf = 0 in the padding lanes
+    std::fill(row + count, row + padded, -INFINITY);  // e^-inf = 0 in the padding lanes
     f32v totals = {};
-    for (int64_t i = 0; i < count; i += kLanes) {
-      const f32v e = exp_nonpositive(load(&scores[i]) - best);
-      std::memcpy(&scores[i], &e, sizeof e);
+    for (int64_t i = 0; i < padded; i += kLanes) {
+      const f32v e = exp_nonpositive(load(row + i) - best);
+      std::memcpy(row + i, &e, sizeof e);
       totals += e;
     }
     const float total = sum(totals);
-    float* out = a.out + ((b * a.tokens + t) * a.heads + head) * a.hd;
-    std::fill(out, out + a.hd, 0.0f);
-    for (int64_t s = first; s <= pos; ++s) {
-      const float weight = scores[s - first] / total;
-      const float* v = values + s * a.hd;
-      for (int64_t d = 0; d < a.hd; ++d) out[d] += weight * v[d];
+    for (int64_t i = 0; i < padded; i += kLanes) {
+      const f32v weight = load(row + i) / total;
+      std::memcpy(row + i, &weight, sizeof weight);
+    }
+  }
+  std::fill(out, out + groups * hd, 0.0f);
+  for (int64_t s0 = 0; s0 < count; s0 += kSlotTile) {
+    const int64_t s1 = std::min(count, s0 + kSlotTile);
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* w = &scores[g * padded];
+      float* o = out + g * hd;
+      int64_t d = 0;
+      for (; d + 8 * kLanes <= hd; d += 8 * kLanes) weighted_values<8>(w, values + d, hd, s0, s1, o + d);
+      for (; d + 4 * kLanes <= hd; d += 4 * kLanes) weighted_values<4>(w, values + d, hd, s0, s1, o + d);
+      for (; d + kLanes <= hd; d += kLanes) weighted_values<1>(w, values + d, hd, s0, s1, o + d);
+      for (; d < hd; ++d)
+        for (int64_t i = s0; i < s1; ++i) o[d] += w[i] * values[i * hd + d];
     }
   }
 }
