@@ -25,13 +25,13 @@ from inference.engine.fast_engine import SlotEngine
 from inference.engine.stored_weights import StoredWeights
 from inference.engine.weight_policy import choose_weights, min_batch_for
 from inference.engine.weights import (
-    BLOCK_FORMATS,
     DecoderSpec,
     UnsupportedModel,
     WeightFormat,
     decoder_spec,
     extract_params,
     matrix_formats,
+    native_serving,
 )
 from inference.families.base import LoadedModel
 from inference.protocol import (
@@ -248,7 +248,7 @@ def _fast_weights(loaded: LoadedModel, weight_format: WeightFormat, native: bool
     if stored is not None:
         if stored.spec.weight_format != weight_format:
             raise ValueError(f"stored weights are {stored.spec.weight_format}, not {weight_format}")
-        spec = dataclasses.replace(stored.spec, native_kernels=native and weight_format in BLOCK_FORMATS)
+        spec = native_serving(stored.spec, native)
         return spec, stored.params
     spec = decoder_spec(loaded.backbone, weight_format, native_kernels=native)
     return spec, extract_params(loaded.backbone, spec)

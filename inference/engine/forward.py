@@ -32,10 +32,11 @@ Cache = tuple[tuple[Any, Any], ...]  # per layer: (keys, values), each (batch, k
 
 
 def empty_cache(spec: DecoderSpec, *, batch: int, slots: int) -> Cache:
+    """Zeros of ``spec.kv_dtype``; whatever it is, attention computes in float32."""
     import jax.numpy as jnp
 
     shape = (batch, spec.num_kv_heads, slots, spec.head_dim)
-    return tuple((jnp.zeros(shape, "float32"), jnp.zeros(shape, "float32")) for _ in spec.layers)
+    return tuple((jnp.zeros(shape, spec.kv_dtype), jnp.zeros(shape, spec.kv_dtype)) for _ in spec.layers)
 
 
 def matmul(x: Any, w: Any, native: bool = False, rows: Any = None, a8: bool = False) -> Any:
@@ -144,6 +145,7 @@ def write_rows(cache: Any, update: Any, index: Any) -> Any:
     """Write ``update (B, kv, T, hd)`` into ``cache (B, kv, S, hd)`` at each row's own slot ``index[b]``."""
     import jax
 
+    update = update.astype(cache.dtype)
     for b in range(cache.shape[0]):
         cache = jax.lax.dynamic_update_slice(cache, update[b : b + 1], (b, 0, index[b], 0))
     return cache
@@ -167,6 +169,7 @@ def attend(spec: DecoderSpec, q: Any, keys: Any, values: Any, mask: Any) -> Any:
     import jax.numpy as jnp
 
     batch, length = q.shape[0], q.shape[1]
+    keys, values = keys.astype("float32"), values.astype("float32")  # a float16 cache computes as float32
     groups = spec.num_query_heads // spec.num_kv_heads
     q = q.reshape(batch, length, spec.num_kv_heads, groups, spec.head_dim) * spec.query_scale
     if length == 1:  # decode: no query-time axis, so XLA-CPU batches the small products well (~1.5x)

@@ -119,6 +119,7 @@ class DecoderSpec:
     native_kernels: bool = False  # block formats: multiply through the native CPU kernels, not XLA
     int8_activations: bool = False  # q8a8/q4a8: activations rounded to int8 blocks in every product
     qkv_bias: bool = False  # Qwen2: the q/k/v projections add a bias (params' per-layer "qkv_bias")
+    kv_dtype: Literal["float32", "float16"] = "float32"  # the KV cache's element type (native_serving)
 
     @property
     def num_layers(self) -> int:
@@ -143,8 +144,17 @@ def decoder_spec(backbone: Any, weight_format: WeightFormat, *, native_kernels: 
         widths = {spec.hidden_dim, spec.num_query_heads * spec.head_dim, _ffn_dim(backbone)}
         if any(width % 32 for width in widths):
             raise UnsupportedModel(f"{weight_format} needs inputs in multiples of 32, not {sorted(widths)}")
-    return dataclasses.replace(spec, native_kernels=native_kernels and weight_format in BLOCK_FORMATS,
-                               int8_activations=weight_format in INT8_ACTIVATION_FORMATS)
+    int8 = weight_format in INT8_ACTIVATION_FORMATS
+    return native_serving(dataclasses.replace(spec, int8_activations=int8), native_kernels)
+
+
+def native_serving(spec: DecoderSpec, native_kernels: bool) -> DecoderSpec:
+    """``spec`` run through the native CPU kernels (block formats only) or as plain XLA. Natively the KV
+    cache holds float16: a decode step reads every cached key and value of its rows, at long contexts
+    more bytes than the weights, and the native attention widens them as it reads (llama.cpp's default
+    cache type too). The XLA path keeps float32, the reference ``bench --fidelity`` measures against."""
+    native = native_kernels and spec.weight_format in BLOCK_FORMATS
+    return dataclasses.replace(spec, native_kernels=native, kv_dtype="float16" if native else "float32")
 
 
 def _ffn_dim(backbone: Any) -> int:

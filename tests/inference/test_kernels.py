@@ -409,10 +409,11 @@ def test_q4_finds_the_grid_of_a_block_whose_closest_values_are_three_steps_apart
     assert np.min(closest) > 2.5 * float(d[0, 1, 0])  # the smallest gap over 1 or 2 is not the step
 
 
+@pytest.mark.parametrize("kv_dtype", ["float32", "float16"])
 @pytest.mark.parametrize(("tokens", "valid"), [(1, None), (5, None), (5, 3)])
 @pytest.mark.parametrize(("window", "soft_cap"), [(None, None), (8, None), (None, 5.0)])
 def test_attention_equals_the_decoders_xla_path(
-    tokens: int, valid: int | None, window: int | None, soft_cap: float | None, isa: str
+    tokens: int, valid: int | None, window: int | None, soft_cap: float | None, kv_dtype: str, isa: str
 ) -> None:
     rng = np.random.default_rng(11)
     batch, heads, kv_heads, slots, hd = 4, 6, 2, 40, 32
@@ -423,7 +424,7 @@ def test_attention_equals_the_decoders_xla_path(
         return jnp.asarray(rng.normal(size=shape).astype("float32"))
 
     q, k_new, v_new = (normal(batch, tokens, h, hd) for h in (heads, kv_heads, kv_heads))
-    keys, values = normal(batch, kv_heads, slots, hd), normal(batch, kv_heads, slots, hd)
+    keys, values = (normal(batch, kv_heads, slots, hd).astype(kv_dtype) for _ in range(2))
     index = jnp.asarray([0, 5, 17, 31], "int32")  # rows at different positions; stale slots after each
     real = tokens if valid is None else valid
 
@@ -443,7 +444,9 @@ def test_attention_equals_the_decoders_xla_path(
     got = [np.asarray(a) for a in jax.jit(native, donate_argnums=(0, 1))(jnp.copy(keys), jnp.copy(values))]
     np.testing.assert_allclose(got[0][:, :real], want[0][:, :real], atol=2e-5, rtol=1e-5)
     assert not got[0][:, real:].any()  # padding is not computed
-    np.testing.assert_array_equal(got[1], want[1])  # the new keys/values went to each row's own slots
+    # The new keys/values went to each row's own slots, a float16 cache's rounded as XLA rounds them.
+    assert got[1].dtype == got[2].dtype == np.dtype(kv_dtype)
+    np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(got[2], want[2])
 
 
@@ -457,6 +460,7 @@ def native_twins(
                              warm_up=False)
     assert isinstance(built, LocalChatModel) and built.engine is not None
     assert built.weight_format == "q8" and built.engine.spec.native_kernels
+    assert built.engine.spec.kv_dtype == "float16"  # served natively: a float16 cache (its twin keeps it)
     return built, dataclasses.replace(built.engine.spec, native_kernels=False)
 
 

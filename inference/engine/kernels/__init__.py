@@ -54,6 +54,7 @@ _TARGETS = {  # JAX name -> symbol
     "fixit_q4_matmul": "FixitQ4Matmul",
     "fixit_q6_matmul": "FixitQ6Matmul",
     "fixit_attention": "FixitAttention",
+    "fixit_attention_f16": "FixitAttentionF16",
     "fixit_candidates": "FixitCandidates",
 }
 
@@ -593,7 +594,8 @@ def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any
               isa: str | None = None) -> tuple[Any, Any, Any]:
     """T new tokens per row: queries ``q (B, T, H, hd)`` (RoPE applied, unscaled) and their
     ``k_new``/``v_new`` ``(B, T, KV, hd)``, written from slot ``index[b]`` of ``keys``/``values``
-    ``(B, KV, S, hd)`` (in place when the caller donates them); each query at position p attends over
+    ``(B, KV, S, hd)``, float32 or float16 (in place when the caller donates them; float16 keeps the new
+    keys/values rounded as XLA's convert rounds them); each query at position p attends over
     slots ``(p - window, p]``. ``valid`` (int32 scalar, may be traced): tokens from it on are padding,
     neither written nor computed (outputs zero). Returns ``(out (B, T, H, hd), keys, values)``; the
     reference is the decoder's own XLA path."""
@@ -603,7 +605,10 @@ def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any
     chosen = _require(isa)
     shapes = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(keys.shape, keys.dtype),
               jax.ShapeDtypeStruct(values.shape, values.dtype))
-    call = jax.ffi.ffi_call(_target("fixit_attention", chosen), shapes, input_output_aliases={5: 1, 6: 2})
+    if keys.dtype != values.dtype or keys.dtype.name not in ("float32", "float16"):
+        raise ValueError(f"attention: the cache must be float32 or float16, not {keys.dtype}/{values.dtype}")
+    name = "fixit_attention" if keys.dtype.name == "float32" else "fixit_attention_f16"
+    call = jax.ffi.ffi_call(_target(name, chosen), shapes, input_output_aliases={5: 1, 6: 2})
     out, keys, values = call(q, k_new, v_new, index.astype("int32"), _rows(q[0], valid), keys, values,
                              window=np.int64(window or 0), scale=np.float32(scale),
                              soft_cap=np.float32(soft_cap or 0.0))

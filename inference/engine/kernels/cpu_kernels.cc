@@ -1799,24 +1799,57 @@ ffi::Error q6_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<
 // the row's own slots index[b] .. index[b]+T-1 of the cache (in place: the cache buffers are aliased to
 // the outputs), then let each query, at position p = index[b] + t, attend over the slots it can see,
 // (p - window, p], and nothing else. Tokens from ``valid`` on are padding: neither written nor computed
-// (their outputs are zero). XLA runs ~10 small ops per layer over the whole cache instead.
+// (their outputs are zero). XLA runs ~10 small ops per layer over the whole cache instead. The cache holds
+// float32 or float16 (``Half``: what a step reads of it halves, and at long contexts a step reads more of
+// the cache than of the weights); either way the arithmetic is float32.
 
-inline float dot(const float* a, const float* b, int64_t n) {
+// A float16 value's bits, as XLA's convert rounds it (to nearest, ties to even).
+struct Half {
+  uint16_t bits;
+};
+
+inline f32v load_cached(const float* p) { return load(p); }
+inline f32v load_cached(const Half* p) {
+  f32v out;
+#if defined(__AVX512F__)
+  const __m512 wide = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  std::memcpy(&out, &wide, sizeof out);
+#elif defined(__AVX2__) && defined(__F16C__)
+  const __m256 wide = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  std::memcpy(&out, &wide, sizeof out);
+#else
+  for (int64_t i = 0; i < kLanes; ++i) out[i] = half_to_float(p[i].bits);
+#endif
+  return out;
+}
+inline float cached_value(float v) { return v; }
+inline float cached_value(Half h) { return half_to_float(h.bits); }
+inline void store_cached(float* at, const float* from, int64_t n) { std::memcpy(at, from, n * sizeof(float)); }
+inline void store_cached(Half* at, const float* from, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const _Float16 h = static_cast<_Float16>(from[i]);
+    std::memcpy(&at[i].bits, &h, sizeof h);
+  }
+}
+
+template <typename T>
+inline float dot(const float* a, const T* b, int64_t n) {
   f32v acc = {};
   int64_t d = 0;
-  for (; d + kLanes <= n; d += kLanes) acc += load(a + d) * load(b + d);
+  for (; d + kLanes <= n; d += kLanes) acc += load(a + d) * load_cached(b + d);
   float total = sum(acc);
-  for (; d < n; ++d) total += a[d] * b[d];
+  for (; d < n; ++d) total += a[d] * cached_value(b[d]);
   return total;
 }
 
+template <typename T>
 struct Attention {
   const float* q;        // (B, T, H, hd)
   const float* k_new;    // (B, T, KV, hd)
   const float* v_new;    // (B, T, KV, hd)
   const int32_t* index;  // (B,)
-  float* keys;           // (B, KV, S, hd), aliased in and out
-  float* values;
+  T* keys;               // (B, KV, S, hd), aliased in and out
+  T* values;
   float* out;            // (B, T, H, hd)
   int64_t batch, tokens, valid, heads, kv_heads, slots, hd, window;
   float scale, soft_cap;
@@ -1827,29 +1860,30 @@ constexpr int64_t kSlotTile = 64;  // slots whose values every query head of a g
 
 // q · key for kKeyRun consecutive keys (rows hd apart), each summed in dot's order (the same bits). One key
 // at a time was one chain of dependent multiply-adds and a horizontal sum a key.
-inline void dots(const float* q, const float* keys, int64_t hd, float* out) {
+template <typename T>
+inline void dots(const float* q, const T* keys, int64_t hd, float* out) {
   f32v acc[kKeyRun] = {};
   int64_t d = 0;
   for (; d + kLanes <= hd; d += kLanes) {
     const f32v qv = load(q + d);
-    for (int64_t i = 0; i < kKeyRun; ++i) acc[i] += qv * load(keys + i * hd + d);
+    for (int64_t i = 0; i < kKeyRun; ++i) acc[i] += qv * load_cached(keys + i * hd + d);
   }
   for (int64_t i = 0; i < kKeyRun; ++i) {
     float total = sum(acc[i]);
-    for (int64_t e = d; e < hd; ++e) total += q[e] * keys[i * hd + e];
+    for (int64_t e = d; e < hd; ++e) total += q[e] * cached_value(keys[i * hd + e]);
     out[i] = total;
   }
 }
 
 // o[0 .. V vectors) += Σ_s w[s] · values[s] over slots [s0, s1) (rows hd apart), in order of s: V
 // independent chains whose sums stay in registers for the whole run of slots.
-template <int V>
-inline void weighted_values(const float* w, const float* values, int64_t hd, int64_t s0, int64_t s1, float* o) {
+template <int V, typename T>
+inline void weighted_values(const float* w, const T* values, int64_t hd, int64_t s0, int64_t s1, float* o) {
   f32v acc[V];
   for (int j = 0; j < V; ++j) acc[j] = load(o + j * kLanes);
   for (int64_t s = s0; s < s1; ++s) {
     const f32v weight = f32v{} + w[s];
-    for (int j = 0; j < V; ++j) acc[j] += weight * load(values + s * hd + j * kLanes);
+    for (int j = 0; j < V; ++j) acc[j] += weight * load_cached(values + s * hd + j * kLanes);
   }
   for (int j = 0; j < V; ++j) std::memcpy(o + j * kLanes, &acc[j], sizeof acc[j]);
 }
@@ -1858,13 +1892,14 @@ inline void weighted_values(const float* w, const float* values, int64_t hd, int
 // and out). Keys are read in runs of kKeyRun for every head of the group while they sit in L1, values in
 // tiles of kSlotTile slots; each output still sums its slots in order, so the bits are one head at a
 // time's.
-void attend_one(const Attention& a, int64_t b, int64_t t, int64_t h, std::vector<float>& scores) {
+template <typename T>
+void attend_one(const Attention<T>& a, int64_t b, int64_t t, int64_t h, std::vector<float>& scores) {
   const int64_t pos = std::clamp<int64_t>(a.index[b] + t, 0, a.slots - 1);
   const int64_t first = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
   const int64_t hd = a.hd, groups = a.heads / a.kv_heads, count = pos - first + 1;
   const int64_t padded = (count + kLanes - 1) / kLanes * kLanes;
-  const float* keys = a.keys + ((b * a.kv_heads + h) * a.slots + first) * hd;
-  const float* values = a.values + ((b * a.kv_heads + h) * a.slots + first) * hd;
+  const T* keys = a.keys + ((b * a.kv_heads + h) * a.slots + first) * hd;
+  const T* values = a.values + ((b * a.kv_heads + h) * a.slots + first) * hd;
   const float* q = a.q + ((b * a.tokens + t) * a.heads + h * groups) * hd;
   float* out = a.out + ((b * a.tokens + t) * a.heads + h * groups) * hd;
   scores.resize(groups * padded);
@@ -1906,13 +1941,14 @@ void attend_one(const Attention& a, int64_t b, int64_t t, int64_t h, std::vector
       for (; d + 4 * kLanes <= hd; d += 4 * kLanes) weighted_values<4>(w, values + d, hd, s0, s1, o + d);
       for (; d + kLanes <= hd; d += kLanes) weighted_values<1>(w, values + d, hd, s0, s1, o + d);
       for (; d < hd; ++d)
-        for (int64_t i = s0; i < s1; ++i) o[d] += w[i] * values[i * hd + d];
+        for (int64_t i = s0; i < s1; ++i) o[d] += w[i] * cached_value(values[i * hd + d]);
     }
   }
 }
 
 // Work items: (row, key/value head, token), token fastest; a part is a contiguous run of items.
-void attention_items(const Attention& a, int64_t first, int64_t last) {
+template <typename T>
+void attention_items(const Attention<T>& a, int64_t first, int64_t last) {
   thread_local std::vector<float> scores;
   for (int64_t item = first; item < last; ++item) {
     const int64_t t = item % a.valid, pair = item / a.valid;
@@ -1920,7 +1956,8 @@ void attention_items(const Attention& a, int64_t first, int64_t last) {
   }
 }
 
-void write_new_tokens(const Attention& a) {
+template <typename T>
+void write_new_tokens(const Attention<T>& a) {
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t t = 0; t < a.valid; ++t) {
       const int64_t pos = a.index[b] + t;
@@ -1928,17 +1965,20 @@ void write_new_tokens(const Attention& a) {
       for (int64_t h = 0; h < a.kv_heads; ++h) {
         const int64_t at = ((b * a.kv_heads + h) * a.slots + pos) * a.hd;
         const int64_t from = ((b * a.tokens + t) * a.kv_heads + h) * a.hd;
-        std::memcpy(a.keys + at, a.k_new + from, a.hd * sizeof(float));
-        std::memcpy(a.values + at, a.v_new + from, a.hd * sizeof(float));
+        store_cached(a.keys + at, a.k_new + from, a.hd);
+        store_cached(a.values + at, a.v_new + from, a.hd);
       }
     }
 }
 
+// C: the cache's element type (F32, or F16 stored as Half).
+template <ffi::DataType C>
 ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k_new,
                      ffi::Buffer<ffi::F32> v_new, ffi::Buffer<ffi::S32> index, ffi::Buffer<ffi::S32> valid,
-                     ffi::Buffer<ffi::F32> keys, ffi::Buffer<ffi::F32> values, int64_t window, float scale,
-                     float soft_cap, ffi::ResultBuffer<ffi::F32> out, ffi::ResultBuffer<ffi::F32> keys_out,
-                     ffi::ResultBuffer<ffi::F32> values_out) {
+                     ffi::Buffer<C> keys, ffi::Buffer<C> values, int64_t window, float scale,
+                     float soft_cap, ffi::ResultBuffer<ffi::F32> out, ffi::ResultBuffer<C> keys_out,
+                     ffi::ResultBuffer<C> values_out) {
+  using T = std::conditional_t<C == ffi::DataType::F32, float, Half>;
   const auto qd = q.dimensions(), cd = keys.dimensions(), nd = k_new.dimensions();
   if (qd.size() != 4 || cd.size() != 4 || nd.size() != 4 || static_cast<int64_t>(index.element_count()) != qd[0] ||
       cd[0] != qd[0] || cd[3] != qd[3] || nd[0] != qd[0] || nd[1] != qd[1] || nd[2] != cd[1] ||
@@ -1948,12 +1988,14 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<
                                        "cache (B, KV, S, hd)");
   const int64_t tokens = qd[1];
   const int64_t real = std::clamp<int64_t>(valid.element_count() ? valid.typed_data()[0] : tokens, 0, tokens);
-  Attention a{q.typed_data(), k_new.typed_data(), v_new.typed_data(), index.typed_data(),
-              keys_out->typed_data(), values_out->typed_data(), out->typed_data(),
+  Attention<T> a{q.typed_data(), k_new.typed_data(), v_new.typed_data(), index.typed_data(),
+                 reinterpret_cast<T*>(keys_out->typed_data()), reinterpret_cast<T*>(values_out->typed_data()),
+                 out->typed_data(),
               qd[0], tokens, real, qd[2], cd[1], cd[2], qd[3], window, scale, soft_cap};
   // The outputs alias the cache inputs; should XLA have given fresh buffers, start from the inputs.
-  if (a.keys != keys.typed_data()) std::memcpy(a.keys, keys.typed_data(), keys.size_bytes());
-  if (a.values != values.typed_data()) std::memcpy(a.values, values.typed_data(), values.size_bytes());
+  if (static_cast<void*>(a.keys) != keys.untyped_data()) std::memcpy(a.keys, keys.untyped_data(), keys.size_bytes());
+  if (static_cast<void*>(a.values) != values.untyped_data())
+    std::memcpy(a.values, values.untyped_data(), values.size_bytes());
   write_new_tokens(a);
   if (real < tokens)  // padding: zero, as the matmuls leave it
     for (int64_t b = 0; b < a.batch; ++b)
@@ -2072,22 +2114,28 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitQ6Matmul, q6_matmul,
                                   .Arg<ffi::Buffer<ffi::F16>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitAttention, attention,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("window")
-                                  .Attr<float>("scale")
-                                  .Attr<float>("soft_cap")
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+// The attention's binding for a cache of element type C.
+template <ffi::DataType C>
+auto attention_binding() {
+  return ffi::Ffi::Bind()
+      .Ctx<ffi::ThreadPool>()
+      .Arg<ffi::Buffer<ffi::F32>>()
+      .Arg<ffi::Buffer<ffi::F32>>()
+      .Arg<ffi::Buffer<ffi::F32>>()
+      .Arg<ffi::Buffer<ffi::S32>>()
+      .Arg<ffi::Buffer<ffi::S32>>()
+      .template Arg<ffi::Buffer<C>>()
+      .template Arg<ffi::Buffer<C>>()
+      .template Attr<int64_t>("window")
+      .template Attr<float>("scale")
+      .template Attr<float>("soft_cap")
+      .template Ret<ffi::Buffer<ffi::F32>>()
+      .template Ret<ffi::Buffer<C>>()
+      .template Ret<ffi::Buffer<C>>();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitAttention, attention<ffi::F32>, attention_binding<ffi::F32>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FixitAttentionF16, attention<ffi::F16>, attention_binding<ffi::F16>());
 
 // The number type the matmuls multiply in: "bfloat16" (rows and weights rounded, float32 sums; with
 // AVX512-BF16) or "float32".
