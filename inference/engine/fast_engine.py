@@ -71,9 +71,9 @@ def _insert(cache: Cache, row: Cache, slot: Any) -> Cache:
     import jax
 
     def put(whole: Any, one: Any) -> Any:
-        return jax.lax.dynamic_update_slice(whole, one, (slot, 0, 0, 0))
+        return jax.lax.dynamic_update_slice(whole, one, (0, slot, 0, 0, 0))
 
-    return tuple((put(k, k1), put(v, v1)) for (k, v), (k1, v1) in zip(cache, row, strict=True))
+    return put(cache[0], row[0]), put(cache[1], row[1])
 
 
 def _resize(cache: Cache, rows: Any, batch: int, slots: int) -> Cache:
@@ -81,12 +81,12 @@ def _resize(cache: Cache, rows: Any, batch: int, slots: int) -> Cache:
     import jax.numpy as jnp
 
     def one(array: Any) -> Any:
-        taken = jnp.take(array, rows, axis=0)[:, :, : min(slots, array.shape[2])]
-        if taken.shape[2] < slots:
-            taken = jnp.pad(taken, ((0, 0), (0, 0), (0, slots - taken.shape[2]), (0, 0)))
+        taken = jnp.take(array, rows, axis=1)[:, :, :, : min(slots, array.shape[3])]
+        if taken.shape[3] < slots:
+            taken = jnp.pad(taken, ((0, 0), (0, 0), (0, 0), (0, slots - taken.shape[3]), (0, 0)))
         return taken
 
-    return tuple((one(k), one(v)) for k, v in cache)
+    return one(cache[0]), one(cache[1])
 
 
 class SlotEngine:
@@ -189,7 +189,7 @@ class SlotEngine:
 
 
 def _slots(cache: Cache) -> int:
-    return int(cache[0][0].shape[2])
+    return int(cache[0].shape[3])
 
 
 def _safe_temperature(temperature: float) -> float:

@@ -28,15 +28,17 @@ from inference.engine.weights import (
     StackedBlocks,
 )
 
-Cache = tuple[tuple[Any, Any], ...]  # per layer: (keys, values), each (batch, kv_heads, slots, head_dim)
+Cache = tuple[Any, Any]  # (keys, values), each (layers, batch, kv_heads, slots, head_dim)
 
 
 def empty_cache(spec: DecoderSpec, *, batch: int, slots: int) -> Cache:
-    """Zeros of ``spec.kv_dtype``; whatever it is, attention computes in float32."""
+    """Zeros of ``spec.kv_dtype``; whatever it is, attention computes in float32. Every layer's keys are
+    one array (and values another): a step's program takes and gives back two cache arrays, not two a
+    layer (each array an argument costs the jitted call's dispatch time, donated ones the most)."""
     import jax.numpy as jnp
 
-    shape = (batch, spec.num_kv_heads, slots, spec.head_dim)
-    return tuple((jnp.zeros(shape, spec.kv_dtype), jnp.zeros(shape, spec.kv_dtype)) for _ in spec.layers)
+    shape = (spec.num_layers, batch, spec.num_kv_heads, slots, spec.head_dim)
+    return jnp.zeros(shape, spec.kv_dtype), jnp.zeros(shape, spec.kv_dtype)
 
 
 def matmul(x: Any, w: Any, native: bool = False, rows: Any = None, a8: bool = False) -> Any:
@@ -141,13 +143,17 @@ def rope(x: Any, positions: Any, layer: LayerSpec) -> Any:
     return jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
 
 
-def write_rows(cache: Any, update: Any, index: Any) -> Any:
-    """Write ``update (B, kv, T, hd)`` into ``cache (B, kv, S, hd)`` at each row's own slot ``index[b]``."""
+def write_rows(cache: Any, update: Any, index: Any, layer: int | None = None) -> Any:
+    """Write ``update (B, kv, T, hd)`` into ``cache (B, kv, S, hd)`` at each row's own slot ``index[b]``
+    (``layer``: into layer ``layer`` of a stacked ``(layers, B, kv, S, hd)`` cache, in place)."""
     import jax
 
     update = update.astype(cache.dtype)
-    for b in range(cache.shape[0]):
-        cache = jax.lax.dynamic_update_slice(cache, update[b : b + 1], (b, 0, index[b], 0))
+    for b in range(update.shape[0]):
+        if layer is None:
+            cache = jax.lax.dynamic_update_slice(cache, update[b : b + 1], (b, 0, index[b], 0))
+        else:
+            cache = jax.lax.dynamic_update_slice(cache, update[None, b : b + 1], (layer, b, 0, index[b], 0))
     return cache
 
 
@@ -199,11 +205,11 @@ def forward(
 
     batch, length = tokens.shape
     positions = index[:, None] + jnp.arange(length, dtype=index.dtype)[None, :]
-    slots = cache[0][0].shape[2]
+    keys, values = cache
+    slots = keys.shape[3]
     x = embed(spec, params["embedding"], tokens)
-    new_cache = []
     masks: dict[int | None, Any] = {}
-    for layer_spec, weights, (keys, values) in zip(spec.layers, params["layers"], cache, strict=True):
+    for layer, (layer_spec, weights) in enumerate(zip(spec.layers, params["layers"], strict=True)):
         if layer_spec.sliding_window not in masks and not spec.native_kernels:
             masks[layer_spec.sliding_window] = attention_mask(positions, slots, layer_spec.sliding_window)
         h = rms_norm(spec, x, weights["attn_norm"])
@@ -221,14 +227,13 @@ def forward(
         q, k = rope(q, positions, layer_spec), rope(k, positions, layer_spec)
         if spec.native_kernels:  # cache write + attention in one native call
             heads, keys, values = kernels.attention(
-                q, k, v, index, keys, values, valid=valid, window=layer_spec.sliding_window,
+                q, k, v, index, keys, values, layer=layer, valid=valid, window=layer_spec.sliding_window,
                 scale=spec.query_scale, soft_cap=spec.attention_soft_cap)
             heads = heads.reshape(batch, length, -1)
         else:
-            keys = write_rows(keys, jnp.swapaxes(k, 1, 2), index)
-            values = write_rows(values, jnp.swapaxes(v, 1, 2), index)
-            heads = attend(spec, q, keys, values, masks[layer_spec.sliding_window])
-        new_cache.append((keys, values))
+            keys = write_rows(keys, jnp.swapaxes(k, 1, 2), index, layer)
+            values = write_rows(values, jnp.swapaxes(v, 1, 2), index, layer)
+            heads = attend(spec, q, keys[layer], values[layer], masks[layer_spec.sliding_window])
         attended = matmul(heads, weights["o"], spec.native_kernels, valid, spec.int8_activations)
         if spec.post_norms:
             attended = rms_norm(spec, attended, weights["post_attn_norm"])
@@ -241,4 +246,4 @@ def forward(
         if spec.post_norms:
             ffn = rms_norm(spec, ffn, weights["post_ffn_norm"])
         x = x + ffn
-    return rms_norm(spec, x, params["final_norm"]), tuple(new_cache)
+    return rms_norm(spec, x, params["final_norm"]), (keys, values)

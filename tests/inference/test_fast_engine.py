@@ -117,8 +117,7 @@ def test_rows_at_different_positions_compute_what_each_computes_alone(model: Loc
     for row, prompt in enumerate(prompts):  # fill each row on its own, as the scheduler does
         one = empty_cache(spec, batch=1, slots=128)
         _, one = run(params, one, jnp.asarray([prompt], "int32"), jnp.zeros((1,), "int32"))
-        cache = tuple((k.at[row].set(k1[0]), v.at[row].set(v1[0])) for (k, v), (k1, v1) in zip(cache, one,
-                                                                                               strict=True))
+        cache = tuple(whole.at[:, row].set(part[:, 0]) for whole, part in zip(cache, one, strict=True))
     index = jnp.asarray([len(p) for p in prompts], "int32")
     hidden, _ = run(params, cache, jnp.full((3, 1), 11, "int32"), index)
     together = np.asarray(output_logits(spec, params, hidden[:, 0]))

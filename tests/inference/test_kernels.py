@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -448,6 +449,35 @@ def test_attention_equals_the_decoders_xla_path(
     assert got[1].dtype == got[2].dtype == np.dtype(kv_dtype)
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(got[2], want[2])
+
+
+def test_attention_on_a_stacked_cache_reads_and_writes_its_own_layer_only(isa: str) -> None:
+    rng = np.random.default_rng(5)
+    layers, batch, heads, kv_heads, slots, hd = 3, 2, 4, 2, 24, 16
+
+    def normal(*shape: int) -> Any:
+        return jnp.asarray(rng.normal(size=shape).astype("float32"))
+
+    q, k_new, v_new = (normal(batch, 1, h, hd) for h in (heads, kv_heads, kv_heads))
+    keys, values = (normal(layers, batch, kv_heads, slots, hd).astype("float16") for _ in range(2))
+    index = jnp.asarray([3, 11], "int32")
+
+    def call(keys: Any, values: Any, layer: int | None) -> tuple[Any, Any, Any]:
+        return kernels.attention(q, k_new, v_new, index, keys, values, layer=layer, window=None, scale=0.25,
+                                 soft_cap=None, isa=isa)
+
+    alone = [np.asarray(a) for a in jax.jit(partial(call, layer=None))(keys[1], values[1])]
+    out, new_keys, new_values = (np.asarray(a) for a in
+                                 jax.jit(partial(call, layer=1), donate_argnums=(0, 1))(jnp.copy(keys),
+                                                                                        jnp.copy(values)))
+    np.testing.assert_array_equal(out, alone[0])
+    np.testing.assert_array_equal(new_keys[1], alone[1])
+    np.testing.assert_array_equal(new_values[1], alone[2])
+    for other in (0, 2):  # the other layers' caches are untouched
+        np.testing.assert_array_equal(new_keys[other], np.asarray(keys[other]))
+        np.testing.assert_array_equal(new_values[other], np.asarray(values[other]))
+    with pytest.raises(ValueError, match="stacked one needs one"):
+        call(keys, values, None)
 
 
 @pytest.fixture(scope="module", params=["tiny-llama", "tiny-gemma3"])

@@ -589,12 +589,14 @@ def candidates(logits: Any, temperatures: Any, *, k: int, isa: str | None = None
     return values, ids, normalizer
 
 
-def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *, valid: Any = None,
+def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any, *, layer: int | None = None,
+              valid: Any = None,
               window: int | None, scale: float, soft_cap: float | None,
               isa: str | None = None) -> tuple[Any, Any, Any]:
     """T new tokens per row: queries ``q (B, T, H, hd)`` (RoPE applied, unscaled) and their
     ``k_new``/``v_new`` ``(B, T, KV, hd)``, written from slot ``index[b]`` of ``keys``/``values``
-    ``(B, KV, S, hd)``, float32 or float16 (in place when the caller donates them; float16 keeps the new
+    ``(B, KV, S, hd)``, or layer ``layer`` of every layer's ``(layers, B, KV, S, hd)``, float32 or
+    float16 (in place when the caller donates them; float16 keeps the new
     keys/values rounded as XLA's convert rounds them); each query at position p attends over
     slots ``(p - window, p]``. ``valid`` (int32 scalar, may be traced): tokens from it on are padding,
     neither written nor computed (outputs zero). Returns ``(out (B, T, H, hd), keys, values)``; the
@@ -603,13 +605,17 @@ def attention(q: Any, k_new: Any, v_new: Any, index: Any, keys: Any, values: Any
     import numpy as np
 
     chosen = _require(isa)
-    shapes = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(keys.shape, keys.dtype),
-              jax.ShapeDtypeStruct(values.shape, values.dtype))
     if keys.dtype != values.dtype or keys.dtype.name not in ("float32", "float16"):
         raise ValueError(f"attention: the cache must be float32 or float16, not {keys.dtype}/{values.dtype}")
+    if (layer is None) != (keys.ndim == 4):
+        raise ValueError("attention: a (B, KV, S, hd) cache takes no layer, a stacked one needs one")
+    stacked = (keys, values) if layer is not None else (keys[None], values[None])
     name = "fixit_attention" if keys.dtype.name == "float32" else "fixit_attention_f16"
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (q, *stacked)]
     call = jax.ffi.ffi_call(_target(name, chosen), shapes, input_output_aliases={5: 1, 6: 2})
-    out, keys, values = call(q, k_new, v_new, index.astype("int32"), _rows(q[0], valid), keys, values,
-                             window=np.int64(window or 0), scale=np.float32(scale),
-                             soft_cap=np.float32(soft_cap or 0.0))
-    return out, keys, values
+    out, keys_out, values_out = call(q, k_new, v_new, index.astype("int32"), _rows(q[0], valid), *stacked,
+                                     layer=np.int64(layer or 0), window=np.int64(window or 0),
+                                     scale=np.float32(scale), soft_cap=np.float32(soft_cap or 0.0))
+    if layer is None:
+        return out, keys_out[0], values_out[0]
+    return out, keys_out, values_out

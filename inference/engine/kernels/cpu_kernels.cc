@@ -1799,7 +1799,8 @@ ffi::Error q6_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<
 // the row's own slots index[b] .. index[b]+T-1 of the cache (in place: the cache buffers are aliased to
 // the outputs), then let each query, at position p = index[b] + t, attend over the slots it can see,
 // (p - window, p], and nothing else. Tokens from ``valid`` on are padding: neither written nor computed
-// (their outputs are zero). XLA runs ~10 small ops per layer over the whole cache instead. The cache holds
+// (their outputs are zero). XLA runs ~10 small ops per layer over the whole cache instead. The cache is
+// every layer's, stacked (layers, B, KV, S, hd); a call reads and writes only its own layer's. The cache holds
 // float32 or float16 (``Half``: what a step reads of it halves, and at long contexts a step reads more of
 // the cache than of the weights); either way the arithmetic is float32.
 
@@ -1975,27 +1976,29 @@ void write_new_tokens(const Attention<T>& a) {
 template <ffi::DataType C>
 ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k_new,
                      ffi::Buffer<ffi::F32> v_new, ffi::Buffer<ffi::S32> index, ffi::Buffer<ffi::S32> valid,
-                     ffi::Buffer<C> keys, ffi::Buffer<C> values, int64_t window, float scale,
+                     ffi::Buffer<C> keys, ffi::Buffer<C> values, int64_t layer, int64_t window, float scale,
                      float soft_cap, ffi::ResultBuffer<ffi::F32> out, ffi::ResultBuffer<C> keys_out,
                      ffi::ResultBuffer<C> values_out) {
   using T = std::conditional_t<C == ffi::DataType::F32, float, Half>;
   const auto qd = q.dimensions(), cd = keys.dimensions(), nd = k_new.dimensions();
-  if (qd.size() != 4 || cd.size() != 4 || nd.size() != 4 || static_cast<int64_t>(index.element_count()) != qd[0] ||
-      cd[0] != qd[0] || cd[3] != qd[3] || nd[0] != qd[0] || nd[1] != qd[1] || nd[2] != cd[1] ||
-      nd[3] != qd[3] || qd[2] % cd[1] != 0 || values.element_count() != keys.element_count() ||
-      v_new.element_count() != k_new.element_count())
+  if (qd.size() != 4 || cd.size() != 5 || nd.size() != 4 || static_cast<int64_t>(index.element_count()) != qd[0] ||
+      cd[1] != qd[0] || cd[4] != qd[3] || nd[0] != qd[0] || nd[1] != qd[1] || nd[2] != cd[2] ||
+      nd[3] != qd[3] || qd[2] % cd[2] != 0 || values.element_count() != keys.element_count() ||
+      v_new.element_count() != k_new.element_count() || layer < 0 || layer >= cd[0])
     return ffi::Error::InvalidArgument("attention: q (B, T, H, hd), k/v new (B, T, KV, hd), index (B,), "
-                                       "cache (B, KV, S, hd)");
+                                       "cache (layers, B, KV, S, hd), 0 <= layer < layers");
   const int64_t tokens = qd[1];
   const int64_t real = std::clamp<int64_t>(valid.element_count() ? valid.typed_data()[0] : tokens, 0, tokens);
+  const int64_t at = layer * cd[1] * cd[2] * cd[3] * cd[4];  // the layer's cache in the stacked one
   Attention<T> a{q.typed_data(), k_new.typed_data(), v_new.typed_data(), index.typed_data(),
-                 reinterpret_cast<T*>(keys_out->typed_data()), reinterpret_cast<T*>(values_out->typed_data()),
-                 out->typed_data(),
-              qd[0], tokens, real, qd[2], cd[1], cd[2], qd[3], window, scale, soft_cap};
+                 reinterpret_cast<T*>(keys_out->typed_data()) + at,
+                 reinterpret_cast<T*>(values_out->typed_data()) + at, out->typed_data(),
+                 qd[0], tokens, real, qd[2], cd[2], cd[3], qd[3], window, scale, soft_cap};
   // The outputs alias the cache inputs; should XLA have given fresh buffers, start from the inputs.
-  if (static_cast<void*>(a.keys) != keys.untyped_data()) std::memcpy(a.keys, keys.untyped_data(), keys.size_bytes());
-  if (static_cast<void*>(a.values) != values.untyped_data())
-    std::memcpy(a.values, values.untyped_data(), values.size_bytes());
+  if (keys_out->untyped_data() != keys.untyped_data())
+    std::memcpy(keys_out->untyped_data(), keys.untyped_data(), keys.size_bytes());
+  if (values_out->untyped_data() != values.untyped_data())
+    std::memcpy(values_out->untyped_data(), values.untyped_data(), values.size_bytes());
   write_new_tokens(a);
   if (real < tokens)  // padding: zero, as the matmuls leave it
     for (int64_t b = 0; b < a.batch; ++b)
@@ -2126,6 +2129,7 @@ auto attention_binding() {
       .Arg<ffi::Buffer<ffi::S32>>()
       .template Arg<ffi::Buffer<C>>()
       .template Arg<ffi::Buffer<C>>()
+      .template Attr<int64_t>("layer")
       .template Attr<int64_t>("window")
       .template Attr<float>("scale")
       .template Attr<float>("soft_cap")
