@@ -139,9 +139,9 @@ def rope_angles(positions: Any, layer: LayerSpec, head_dim: int, slots: int) -> 
     import jax.numpy as jnp
 
     half = head_dim // 2
-    inverse = (1.0 / (layer.rope_wavelength ** (np.arange(0, half, dtype=np.float32) * 2 / head_dim)))
-    angles = (np.arange(slots, dtype=np.float32) / np.float32(layer.rope_scaling))[:, None] * inverse.astype(
-        np.float32)  # (slots, half)
+    inverse = 1.0 / (layer.rope_wavelength ** (np.arange(0, half, dtype=np.float32) * 2 / head_dim))
+    steps = np.arange(slots, dtype=np.float32) / np.float32(layer.rope_scaling)
+    angles = steps[:, None] * inverse  # (slots, half), float32 as the table's former per-call computation
     cos, sin = jnp.asarray(np.cos(angles)), jnp.asarray(np.sin(angles))
     return cos[positions][:, :, None, :], sin[positions][:, :, None, :]
 

@@ -1800,7 +1800,7 @@ ffi::Error q6_matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<
 // the outputs), then let each query, at position p = index[b] + t, attend over the slots it can see,
 // (p - window, p], and nothing else. Tokens from ``valid`` on are padding: neither written nor computed
 // (their outputs are zero). XLA runs ~10 small ops per layer over the whole cache instead. The cache is
-// every layer's, stacked (layers, B, KV, S, hd); a call reads and writes only its own layer's. The cache holds
+// every layer's, stacked (layers, B, KV, S, hd); a call reads and writes only its own layer's. It holds
 // float32 or float16 (``Half``: what a step reads of it halves, and at long contexts a step reads more of
 // the cache than of the weights); either way the arithmetic is float32.
 
