@@ -231,7 +231,7 @@ def _verdict_path(isas: tuple[str, ...]) -> Path:
 
     key = hashlib.sha256()
     # the whole kernel source: a verdict measured on other kernels is measured again
-    source = hashlib.sha256(kernels.SOURCE.read_bytes()).hexdigest()
+    source = kernels.source_digest()
     for part in (str(MEASURE_VERSION), source, ",".join(isas),
                  jax.__version__, kernels.cpu_model(), " ".join(sorted(kernels.cpu_flags()))):
         key.update(part.encode())

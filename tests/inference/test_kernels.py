@@ -712,14 +712,16 @@ def test_a_verdict_is_measured_again_when_any_line_of_the_kernels_changes(
 ) -> None:
     from inference.engine import weight_policy
 
-    source = tmp_path / "cpu_kernels.cc"
-    text = kernels.SOURCE.read_text()
-    source.write_text(text)
-    monkeypatch.setattr(kernels, "SOURCE", source)
+    for path in kernels.sources():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    monkeypatch.setattr(kernels, "SOURCE", tmp_path / kernels.SOURCE.name)
     isas = weight_policy.copies_to_measure()
-    before = weight_policy._verdict_path(isas)
-    source.write_text(text + "\n// a change at the end of the file\n")  # past any prefix of the file
-    assert weight_policy._verdict_path(isas) != before
+    paths = [weight_policy._verdict_path(isas)]
+    for name in (kernels.SOURCE.name, "attention.h"):  # the unit itself and one of its parts
+        part = tmp_path / name
+        part.write_text(part.read_text() + "\n// a change at the end of the file\n")  # past any prefix
+        paths.append(weight_policy._verdict_path(isas))
+    assert len(set(paths)) == 3
 
 
 def test_the_kernels_use_the_copy_auto_measured_fastest(

@@ -1,6 +1,7 @@
 """Native CPU kernels for the fast engine, compiled for the machine they run on.
 
-``cpu_kernels.cc`` holds two things XLA-CPU does slowly for a decoder:
+``cpu_kernels.cc`` and its parts (the headers beside it, one concern each) hold two things XLA-CPU does
+slowly for a decoder:
 
 - products of activations with weights kept in llama.cpp's block layouts: ``q8`` (int8, one float16
   scale per 32 weights, Q8_0), ``q4`` (4-bit, a float16 scale and offset per 32 weights, Q4_1) and
@@ -48,7 +49,20 @@ Q6_LOWEST_TOP = 16
 # q4_quantize's grid fit: a block that spans j steps of its 4-bit grid (j = 1..15) has span/j as its step,
 # and so does span/(a multiple of j); every j up to 15 has a multiple in 8..15, so those eight are tried.
 Q4_SPANS = tuple(range(15, 7, -1))
-SOURCE = Path(__file__).with_name("cpu_kernels.cc")
+SOURCE = Path(__file__).with_name("cpu_kernels.cc")  # the translation unit (its parts: headers beside it)
+
+
+def sources() -> list[Path]:
+    """Every file the kernels are compiled from: :data:`SOURCE` and the headers beside it."""
+    return [SOURCE, *sorted(SOURCE.parent.glob("*.h"))]
+
+
+def source_digest() -> str:
+    """A hash of every source file's name and text: a change to any line of any part changes it."""
+    digest = hashlib.sha256()
+    for path in sources():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 _TARGETS = {  # JAX name -> symbol
     "fixit_q8_matmul": "FixitQ8Matmul",
     "fixit_q4_matmul": "FixitQ4Matmul",
@@ -199,13 +213,13 @@ def _command(compiler: str, output: Path, isa: str) -> list[str]:
 
 def _build(isa: str) -> Path:
     """Compile the ``isa`` copy (or find it already compiled) and return the shared library's path. The
-    cache key is the source, the compiler command, jaxlib's version and the machine's architecture: the
+    cache key is every source file, the compiler command, jaxlib's version and the machine's architecture: the
     flags are explicit, so one build serves every CPU that runs them."""
     import jaxlib
 
     compiler = _compiler()
     key = hashlib.sha256()
-    key.update(SOURCE.read_bytes())
+    key.update(source_digest().encode())
     key.update(" ".join(_command(compiler, Path("out"), isa)).encode())
     key.update(jaxlib.__version__.encode())
     key.update(platform.machine().encode())
