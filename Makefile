@@ -23,16 +23,17 @@ run: setup
 	$(BIN)/python -m db upgrade
 	$(BIN)/streamlit run webapp/app.py --server.address 127.0.0.1
 
+# Both steps print their 20 slowest tests (--durations), so a CI log says where its minutes went.
 # The fast suite in TEST_WORKERS processes (pytest-xdist; a test file stays in one process, so its module
 # fixtures build once): 8 min 48 s on 2 cores against 15 min 21 s in one process (2026-12-01). The slow tests run in one process:
 # each loads real models, and two at once would double the memory and contend for the same cores.
 TEST_WORKERS ?= 2
 
 test: setup
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20
 
 test-slow: setup
-	$(BIN)/python -m pytest -m "slow or browser"; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
+	$(BIN)/python -m pytest -m "slow or browser" --durations=20; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
 
 test-all: test test-slow
 
