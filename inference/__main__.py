@@ -148,6 +148,8 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
         print(f"native CPU kernels unavailable: {reason}")
     print(f"weights = \"auto\" serves {verdict.format}{' (native kernels)' if verdict.native else ''}: "
           f"{verdict.why}{' [cached]' if verdict.cached else ''}")
+    if verdict.native and verdict.format == "q4":
+        print(f"a q4 model's 6-bit matrices in {verdict.six_bit}: {verdict.six_bit_why}")
     return 0 if reason is None else 1
 
 

@@ -451,11 +451,12 @@ def _all_logits(
     import numpy as np
 
     from inference.engine.forward import empty_cache, forward, output_logits
-    from inference.engine.weight_policy import choose_weights
+    from inference.engine.weight_policy import choose_weights, served_six_bit
     from inference.engine.weights import decoder_spec, extract_params, matrix_formats
 
     _, native, _ = choose_weights(weights)  # type: ignore[arg-type]
-    spec = decoder_spec(backbone, weights, native_kernels=native)  # type: ignore[arg-type]
+    spec = decoder_spec(backbone, weights, native_kernels=native,  # type: ignore[arg-type]
+                        six_bit=served_six_bit(weights, native))  # type: ignore[arg-type]
     params = extract_params(backbone, spec)
 
     def run(p: Any, tokens: Any) -> Any:

@@ -181,14 +181,15 @@ def _stored_at(entry: CatalogueEntry, *, cache_dir: Path,
     """``(GGUF file, folder)``: where this entry's converted weights are stored
     (:mod:`inference.weight_store`), or None (not a GGUF entry, or storing is off). ``auto`` is
     resolved here as the model resolves it."""
-    from inference.engine.weight_policy import choose_weights
+    from inference.engine.weight_policy import choose_weights, served_six_bit
     from inference.weight_store import store_directory, store_enabled
 
     if entry.source_kind not in ("gguf", "pkg", "parts") or not store_enabled():
         return None
-    weight_format, _, _ = choose_weights(entry.weights)  # type: ignore[arg-type]  # validated by the catalogue
+    weight_format, native, _ = choose_weights(entry.weights)  # type: ignore[arg-type]  # validated by the catalogue
     file = entry_file(entry, cache_dir=cache_dir, progress=progress)
-    return file, store_directory(cache_dir, file, weight_format=weight_format, dtype=entry.dtype)
+    return file, store_directory(cache_dir, file, weight_format=weight_format, dtype=entry.dtype,
+                                 six_bit=served_six_bit(weight_format, native))
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,10 @@ from inference.engine import KerasEngine, KVRunner, TokenTrace, causal_lm_for
 from inference.engine.batcher import DEFAULT_KEEP_ROWS, SlotScheduler, stream_alone
 from inference.engine.fast_engine import SlotEngine
 from inference.engine.stored_weights import StoredWeights
-from inference.engine.weight_policy import choose_weights, min_batch_for
+from inference.engine.weight_policy import choose_weights, min_batch_for, served_six_bit
 from inference.engine.weights import (
     DecoderSpec,
+    SixBit,
     UnsupportedModel,
     WeightFormat,
     decoder_spec,
@@ -103,7 +104,8 @@ class LocalChatModel:
         self.batcher: SlotScheduler  # drives whichever engine serves (the fast one, else keras-hub's)
         self.weight_format, native, why = choose_weights(weights)
         try:
-            spec, params = _fast_weights(loaded, self.weight_format, native, stored)
+            spec, params = _fast_weights(loaded, self.weight_format, native, stored,
+                                         served_six_bit(self.weight_format, native))
         except UnsupportedModel as exc:
             self.engine_note = str(exc)
             log.info("%s: keras-hub forward pass (%s)", slug, exc)
@@ -241,16 +243,17 @@ class LocalChatModel:
 
 
 def _fast_weights(loaded: LoadedModel, weight_format: WeightFormat, native: bool,
-                  stored: StoredWeights | None) -> tuple[DecoderSpec, dict[str, Any]]:
+                  stored: StoredWeights | None, six_bit: SixBit) -> tuple[DecoderSpec, dict[str, Any]]:
     """The fast engine's spec and params: the ``stored`` ones (converted at an earlier start, in
-    ``weight_format``), else converted now from the backbone; UnsupportedModel for a backbone the fast
-    decoder does not know."""
+    ``weight_format``, 6-bit matrices in ``six_bit``), else converted now from the backbone;
+    UnsupportedModel for a backbone the fast decoder does not know."""
     if stored is not None:
-        if stored.spec.weight_format != weight_format:
-            raise ValueError(f"stored weights are {stored.spec.weight_format}, not {weight_format}")
+        if (stored.spec.weight_format, stored.spec.six_bit) != (weight_format, six_bit):
+            raise ValueError(f"stored weights are {stored.spec.weight_format} with 6-bit matrices in "
+                             f"{stored.spec.six_bit}, not {weight_format} with {six_bit}")
         spec = native_serving(stored.spec, native)
         return spec, stored.params
-    spec = decoder_spec(loaded.backbone, weight_format, native_kernels=native)
+    spec = decoder_spec(loaded.backbone, weight_format, native_kernels=native, six_bit=six_bit)
     return spec, extract_params(loaded.backbone, spec)
 
 

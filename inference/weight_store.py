@@ -45,13 +45,17 @@ def store_enabled() -> bool:
     return text == "on"
 
 
-def store_directory(cache_dir: Path, file: Path, *, weight_format: str, dtype: str) -> Path:
-    """The folder a model's converted weights are stored in (whether or not it exists)."""
+def store_directory(
+    cache_dir: Path, file: Path, *, weight_format: str, dtype: str, six_bit: str = "q6"
+) -> Path:
+    """The folder a model's converted weights are stored in (whether or not it exists); ``six_bit``: what a
+    q4 model's 6-bit matrices are in (``q8``: a folder of its own, so a machine that switches keeps both)."""
     stat = file.stat()
     parts = (str(stored_weights.STORE_VERSION), str(file.resolve()), str(stat.st_size), str(stat.st_mtime_ns),
-             weight_format, dtype, code_fingerprint(), *_library_versions())
+             weight_format, dtype, six_bit, code_fingerprint(), *_library_versions())
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-    return cache_dir / FOLDER / f"{file.stem}-{weight_format}" / key
+    variant = "" if six_bit == "q6" else f"-six-bit-{six_bit}"
+    return cache_dir / FOLDER / f"{file.stem}-{weight_format}{variant}" / key
 
 
 @functools.cache

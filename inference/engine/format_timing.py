@@ -2,8 +2,9 @@
 from the figures): each candidate format through each copy of the native kernels, or through XLA.
 
 A decode-like step over 24 2048 x 2048 matrices at batch 1 and batch 8 (see the policy's docstring for
-why that size); ``q4`` as it is served, a quarter of its matrices in ``q6``; the kernels' candidates in
-rounds of their own, XLA's dots in theirs (:func:`measure`).
+why that size); ``q4`` as it is served, a quarter of its matrices in ``q6``; that quarter alone in ``q6``
+and in ``q8`` (what a ``q4`` model's 6-bit matrices are served in); the kernels' candidates in rounds of
+their own, XLA's dots in theirs (:func:`measure`).
 """
 
 from __future__ import annotations
@@ -30,10 +31,14 @@ class Candidate:
     product_error: float
     isa: str | None = None  # the kernel copy that multiplied it (block formats)
     narrow_rows: int = 0  # decode batches up to this many rows read one output at a time (kernels)
+    # q6 or q8: not a format to serve but the 6-bit quarter of q4's workload alone, in that format
+    six_bit: str | None = None
 
     @property
     def label(self) -> str:
         label = f"{self.format}/{self.isa}" if self.isa else self.format
+        if self.six_bit:
+            label = f"6-bit as {self.six_bit}/{self.isa}"
         return f"{label}/narrow" if self.narrow_rows else label
 
     @property
@@ -72,6 +77,7 @@ class Run:
     isa: str | None
     narrow: int
     workload: Workload
+    six_bit: str | None = None
 
     @property
     def native(self) -> bool:
@@ -101,9 +107,13 @@ def measure(
     runs = [Run(fmt, None, 0, workload) for fmt, workload in xla_workloads(dense).items()]
     if native:
         workloads = block_workloads(dense)
-        runs = [Run(fmt, copy, narrow, on_copy(workload, copy))
-                for copy in isas or (kernels.selected_isa(),) for narrow in (0, kernels.NARROW_ROWS)
-                for fmt, workload in workloads.items()] + runs
+        sixes = six_bit_workloads(workloads)
+        copies = [(copy, narrow) for copy in isas or (kernels.selected_isa(),)
+                  for narrow in (0, kernels.NARROW_ROWS)]
+        runs = [Run(fmt, copy, narrow, on_copy(workload, copy)) for copy, narrow in copies
+                for fmt, workload in workloads.items()] + [
+                Run("q4", copy, narrow, on_copy(workload, copy), six_bit=kind) for copy, narrow in copies
+                for kind, workload in sixes.items()] + runs
     del dense
     inputs = {batch: jnp.asarray(rng.normal(size=(batch, size)).astype("float32")) for batch in BATCHES}
     ms: dict[int, dict[int, float]] = {}
@@ -112,7 +122,7 @@ def measure(
         ms.update(zip(group, time_rounds([runs[i] for i in group], inputs, repeats), strict=True))
     probe = rng.normal(size=(BATCHES[-1], size))
     return tuple(Candidate(run.format, run.native, ms[i], product_error_of(run.workload, probe), run.isa,
-                           run.narrow) for i, run in enumerate(runs))
+                           run.narrow, run.six_bit) for i, run in enumerate(runs))
 
 
 def xla_workloads(dense: list[Any]) -> dict[WeightFormat, Workload]:
@@ -149,6 +159,13 @@ def block_workloads(dense: list[Any]) -> dict[WeightFormat, Workload]:
         + stored("q6", kernels.q6_matmul, kernels.q6_dequantize, kernels.q6_quantize, dense[fours:]),
         "q8": stored("q8", kernels.q8_matmul, kernels.q8_dequantize, kernels.q8_quantize, dense),
     }
+
+
+def six_bit_workloads(workloads: dict[WeightFormat, Workload]) -> dict[str, Workload]:
+    """q4's 6-bit quarter alone as it is served (``q6``) and the same matrices in ``q8`` (the same stored
+    blocks as q8's workload): what decides the format of a q4 model's 6-bit matrices."""
+    sixes = [i for i, m in enumerate(workloads["q4"]) if m.kind == "q6"]
+    return {"q6": [workloads["q4"][i] for i in sixes], "q8": [workloads["q8"][i] for i in sixes]}
 
 
 def on_copy(workload: Workload, isa: str) -> Workload:

@@ -22,6 +22,12 @@ that format fastest (the most capable copy is not always the fastest: on an Inte
 The verdict is cached beside the kernels, keyed by the CPU, the copies measured and jax's version, so
 later starts read it in a millisecond; ``python -m inference kernels --json`` prints it with the timings.
 
+The same rounds time q4's 6-bit quarter alone in ``q6`` and in ``q8`` on each copy: a ``q4`` model's
+6-bit matrices (a file's Q6_K ones: Qwen2.5-Coder-1.5B's head and half its ``ffn_down``) are served in
+``q8`` where that copy multiplies them at least :data:`HEAVIER_MARGIN` times faster (``q8`` re-quantizes
+them and keeps 1.2x their bytes), else in ``q6`` as they are (:func:`decide_six_bit`). On an AMD Zen 3
+(AVX2) widening 6-bit weights cost more than reading 8-bit ones: q8 1.4x faster at one row, 1.9x at eight.
+
 What the workload cannot judge is how well a format stores a given file's weights: that is the converter's
 rule (``q4`` only for matrices it reproduces, ``q8`` for the rest; :mod:`inference.engine.weights`) and
 ``python -m inference bench --fidelity`` (next-token agreement with float32 on the real model). ``auto``
@@ -42,14 +48,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from inference.engine.format_timing import Candidate, measure
-from inference.engine.weights import BLOCK_FORMATS, WEIGHT_FORMATS, WeightFormat
+from inference.engine.weights import BLOCK_FORMATS, SIX_BIT_FORMATS, WEIGHT_FORMATS, SixBit, WeightFormat
 
 log = logging.getLogger(__name__)
 
 # Bytes a weight keeps resident, fewest first: q4 0.63 (its offsets included), q8 1.06, bfloat16 2, float32 4.
 LIGHTEST_FIRST: tuple[WeightFormat, ...] = ("q4", "q8", "bfloat16", "float32")
 HEAVIER_MARGIN = 1.2  # how much better a heavier format must score to be served instead of a lighter one
-MEASURE_VERSION = 8  # bump when the workload or the score changes: old verdicts are then measured again
+MEASURE_VERSION = 9  # bump when the workload or the score changes: old verdicts are then measured again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,14 +70,18 @@ class Verdict:
     cpu: str = ""
     cached: bool = False
     narrow_rows: int = 0  # the kernels' tile setting that served the fastest block format
+    six_bit: SixBit = "q6"  # what a q4 model's 6-bit matrices are served in (decide_six_bit)
+    six_bit_why: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return {
             "format": self.format, "native": self.native, "why": self.why, "isa": self.isa, "cpu": self.cpu,
-            "cached": self.cached, "narrow_rows": self.narrow_rows,
+            "cached": self.cached, "narrow_rows": self.narrow_rows, "six_bit": self.six_bit,
+            "six_bit_why": self.six_bit_why,
             "candidates": [{"format": c.format, "isa": c.isa, "native": c.native, "passes": c.passes,
                             "ms": {str(b): round(t, 3) for b, t in c.ms.items()},
-                            "product_error": c.product_error, "narrow_rows": c.narrow_rows}
+                            "product_error": c.product_error, "narrow_rows": c.narrow_rows,
+                            "six_bit": c.six_bit}
                            for c in self.candidates],
         }
 
@@ -87,6 +97,7 @@ def decide(candidates: tuple[Candidate, ...]) -> tuple[Candidate, str]:
     the file's 6-bit matrices) serves as they are. Without the margin the choice flipped with the
     machine's spells: on an AMD Zen 4 the same source picked q4 one day and q8 (1.25x slower at one row,
     1.4x faster at eight: a score 6% better) the next."""
+    candidates = tuple(c for c in candidates if c.six_bit is None)  # formats, not q4's 6-bit quarter alone
     passing = sorted((c for c in candidates if c.passes), key=lambda c: c.score)
     if not passing:
         raise ValueError("no weight format passed the product-error check")
@@ -101,6 +112,32 @@ def decide(candidates: tuple[Candidate, ...]) -> tuple[Candidate, str]:
     if failed:
         why += f"; {', '.join(failed)} failed the product check"
     return best, why
+
+
+def decide_six_bit(
+    candidates: tuple[Candidate, ...], isa: str | None, narrow_rows: int
+) -> tuple[SixBit, str]:
+    """What a q4 model's 6-bit matrices are served in on the kernels' copy ``isa`` (with its tile setting)
+    and why: ``q8`` where its timing of them beats ``q6``'s by :data:`HEAVIER_MARGIN` (scores as
+    :func:`decide`'s) and its products pass, else ``q6``, which serves them as they are."""
+    timed = {c.six_bit: c for c in candidates if c.six_bit and c.isa == isa and c.narrow_rows == narrow_rows}
+    six, eight = timed.get("q6"), timed.get("q8")
+    if six is None or eight is None:
+        return "q6", "as they are (q6 and q8 were not both timed on the kernels' copy)"
+    figures = f"q6 {six.ms[1]:.2f}/{six.ms[8]:.2f} ms, q8 {eight.ms[1]:.2f}/{eight.ms[8]:.2f} ms at batch 1/8"
+    ratio = six.score / eight.score
+    if eight.passes and ratio >= HEAVIER_MARGIN:
+        return "q8", f"q8 multiplies them {ratio:.2f}x as fast as q6 on {isa} ({figures})"
+    return "q6", f"as they are: q8 {ratio:.2f}x as fast, not {HEAVIER_MARGIN:.2f}x ({figures})"
+
+
+def served_six_bit(weight_format: WeightFormat, native: bool) -> SixBit:
+    """What a model's 6-bit matrices are served in: ``q8`` only for a native ``q4`` model where the
+    verdict in force (``auto``'s, or the cached one an explicit format reads) measured it faster."""
+    return _six_bit_in_force if weight_format == "q4" and native else "q6"
+
+
+_six_bit_in_force: SixBit = "q6"
 
 
 def _weight(candidate: Candidate) -> int:
@@ -166,8 +203,10 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
         candidates = (measure_fn or measure)(native=native, isas=isas)
         best, why = decide(candidates)
         fastest = fastest_native(candidates, best.format)
-        verdict = Verdict(best.format, best.native, why, candidates, fastest.isa if fastest else None,
-                          kernels.cpu_model(), narrow_rows=fastest.narrow_rows if fastest else 0)
+        isa, narrow = (fastest.isa, fastest.narrow_rows) if fastest else (None, 0)
+        six_bit, six_bit_why = decide_six_bit(candidates, isa, narrow)
+        verdict = Verdict(best.format, best.native, why, candidates, isa, kernels.cpu_model(),
+                          narrow_rows=narrow, six_bit=six_bit, six_bit_why=six_bit_why)
         if blocked is not None and kernels.kernel_status() is not None:
             # a failed build (no compiler yet, a timeout, a full disk) may succeed next start: a verdict
             # cached now would keep the XLA formats until the kernels' source changed
@@ -197,7 +236,8 @@ def copies_to_measure() -> tuple[str, ...]:
 def fastest_native(candidates: tuple[Candidate, ...], fmt: WeightFormat | None = None) -> Candidate | None:
     """The fastest passing block-format candidate, of ``fmt`` where that was measured natively (the
     verdict's format: the kernels then run its best copy and tiles); None: none was measured."""
-    native = sorted((c for c in candidates if c.native and c.passes and c.isa), key=lambda c: c.score)
+    native = sorted((c for c in candidates if c.native and c.passes and c.isa and c.six_bit is None),
+                    key=lambda c: c.score)
     chosen = [c for c in native if c.format == fmt] or native
     return chosen[0] if chosen else None
 
@@ -209,11 +249,14 @@ def fastest_copy(candidates: tuple[Candidate, ...], fmt: WeightFormat | None = N
 
 
 def _use_measured_kernels(verdict: Verdict) -> None:
-    """The kernels use the copy and the tile width that served the verdict's fastest block format."""
+    """The kernels use the copy and the tile width that served the verdict's fastest block format; q4's
+    6-bit matrices are served as it measured them fastest there."""
+    global _six_bit_in_force
     from inference.engine import kernels
 
     kernels.prefer_isa(verdict.isa)
     kernels.set_narrow_rows(verdict.narrow_rows)
+    _six_bit_in_force = verdict.six_bit
 
 
 def _prefer_measured_copy() -> None:
@@ -242,10 +285,15 @@ def _read_verdict(path: Path) -> Verdict | None:
     try:
         data = json.loads(path.read_text())
         candidates = tuple(Candidate(c["format"], c["native"], {int(b): t for b, t in c["ms"].items()},
-                                     c["product_error"], c.get("isa"), int(c.get("narrow_rows", 0)))
+                                     c["product_error"], c.get("isa"), int(c.get("narrow_rows", 0)),
+                                     c.get("six_bit"))
                            for c in data["candidates"])
+        six_bit = data["six_bit"]
+        if six_bit not in SIX_BIT_FORMATS:
+            raise ValueError(f"six_bit {six_bit!r}")
         return Verdict(data["format"], data["native"], data["why"], candidates, data["isa"], data["cpu"],
-                       cached=True, narrow_rows=int(data.get("narrow_rows", 0)))
+                       cached=True, narrow_rows=int(data.get("narrow_rows", 0)), six_bit=six_bit,
+                       six_bit_why=data["six_bit_why"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

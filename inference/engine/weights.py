@@ -33,6 +33,10 @@ WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("float32", "bfloat16", "int8", "q8",
 BLOCK_FORMATS: tuple[WeightFormat, ...] = ("q8", "q4", "q8a8", "q4a8")
 # The same blocks as q8/q4, multiplied with activations rounded to int8 per block of 32 (W4A8, W8A8).
 INT8_ACTIVATION_FORMATS: tuple[WeightFormat, ...] = ("q8a8", "q4a8")
+# What a q4 model's 6-bit matrices are served in: q6 (7 bits a weight, their values as they are) or q8
+# (8.5 bits, re-quantized), whichever weight_policy measured the kernels multiply faster on this CPU.
+SixBit = Literal["q6", "q8"]
+SIX_BIT_FORMATS: tuple[SixBit, ...] = ("q6", "q8")
 # q4 is used for a matrix only if it reproduces it to this fraction of the matrix's largest weight: twice
 # float16's unit roundoff (2^-11), what rounding a block's scale and offset to float16 alone can cost
 # (|Δw| ≤ u·(15·|d| + |m|)). A Q4_K file's sub-blocks need it (d = its float16 scale × a 6-bit scale);
@@ -120,22 +124,29 @@ class DecoderSpec:
     int8_activations: bool = False  # q8a8/q4a8: activations rounded to int8 blocks in every product
     qkv_bias: bool = False  # Qwen2: the q/k/v projections add a bias (params' per-layer "qkv_bias")
     kv_dtype: Literal["float32", "float16"] = "float32"  # the KV cache's element type (native_serving)
+    # q4: the format of the matrices a 6-bit grid reproduces (a file's Q6_K ones): q6 as they are, or q8
+    # where the kernels multiply q8 that much faster on this CPU (weight_policy's measured verdict)
+    six_bit: SixBit = "q6"
 
     @property
     def num_layers(self) -> int:
         return len(self.layers)
 
 
-def decoder_spec(backbone: Any, weight_format: WeightFormat, *, native_kernels: bool = False) -> DecoderSpec:
+def decoder_spec(backbone: Any, weight_format: WeightFormat, *, native_kernels: bool = False,
+                 six_bit: SixBit = "q6") -> DecoderSpec:
     """The spec of a backbone whose family (:mod:`inference.families`) has a decoder recipe;
     UnsupportedModel otherwise.
 
     ``native_kernels``: run block formats through :mod:`inference.engine.kernels` (CPU, one device);
-    without it they run as plain XLA (any backend, any sharding; slower)."""
+    without it they run as plain XLA (any backend, any sharding; slower). ``six_bit``: the format of a
+    ``q4`` model's 6-bit matrices (:data:`SIX_BIT_FORMATS`; other formats ignore it)."""
     from inference.families import family_of_backbone
 
     if weight_format not in WEIGHT_FORMATS:
         raise ValueError(f"weight format {weight_format!r}: choose one of {', '.join(WEIGHT_FORMATS)}")
+    if six_bit not in SIX_BIT_FORMATS:
+        raise ValueError(f"six_bit {six_bit!r}: choose one of {', '.join(SIX_BIT_FORMATS)}")
     record = family_of_backbone(backbone)
     if record is None or record.decoder is None:
         raise UnsupportedModel(f"the fast decoder has no {type(backbone).__name__}")
@@ -145,7 +156,8 @@ def decoder_spec(backbone: Any, weight_format: WeightFormat, *, native_kernels: 
         if any(width % 32 for width in widths):
             raise UnsupportedModel(f"{weight_format} needs inputs in multiples of 32, not {sorted(widths)}")
     int8 = weight_format in INT8_ACTIVATION_FORMATS
-    return native_serving(dataclasses.replace(spec, int8_activations=int8), native_kernels)
+    six_bit = six_bit if weight_format == "q4" else "q6"
+    return native_serving(dataclasses.replace(spec, int8_activations=int8, six_bit=six_bit), native_kernels)
 
 
 def native_serving(spec: DecoderSpec, native_kernels: bool) -> DecoderSpec:
@@ -188,15 +200,17 @@ def extract_params(backbone: Any, spec: DecoderSpec) -> dict[str, Any]:
                 raise UnsupportedModel(f"layer {i} has no {attribute}")
             value = variable.value
             layer[name] = _float32(value) if layout in ("vector", "n_h") else _as_matrix(value, layout)
-        layers.append(_fuse_and_convert(layer, spec.weight_format))
+        layers.append(_fuse_and_convert(layer, spec.weight_format, spec.six_bit))
     embedding_layer = backbone.token_embedding
     params = {
-        "embedding": _convert_matrix(embedding_layer.embeddings.value, spec.weight_format, axis=1),
+        "embedding": _convert_matrix(embedding_layer.embeddings.value, spec.weight_format, axis=1,
+                                     six_bit=spec.six_bit),
         "final_norm": _float32(backbone.layer_norm.scale.value),
         "layers": layers,
     }
     if not getattr(embedding_layer, "tie_weights", True):  # a separate output head, (d, vocab)
-        params["head"] = _convert_matrix(embedding_layer.reverse_embeddings.value, spec.weight_format, axis=0)
+        params["head"] = _convert_matrix(embedding_layer.reverse_embeddings.value, spec.weight_format, axis=0,
+                                         six_bit=spec.six_bit)
     return params
 
 
@@ -209,21 +223,23 @@ def _attribute(block: Any, dotted: str) -> Any:
     return value
 
 
-def _fuse_and_convert(layer: dict[str, Any], weight_format: WeightFormat) -> dict[str, Any]:
+def _fuse_and_convert(
+    layer: dict[str, Any], weight_format: WeightFormat, six_bit: SixBit = "q6"
+) -> dict[str, Any]:
     """One ``qkv`` and one ``gate_up`` matrix per layer (fewer, larger GEMMs), then the weight format."""
     fused_away = ("q", "k", "v", "gate", "up", "q_bias", "k_bias", "v_bias")
     fused = {name: value for name, value in layer.items() if name not in fused_away}
     if "q_bias" in layer:  # (heads, head_dim) each -> one (q + k + v widths,) vector, like qkv's columns
         flat = _program("flatten", None)
         fused["qkv_bias"] = _program("concat", 0)(*(flat(layer.pop(f"{n}_bias")) for n in "qkv"))
-    fused["qkv"] = _fused_matrix([layer.pop(n) for n in "qkv"], weight_format)
-    fused["gate_up"] = _fused_matrix([layer.pop("gate"), layer.pop("up")], weight_format)
+    fused["qkv"] = _fused_matrix([layer.pop(n) for n in "qkv"], weight_format, six_bit)
+    fused["gate_up"] = _fused_matrix([layer.pop("gate"), layer.pop("up")], weight_format, six_bit)
     for name in ("o", "down"):
-        fused[name] = _convert_matrix(fused[name], weight_format, axis=0)
+        fused[name] = _convert_matrix(fused[name], weight_format, axis=0, six_bit=six_bit)
     return fused
 
 
-def _fused_matrix(parts: list[Any], weight_format: WeightFormat) -> Any:
+def _fused_matrix(parts: list[Any], weight_format: WeightFormat, six_bit: SixBit = "q6") -> Any:
     """``(in, out)`` matrices side by side as one matrix in ``weight_format``. In a block format each
     part takes the format that reproduces it (:func:`_blocks`) and neighbours of one format are joined,
     so the result is one block matrix, or a :class:`StackedBlocks` where the parts' formats differ."""
@@ -232,7 +248,7 @@ def _fused_matrix(parts: list[Any], weight_format: WeightFormat) -> Any:
     transpose, join = _program("transpose", None), _program("concat", 0)
     runs: list[Q8Blocks | Q4Blocks | Q6Blocks] = []
     for part in parts:
-        blocks = _blocks(transpose(part), weight_format)
+        blocks = _blocks(transpose(part), weight_format, six_bit)
         if runs and type(runs[-1]) is type(blocks):
             runs[-1] = type(blocks)(*(join(a, b) for a, b in zip(runs[-1], blocks, strict=True)))
         else:
@@ -240,18 +256,21 @@ def _fused_matrix(parts: list[Any], weight_format: WeightFormat) -> Any:
     return runs[0] if len(runs) == 1 else StackedBlocks(tuple(runs))
 
 
-def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int) -> Any:
+def _convert_matrix(matrix: Any, weight_format: WeightFormat, *, axis: int, six_bit: SixBit = "q6") -> Any:
     """``axis``: the input (reduced) axis, so the int8 scales are per output channel."""
     if weight_format == "int8":
         return QuantizedMatrix(*_program("quantize", axis)(matrix))
     if weight_format in BLOCK_FORMATS:
-        return _blocks(matrix if axis == 1 else _program("transpose", None)(matrix), weight_format)
+        return _blocks(matrix if axis == 1 else _program("transpose", None)(matrix), weight_format, six_bit)
     return _cast(matrix, weight_format)
 
 
-def _blocks(matrix: Any, weight_format: WeightFormat) -> Q8Blocks | Q4Blocks | Q6Blocks:
+def _blocks(
+    matrix: Any, weight_format: WeightFormat, six_bit: SixBit = "q6"
+) -> Q8Blocks | Q4Blocks | Q6Blocks:
     """An ``(out, in)`` matrix in q4 where that reproduces it, else (``q4`` only: the 8-bit-activation
-    kernels have no 6-bit path) in q6 where that does, else q8.
+    kernels have no 6-bit path; and ``six_bit`` q6 only: where q8 is measured faster, it serves these
+    too) in q6 where that does, else q8.
 
     The range fit first (a Q4_1 matrix), then the grid fit (a Q4_K one; it costs ~10x as much), then the
     6-bit fit (a Q6_K one), each tried on the whole matrix only if its first :data:`GRID_SAMPLE_ROWS` rows
@@ -260,7 +279,7 @@ def _blocks(matrix: Any, weight_format: WeightFormat) -> Q8Blocks | Q4Blocks | Q
     if weight_format in ("q4", "q4a8"):
         bound = Q4_TOLERANCE * float(_program("largest", None)(matrix))
         fits: list[tuple[str, Any]] = [("q4", False), ("q4", True)]
-        if weight_format == "q4":
+        if weight_format == "q4" and six_bit == "q6":
             fits.append(("q6", None))
         for kind, arg in fits:
             if arg is not False and _error(matrix[:GRID_SAMPLE_ROWS], kind, arg)[0] > bound:

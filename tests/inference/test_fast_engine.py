@@ -106,6 +106,15 @@ def test_matrix_formats_count_what_each_matrix_became(model: LocalChatModel) -> 
         assert matrix_formats(params) == {expected: matrices}
 
 
+def test_only_q4_serves_6_bit_matrices_in_another_format(model: LocalChatModel) -> None:
+    backbone = model.loaded.backbone
+    assert decoder_spec(backbone, "q4").six_bit == "q6"
+    assert decoder_spec(backbone, "q4", six_bit="q8").six_bit == "q8"
+    assert decoder_spec(backbone, "q8", six_bit="q8").six_bit == "q6"  # q8 keeps no 6-bit matrices
+    with pytest.raises(ValueError, match="six_bit 'q5'"):
+        decoder_spec(backbone, "q4", six_bit="q5")  # type: ignore[arg-type]
+
+
 def test_rows_at_different_positions_compute_what_each_computes_alone(model: LocalChatModel) -> None:
     backbone = model.loaded.backbone
     spec = decoder_spec(backbone, "float32")

@@ -294,6 +294,7 @@ def test_q6_reproduces_a_q6_k_matrix_and_the_converter_keeps_it_in_6_bits() -> N
     # to the float16 rounding of each group's d·sc: at most 2^-11 of a weight of 32 levels
     assert float(np.max(np.abs(back - matrix))) <= 2.0**-11 * largest
     assert isinstance(_blocks(jnp.asarray(matrix), "q4"), Q6Blocks)
+    assert isinstance(_blocks(jnp.asarray(matrix), "q4", "q8"), Q8Blocks)  # where q8 multiplies faster
     assert isinstance(_blocks(jnp.asarray(matrix), "q4a8"), Q8Blocks)  # no 6-bit integer-product path
     assert isinstance(_blocks(jnp.asarray(matrix), "q8"), Q8Blocks)
     noise = jnp.asarray(np.random.default_rng(3).normal(size=(24, 512)).astype("float32"))
@@ -566,7 +567,11 @@ def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture
     auto = report["auto"]
     assert auto["format"] in ("q4", "q8", "float32", "bfloat16") and auto["why"]
     assert {c["format"] for c in auto["candidates"]} == {"q4", "q8", "float32", "bfloat16"}
-    assert main(["kernels"]) == 0 and "ready" in capsys.readouterr().out
+    assert auto["six_bit"] in ("q6", "q8") and auto["six_bit_why"]
+    assert {c["six_bit"] for c in auto["candidates"]} == {None, "q6", "q8"}
+    assert main(["kernels"]) == 0
+    text = capsys.readouterr().out
+    assert "ready" in text and (f"6-bit matrices in {auto['six_bit']}" in text) == (auto["format"] == "q4")
 
 
 def test_the_cpu_decides_which_copy_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -636,6 +641,32 @@ def test_auto_keeps_the_fastest_format_whose_products_pass() -> None:
         decide((_candidate("q4", 1.0, 1.0, error=1.0),))
 
 
+def _six_bit(kind: str, one: float, eight: float, isa: str = "avx2", narrow: int = 0,
+             error: float = 1e-3) -> Any:
+    from inference.engine.weight_policy import Candidate
+
+    return Candidate("q4", True, {1: one, 8: eight}, error, isa, narrow, kind)
+
+
+def test_auto_serves_6_bit_matrices_in_q8_only_where_q8_is_that_much_faster() -> None:
+    from inference.engine.format_timing import PRODUCT_TOLERANCE
+    from inference.engine.weight_policy import decide, decide_six_bit
+
+    # AMD Zen 3 (AVX2): widening 6 bits cost more than reading 8
+    zen3 = (_six_bit("q6", 1.9, 5.6), _six_bit("q8", 1.3, 3.0))
+    six_bit, why = decide_six_bit(zen3, "avx2", 0)
+    assert six_bit == "q8" and "as fast as q6 on avx2" in why and "q6 1.90/5.60 ms" in why
+    assert decide_six_bit(zen3, "avx512", 0)[0] == "q6"  # timed on another copy only: kept as they are
+    assert decide_six_bit(zen3, "avx2", 4)[0] == "q6"  # ... or with other tiles
+    six_bit, why = decide_six_bit((_six_bit("q6", 1.0, 4.0), _six_bit("q8", 0.9, 3.6)), "avx2", 0)
+    assert six_bit == "q6" and "not 1.20x" in why  # 1.1x: not worth re-quantizing and 1.2x the bytes
+    failing = (_six_bit("q6", 1.9, 5.6), _six_bit("q8", 1.3, 3.0, error=2 * PRODUCT_TOLERANCE))
+    assert decide_six_bit(failing, "avx2", 0)[0] == "q6"
+    # the 6-bit timings are not formats: decide never serves one, however fast
+    best, _ = decide((_candidate("q4", 2.0, 6.0), _candidate("q8", 3.0, 6.0), _six_bit("q8", 0.1, 0.1)))
+    assert best.format == "q4" and best.six_bit is None
+
+
 def test_auto_measures_once_per_machine_then_reads_the_verdict(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -664,8 +695,16 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     for c in first.candidates:  # real timings, and products that agree with float64 on the same weights
         assert all(t > 0 for t in c.ms.values()) and c.product_error < 1e-2
     assert first.format == weight_policy.decide(first.candidates)[0].format
+    sixes = {(c.six_bit, c.isa, c.narrow_rows) for c in first.candidates if c.six_bit}  # q4's 6-bit quarter
+    assert sixes == {(s, isa, n) for s in ("q6", "q8") for _, isa, n in tiles}
+    assert (first.six_bit, first.six_bit_why) == weight_policy.decide_six_bit(
+        first.candidates, first.isa, first.narrow_rows)
+    assert weight_policy.served_six_bit("q4", True) == first.six_bit
+    assert weight_policy.served_six_bit("q4", False) == weight_policy.served_six_bit("q8", True) == "q6"
     again = weight_policy.auto_verdict(measure_fn=small)
     assert calls == [True] and again.cached and again.format == first.format  # read, not measured
+    assert (again.six_bit, again.six_bit_why) == (first.six_bit, first.six_bit_why)
+    assert [c.six_bit for c in again.candidates] == [c.six_bit for c in first.candidates]
     assert weight_policy.choose_weights("auto")[0] == first.format
     assert list(tmp_path.glob("weights-auto-*.json"))
 
@@ -679,6 +718,11 @@ def test_auto_times_q4_as_served_with_a_quarter_of_its_matrices_in_q6() -> None:
     assert [m.kind for m in workloads["q4"]] == ["q4"] * 6 + ["q6"] * 2
     assert [m.kind for m in workloads["q8"]] == ["q8"] * 8
     assert [m.kind for m in format_timing.block_workloads(dense[:2])["q4"]] == ["q4", "q6"]
+    sixes = format_timing.six_bit_workloads(workloads)  # the 6-bit quarter alone, as q6 and as q8
+    assert [m.kind for m in sixes["q6"]] == ["q6", "q6"] and [m.kind for m in sixes["q8"]] == ["q8", "q8"]
+    for six, eight in zip(sixes["q6"], sixes["q8"], strict=True):  # the same matrices
+        values = [np.asarray(m.dequantize(m.stored)) for m in (six, eight)]
+        assert np.max(np.abs(values[0] - values[1])) < 1e-2  # rounding apart (different matrices: ~0.3)
     probe = rng.normal(size=(8, 128))
     for copy in weight_policy.copies_to_measure():
         served = format_timing.on_copy(workloads["q4"], copy)
@@ -703,8 +747,9 @@ def test_auto_times_the_kernels_in_rounds_of_their_own(monkeypatch: pytest.Monke
     monkeypatch.setattr(format_timing, "time_rounds", spy)
     copies = weight_policy.copies_to_measure()
     candidates = format_timing.measure(native=True, isas=copies, size=256, matrices=2, repeats=1)
-    assert sorted(groups) == [[False] * 2, [True] * (4 * len(copies))]  # XLA's two dots, the kernels' runs
-    assert len(candidates) == 2 + 4 * len(copies) and all(t > 0 for c in candidates for t in c.ms.values())
+    # XLA's two dots; the kernels' runs: q4 and q8, and q4's 6-bit quarter as q6 and q8, each wide and narrow
+    assert sorted(groups) == [[False] * 2, [True] * (8 * len(copies))]
+    assert len(candidates) == 2 + 8 * len(copies) and all(t > 0 for c in candidates for t in c.ms.values())
 
 
 def test_a_verdict_is_measured_again_when_any_line_of_the_kernels_changes(

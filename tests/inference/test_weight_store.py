@@ -197,6 +197,26 @@ def test_a_changed_file_is_converted_again_and_the_old_store_removed(tiny_file: 
     assert list(before.parent.iterdir()) == [after]
 
 
+def test_a_q4_model_whose_6_bit_matrices_are_served_in_q8_is_stored_apart(
+    tiny_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from inference.engine import weight_policy
+
+    if weight_policy.native_blocker() is not None:
+        pytest.skip("the native kernels cannot serve q4 here")
+    monkeypatch.setattr(weight_policy, "_read_verdict", lambda path: None)  # no cached verdict overrides
+    entry = _entry(tiny_file, "q4")
+    folders = {six: store_directory(tmp_path, tiny_file, weight_format="q4", dtype=entry.dtype, six_bit=six)
+               for six in ("q6", "q8")}
+    assert folders["q8"].parent.name == "tiny-q4-six-bit-q8" and folders["q6"].parent.name == "tiny-q4"
+    for six in ("q8", "q6", "q8"):  # switching back keeps, and reads, the other's store
+        monkeypatch.setattr(weight_policy, "_six_bit_in_force", six)
+        model, stages = _build(entry, tmp_path)
+        assert model.engine is not None and model.engine.spec.six_bit == six
+        assert folders[six].is_dir()
+        assert stages == (["read"] if six == "q8" and folders["q6"].is_dir() else ["read", "convert"])
+
+
 def test_the_store_can_be_turned_off(tiny_file: Path, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARENA_WEIGHT_STORE", "off")
