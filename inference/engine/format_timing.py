@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from inference.engine.weights import WeightFormat
+from inference.engine.weights import SixBit, WeightFormat
 
 PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
 BATCHES = (1, 8)
@@ -32,7 +32,7 @@ class Candidate:
     isa: str | None = None  # the kernel copy that multiplied it (block formats)
     narrow_rows: int = 0  # decode batches up to this many rows read one output at a time (kernels)
     # q6 or q8: not a format to serve but the 6-bit quarter of q4's workload alone, in that format
-    six_bit: str | None = None
+    six_bit: SixBit | None = None
 
     @property
     def label(self) -> str:
@@ -77,7 +77,7 @@ class Run:
     isa: str | None
     narrow: int
     workload: Workload
-    six_bit: str | None = None
+    six_bit: SixBit | None = None
 
     @property
     def native(self) -> bool:
@@ -161,7 +161,7 @@ def block_workloads(dense: list[Any]) -> dict[WeightFormat, Workload]:
     }
 
 
-def six_bit_workloads(workloads: dict[WeightFormat, Workload]) -> dict[str, Workload]:
+def six_bit_workloads(workloads: dict[WeightFormat, Workload]) -> dict[SixBit, Workload]:
     """q4's 6-bit quarter alone as it is served (``q6``) and the same matrices in ``q8`` (the same stored
     blocks as q8's workload): what decides the format of a q4 model's 6-bit matrices."""
     sixes = [i for i, m in enumerate(workloads["q4"]) if m.kind == "q6"]
