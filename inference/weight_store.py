@@ -32,8 +32,8 @@ ENV = "ARENA_WEIGHT_STORE"
 FOLDER = "converted"
 _PACKAGE = Path(__file__).resolve().parent
 # The source the stored weights depend on: a change to any of it converts the model again.
-_CODE = ("families", "gguf_reader.py", "engine/weights.py", "engine/stored_weights.py",
-         "engine/kernels/__init__.py", "weight_store.py")
+_CODE = ("families", "gguf_reader.py", "engine/weights.py", "engine/block_formats.py",
+         "engine/stored_weights.py", "engine/kernels/__init__.py", "weight_store.py")
 log = logging.getLogger(__name__)
 
 

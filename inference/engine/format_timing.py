@@ -147,17 +147,18 @@ def block_workloads(dense: list[Any]) -> dict[WeightFormat, Workload]:
     that multiplies it (the copy bound later) and its dequantization."""
     import jax
 
-    from inference.engine import kernels
+    from inference.engine import block_formats, kernels
 
     def stored(kind: str, kernel: Callable[..., Any], dequantize: Callable[..., Any],
                quantize: Callable[[Any], Any], matrices: list[Any]) -> Workload:
         return [Matrix(kind, kernel, lambda w: dequantize(*w), jax.jit(quantize)(w)) for w in matrices]
 
     fours = len(dense) - max(1, len(dense) // 4)
+    formats = block_formats
     return {
-        "q4": stored("q4", kernels.q4_matmul, kernels.q4_dequantize, kernels.q4_quantize, dense[:fours])
-        + stored("q6", kernels.q6_matmul, kernels.q6_dequantize, kernels.q6_quantize, dense[fours:]),
-        "q8": stored("q8", kernels.q8_matmul, kernels.q8_dequantize, kernels.q8_quantize, dense),
+        "q4": stored("q4", kernels.q4_matmul, formats.q4_dequantize, formats.q4_quantize, dense[:fours])
+        + stored("q6", kernels.q6_matmul, formats.q6_dequantize, formats.q6_quantize, dense[fours:]),
+        "q8": stored("q8", kernels.q8_matmul, formats.q8_dequantize, formats.q8_quantize, dense),
     }
 
 

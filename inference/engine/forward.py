@@ -13,11 +13,12 @@ static. Matrices may be float32, bfloat16, int8 or q8/q4 blocks (:mod:`inference
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from inference.engine import kernels
+from inference.engine import block_formats, kernels
 from inference.engine.weights import (
     DecoderSpec,
     LayerSpec,
@@ -55,12 +56,12 @@ def matmul(x: Any, w: Any, native: bool = False, rows: Any = None, a8: bool = Fa
     x2 = x.reshape(-1, x.shape[-1])
     if isinstance(w, Q8Blocks):
         y = (kernels.q8_matmul(x2, *w, rows=rows, int8_activations=a8) if native
-             else kernels.q8_matmul_reference(x2, *w, int8_activations=a8))
+             else block_formats.q8_matmul_reference(x2, *w, int8_activations=a8))
     elif isinstance(w, Q4Blocks):
         y = (kernels.q4_matmul(x2, *w, rows=rows, int8_activations=a8) if native
-             else kernels.q4_matmul_reference(x2, *w, int8_activations=a8))
+             else block_formats.q4_matmul_reference(x2, *w, int8_activations=a8))
     elif isinstance(w, Q6Blocks):  # never with a8: the converter keeps q8 for the 8-bit-activation formats
-        y = kernels.q6_matmul(x2, *w, rows=rows) if native else kernels.q6_matmul_reference(x2, *w)
+        y = kernels.q6_matmul(x2, *w, rows=rows) if native else block_formats.q6_matmul_reference(x2, *w)
     elif isinstance(w, QuantizedMatrix):
         # Dynamic per-row activation scale (keras' int8 scheme): int8 x int8 -> int32, rescaled.
         x_scale = jnp.max(jnp.abs(x2), axis=-1, keepdims=True) / 127.0
@@ -75,17 +76,20 @@ def matmul(x: Any, w: Any, native: bool = False, rows: Any = None, a8: bool = Fa
     return y.reshape(*lead, y.shape[-1])
 
 
+# A block-format embedding table's rows, back to float32
+_DEQUANTIZE: dict[type, Callable[..., Any]] = {
+    Q8Blocks: block_formats.q8_dequantize, Q4Blocks: block_formats.q4_dequantize,
+    Q6Blocks: block_formats.q6_dequantize,
+}
+
+
 def embed(spec: DecoderSpec, table: Any, tokens: Any) -> Any:
     import jax.numpy as jnp
 
     if isinstance(table, QuantizedMatrix):
         x = table.values[tokens].astype("float32") * table.scale[tokens][..., None]
-    elif isinstance(table, Q8Blocks):
-        x = kernels.q8_dequantize(*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
-    elif isinstance(table, Q4Blocks):
-        x = kernels.q4_dequantize(*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
-    elif isinstance(table, Q6Blocks):
-        x = kernels.q6_dequantize(*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
+    elif isinstance(table, Q8Blocks | Q4Blocks | Q6Blocks):
+        x = _DEQUANTIZE[type(table)](*(part[tokens.reshape(-1)] for part in table)).reshape(*tokens.shape, -1)
     else:
         x = table[tokens].astype("float32")
     return x * jnp.float32(spec.embedding_scale) if spec.embedding_scale != 1.0 else x

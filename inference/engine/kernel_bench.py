@@ -37,7 +37,7 @@ def run_kernel_bench(
     import jax.numpy as jnp
     import numpy as np
 
-    from inference.engine import kernels
+    from inference.engine import block_formats, kernels
 
     shapes = shapes or SHAPES
     rows = rows or ROWS
@@ -45,9 +45,9 @@ def run_kernel_bench(
     dense = [jnp.asarray(rng.normal(0, 0.05, size=shape).astype("float32")) for shape in shapes]
     total = sum(n * k for n, k in shapes)
     width = max(k for _, k in shapes)
-    q4 = [jax.jit(kernels.q4_quantize)(w) for w in dense]
-    q8 = [jax.jit(kernels.q8_quantize)(w) for w in dense]
-    q6 = [jax.jit(kernels.q6_quantize)(w) for w in dense]
+    q4 = [jax.jit(block_formats.q4_quantize)(w) for w in dense]
+    q8 = [jax.jit(block_formats.q8_quantize)(w) for w in dense]
+    q6 = [jax.jit(block_formats.q6_quantize)(w) for w in dense]
     def bfloat16_dot(x: Any, w: Any) -> Any:
         return jnp.dot(x.astype(jnp.bfloat16), w.T, preferred_element_type=jnp.float32)
 

@@ -334,23 +334,23 @@ def _program(kind: str, arg: Any) -> Any:
         values = jnp.clip(jnp.round(w / scale), -127, 127).astype("int8")
         return values, jnp.squeeze(scale, arg)
 
-    from inference.engine import kernels
+    from inference.engine import block_formats
 
     def q4_error(w: Any, *q4: Any) -> Any:
         """The largest q4 round-trip error of any weight."""
-        return jnp.max(jnp.abs(kernels.q4_dequantize(*q4) - w.astype("float32")))
+        return jnp.max(jnp.abs(block_formats.q4_dequantize(*q4) - w.astype("float32")))
 
     def q6_error(w: Any, *q6: Any) -> Any:
-        return jnp.max(jnp.abs(kernels.q6_dequantize(*q6) - w.astype("float32")))
+        return jnp.max(jnp.abs(block_formats.q6_dequantize(*q6) - w.astype("float32")))
 
     programs: dict[str, Callable[..., Any]] = {
         "concat": lambda *ms: jnp.concatenate(ms, axis=arg),
         "flatten": lambda w: w.astype("float32").reshape(-1),
         "transpose": lambda w: w.T,
-        "q8": kernels.q8_quantize,
-        "q4": functools.partial(kernels.q4_quantize, grid=arg),
+        "q8": block_formats.q8_quantize,
+        "q4": functools.partial(block_formats.q4_quantize, grid=arg),
         "q4_error": q4_error,
-        "q6": kernels.q6_quantize,
+        "q6": block_formats.q6_quantize,
         "q6_error": q6_error,
         "largest": lambda w: jnp.max(jnp.abs(w.astype("float32"))),
         "cast": lambda w: w.astype(arg),

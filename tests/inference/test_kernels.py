@@ -25,7 +25,7 @@ import pytest
 
 from inference.builder import build_chat_model
 from inference.catalogue import load_catalogue
-from inference.engine import TokenTrace, kernels
+from inference.engine import TokenTrace, block_formats, kernels
 from inference.engine.batcher import SlotScheduler
 from inference.engine.forward import (
     attend,
@@ -72,9 +72,10 @@ def _q6_k_matrix(n: int, k: int, seed: int) -> np.ndarray:
 def _weights(fmt: str, n: int, k: int, seed: int = 0) -> tuple[Any, ...]:
     if fmt == "q6":  # any 6-bit grid serves the products; a Q6_K-like one when k holds whole super-blocks
         matrix = _q6_k_matrix(n, k, seed) if k % 256 == 0 else np.random.default_rng(seed).normal(size=(n, k))
-        return tuple(jax.jit(kernels.q6_quantize)(jnp.asarray(matrix.astype("float32"))))
+        return tuple(jax.jit(block_formats.q6_quantize)(jnp.asarray(matrix.astype("float32"))))
     matrix = jnp.asarray(np.random.default_rng(seed).normal(size=(n, k)).astype("float32") * 0.1)
-    return tuple(jax.jit(kernels.q8_quantize if fmt.startswith("q8") else kernels.q4_quantize)(matrix))
+    quantize = block_formats.q8_quantize if fmt.startswith("q8") else block_formats.q4_quantize
+    return tuple(jax.jit(quantize)(matrix))
 
 
 def _kernel(fmt: str) -> Any:
@@ -90,13 +91,14 @@ def _native(fmt: str, isa: str | None = None) -> Any:
 
 def _reference(fmt: str) -> Any:
     if fmt == "q6":
-        return jax.jit(kernels.q6_matmul_reference)
-    kernel = kernels.q8_matmul_reference if fmt.startswith("q8") else kernels.q4_matmul_reference
+        return jax.jit(block_formats.q6_matmul_reference)
+    kernel = block_formats.q8_matmul_reference if fmt.startswith("q8") else block_formats.q4_matmul_reference
     return jax.jit(lambda x, *w: kernel(x, *w, int8_activations=fmt.endswith("a8")))
 
 
 def _dequantize(fmt: str) -> Any:
-    return {"q8": kernels.q8_dequantize, "q4": kernels.q4_dequantize, "q6": kernels.q6_dequantize}[fmt[:2]]
+    formats = block_formats
+    return {"q8": formats.q8_dequantize, "q4": formats.q4_dequantize, "q6": formats.q6_dequantize}[fmt[:2]]
 
 
 def _dense(fmt: str, weights: tuple[Any, ...]) -> np.ndarray:
@@ -134,7 +136,7 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa:
     exact = np.asarray(_reference(fmt)(x, *weights))
     scale = float(np.max(np.abs(exact)))
     assert scale > 0.1
-    xs = np.asarray(kernels.quantize_activations(x) if fmt.endswith("a8") else x)
+    xs = np.asarray(block_formats.quantize_activations(x) if fmt.endswith("a8") else x)
     magnitudes = np.abs(_dense(fmt, weights))
     if rows <= 16 and _exact(fmt, isa):
         # A decode batch's exact 4- or 6-bit products: the bfloat16-rounded rows times the stored weights,
@@ -151,7 +153,7 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa:
         # The rows rounded to int16 per block (the same integers as the kernel's), times the stored
         # weights: integer sums per block (q6: per group), each scaled once; q4 adds m·dx·Σqx, so its
         # terms are up to 15·d·|x| and |m|·|x| for each weight.
-        xs = np.asarray(kernels.quantize_activations(x, levels=32767))
+        xs = np.asarray(block_formats.quantize_activations(x, levels=32767))
         want = xs @ _dense(fmt, weights).T
         if fmt == "q4":
             d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
@@ -287,10 +289,10 @@ def test_integer_products_give_the_same_bits_on_every_vector_copy(fmt: str) -> N
 def test_q6_reproduces_a_q6_k_matrix_and_the_converter_keeps_it_in_6_bits() -> None:
     matrix = _q6_k_matrix(24, 512, seed=12)
     largest = float(np.max(np.abs(matrix)))
-    low, high, scales = jax.jit(kernels.q6_quantize)(jnp.asarray(matrix))
+    low, high, scales = jax.jit(block_formats.q6_quantize)(jnp.asarray(matrix))
     assert (low.shape, high.shape, scales.shape) == ((24, 256), (24, 128), (24, 32))
     assert low.dtype == high.dtype == jnp.uint8 and scales.dtype == jnp.float16
-    back = np.asarray(kernels.q6_dequantize(low, high, scales))
+    back = np.asarray(block_formats.q6_dequantize(low, high, scales))
     # to the float16 rounding of each group's d·sc: at most 2^-11 of a weight of 32 levels
     assert float(np.max(np.abs(back - matrix))) <= 2.0**-11 * largest
     assert isinstance(_blocks(jnp.asarray(matrix), "q4"), Q6Blocks)
@@ -311,7 +313,7 @@ def test_q6_finds_the_grid_of_groups_topped_by_any_level(top: int) -> None:
     q = rng.integers(-top, top + 1, size=(4, 32, 16))
     q[:, :, 0], q[:, :, 1] = top, -top
     matrix = (q * d).reshape(4, 512).astype("float32")
-    back = np.asarray(kernels.q6_dequantize(*jax.jit(kernels.q6_quantize)(jnp.asarray(matrix))))
+    back = np.asarray(block_formats.q6_dequantize(*jax.jit(block_formats.q6_quantize)(jnp.asarray(matrix))))
     assert float(np.max(np.abs(back - matrix))) <= 2.0**-11 * float(np.max(np.abs(matrix)))
 
 
@@ -322,17 +324,17 @@ def test_q6_blocks_lay_out_each_weights_bits_as_documented() -> None:
         row = np.zeros((1, 32), "float32")
         row[0, 16 * (e // 16) + (e + 1) % 16] = -32.0  # the group's scale comes out 1 (level -32: q = 0)
         row[0, e] = 27.0  # q = 59 = 0b11_1011
-        low, high, scales = (np.asarray(a) for a in kernels.q6_quantize(jnp.asarray(row)))
+        low, high, scales = (np.asarray(a) for a in block_formats.q6_quantize(jnp.asarray(row)))
         assert scales[0, e // 16] == 1.0 and scales[0, 1 - e // 16] == 0.0
         nibble = low[0, e] & 15 if e < 16 else low[0, e - 16] >> 4
         assert nibble == 11
         assert (high[0, e % 8] >> (2 * (e // 8))) & 3 == 3
-        back = kernels.q6_dequantize(jnp.asarray(low), jnp.asarray(high), jnp.asarray(scales))
+        back = block_formats.q6_dequantize(jnp.asarray(low), jnp.asarray(high), jnp.asarray(scales))
         np.testing.assert_array_equal(np.asarray(back), row)
 
 
 def test_q6_matmul_refuses_mismatched_shapes() -> None:
-    low, high, scales = kernels.q6_quantize(jnp.asarray(_q6_k_matrix(8, 256, seed=1)))
+    low, high, scales = block_formats.q6_quantize(jnp.asarray(_q6_k_matrix(8, 256, seed=1)))
     x = jnp.ones((2, 256), "float32")
     with pytest.raises(Exception, match="q6 matmul"):
         np.asarray(kernels.q6_matmul(x, low, high[:, :32], scales))
@@ -349,14 +351,14 @@ def test_q4_reproduces_a_4_bit_grid_and_gives_way_to_q8_otherwise() -> None:
     q = rng.integers(0, 16, size=(n, k // 32, 32))
     q[:, :, 0], q[:, :, 1] = 0, 15  # the quantizer's grid spans the block
     grid = jnp.asarray((q * d[:, :, None] + m[:, :, None]).reshape(n, k).astype("float32"))
-    packed = kernels.q4_quantize(grid)
+    packed = block_formats.q4_quantize(grid)
     assert packed[0].dtype == jnp.uint8 and packed[0].shape == (n, k // 2)
-    assert float(jnp.max(jnp.abs(kernels.q4_dequantize(*packed) - grid))) < 1e-6
+    assert float(jnp.max(jnp.abs(block_formats.q4_dequantize(*packed) - grid))) < 1e-6
     assert isinstance(_blocks(grid, "q4"), Q4Blocks)
     noise = jnp.asarray(rng.normal(size=(n, k)).astype("float32"))
     assert isinstance(_blocks(noise, "q4"), Q8Blocks)  # 4 bits would lose it: 8-bit blocks instead
-    q8 = kernels.q8_quantize(noise)
-    error = float(jnp.max(jnp.abs(kernels.q8_dequantize(*q8) - noise)) / jnp.max(jnp.abs(noise)))
+    q8 = block_formats.q8_quantize(noise)
+    error = float(jnp.max(jnp.abs(block_formats.q8_dequantize(*q8) - noise)) / jnp.max(jnp.abs(noise)))
     assert 0 < error < 1 / 127
 
 
@@ -376,8 +378,8 @@ def test_q4_reproduces_a_q4_k_matrix_whose_blocks_do_not_span_16_levels() -> Non
     scale, offset = (d * sc)[..., None], (dmin * mn)[..., None]
     matrix = jnp.asarray((q * scale - offset).reshape(n, k).astype("float32"))
     largest = float(jnp.max(jnp.abs(matrix)))
-    fit = kernels.q4_quantize(matrix, grid=True)
-    error = float(jnp.max(jnp.abs(kernels.q4_dequantize(*fit) - matrix))) / largest
+    fit = block_formats.q4_quantize(matrix, grid=True)
+    error = float(jnp.max(jnp.abs(block_formats.q4_dequantize(*fit) - matrix))) / largest
     assert error <= Q4_TOLERANCE
     assert isinstance(_blocks(matrix, "q4"), Q4Blocks)
     blocks = matrix.reshape(n, k // 32, 32)
@@ -385,7 +387,8 @@ def test_q4_reproduces_a_q4_k_matrix_whose_blocks_do_not_span_16_levels() -> Non
     step = (high - low) / 15
     range_fit = jnp.round((blocks - low) / step) * step + low
     assert float(jnp.max(jnp.abs(range_fit - blocks))) / largest > 10 * Q4_TOLERANCE  # why the grid fit
-    without = kernels.q4_dequantize(*kernels.q4_quantize(matrix))  # the range fit alone: the same miss
+    # the range fit alone: the same miss
+    without = block_formats.q4_dequantize(*block_formats.q4_quantize(matrix))
     assert float(jnp.max(jnp.abs(without - matrix))) / largest > 10 * Q4_TOLERANCE
 
 
@@ -403,8 +406,8 @@ def test_q4_finds_the_grid_of_a_block_whose_closest_values_are_three_steps_apart
         q[row, block, : len(levels)] = levels  # every level present
     matrix = jnp.asarray((q * d - m).reshape(n, k))
     largest = float(jnp.max(jnp.abs(matrix)))
-    fit = kernels.q4_quantize(matrix, grid=True)
-    error = float(jnp.max(jnp.abs(kernels.q4_dequantize(*fit) - matrix))) / largest
+    fit = block_formats.q4_quantize(matrix, grid=True)
+    error = float(jnp.max(jnp.abs(block_formats.q4_dequantize(*fit) - matrix))) / largest
     assert error <= Q4_TOLERANCE
     assert isinstance(_blocks(matrix, "q4"), Q4Blocks)
     closest = np.diff(np.unique(np.asarray(matrix).reshape(n, k // 32, 32)[0, 1]))

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inference.engine import kernels
+from inference.engine import block_formats, kernels
 from inference.engine.forward import empty_cache, forward, matmul, output_logits
 from inference.engine.weights import (
     Q4_TOLERANCE,
@@ -35,9 +35,9 @@ def _on_grid(matrix: np.ndarray, kind: str) -> np.ndarray:
     """An ``(in, out)`` matrix moved onto a q4 (Q4_K-like: ``grid=True``) or q6 grid of its own rows."""
     rows = jnp.asarray(matrix.T)
     if kind == "q4":
-        back = kernels.q4_dequantize(*kernels.q4_quantize(rows, grid=True))
+        back = block_formats.q4_dequantize(*block_formats.q4_quantize(rows, grid=True))
     else:
-        back = kernels.q6_dequantize(*kernels.q6_quantize(rows))
+        back = block_formats.q6_dequantize(*block_formats.q6_quantize(rows))
     return np.asarray(back).T
 
 
@@ -91,10 +91,10 @@ def _dequantized(blocks: Any) -> np.ndarray:
     if isinstance(blocks, StackedBlocks):
         return np.concatenate([_dequantized(part) for part in blocks.parts], axis=0)
     if isinstance(blocks, Q4Blocks):
-        return np.asarray(kernels.q4_dequantize(*blocks))
+        return np.asarray(block_formats.q4_dequantize(*blocks))
     if isinstance(blocks, Q6Blocks):
-        return np.asarray(kernels.q6_dequantize(*blocks))
-    return np.asarray(kernels.q8_dequantize(*blocks))
+        return np.asarray(block_formats.q6_dequantize(*blocks))
+    return np.asarray(block_formats.q8_dequantize(*blocks))
 
 
 def test_the_stack_reproduces_the_fused_matrix_and_multiplies_it_in_order(mixed: Any) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from inference.builder import build_chat_model, estimate_memory
 from inference.catalogue import parse_catalogue
-from inference.engine import TokenTrace, kernels, stored_weights
+from inference.engine import TokenTrace, block_formats, stored_weights
 from inference.engine.weights import (
     Q4Blocks,
     Q6Blocks,
@@ -66,15 +66,15 @@ def test_every_container_and_dtype_comes_back(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     matrix = jnp.asarray(rng.normal(size=(64, 96)), "float32")
     params = {
-        "embedding": Q6Blocks(*kernels.q6_quantize(matrix)),
+        "embedding": Q6Blocks(*block_formats.q6_quantize(matrix)),
         "final_norm": jnp.asarray(rng.normal(size=(96,)), "float32"),
-        "layers": [{"qkv": Q4Blocks(*kernels.q4_quantize(matrix, grid=False)),
-                    "o": Q8Blocks(*kernels.q8_quantize(matrix)),
+        "layers": [{"qkv": Q4Blocks(*block_formats.q4_quantize(matrix, grid=False)),
+                    "o": Q8Blocks(*block_formats.q8_quantize(matrix)),
                     "gate_up": QuantizedMatrix(jnp.asarray(rng.integers(-127, 128, (96, 64)), "int8"),
                                                jnp.ones((64,), "float32")),
                     "down": matrix.astype("bfloat16"),
-                    "stacked": StackedBlocks((Q4Blocks(*kernels.q4_quantize(matrix, grid=True)),
-                                              Q6Blocks(*kernels.q6_quantize(matrix[:32]))))}],
+                    "stacked": StackedBlocks((Q4Blocks(*block_formats.q4_quantize(matrix, grid=True)),
+                                              Q6Blocks(*block_formats.q6_quantize(matrix[:32]))))}],
     }
     spec = decoder_spec(load_tiny("llama", dtype="float32", context_length=64).backbone, "q4")
     stored_weights.save(tmp_path / "s", spec, params, extra={})

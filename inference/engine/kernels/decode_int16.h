@@ -55,7 +55,7 @@ inline int32_t hsum8_epi32(__m256i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(two, _mm_shuffle_epi32(two, 1)));
 }
 
-// The same float operations as kernels.quantize_activations(x, levels=32767): inverse = 32767 / amax,
+// The same float operations as block_formats.quantize_activations(x, levels=32767): inverse = 32767 / amax,
 // qx = round-to-nearest-even(x · inverse), dx = amax / 32767. Only what ``format``'s tile reads is computed:
 // q6's per-group scales, q4's block sums.
 void rows_to_int16(const Problem& p, Format format, Rows16& out) {
