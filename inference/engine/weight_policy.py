@@ -20,7 +20,9 @@ displace a lighter one (:func:`decide`), and the kernels use the copy (and the t
 that format fastest (the most capable copy is not always the fastest: on an Intel Emerald Rapids the
 ``avx512`` copy's float32 products and ``avx512bf16``'s bfloat16 ones trade places; docs/BENCHMARKS.md).
 The verdict is cached beside the kernels, keyed by the CPU, the copies measured and jax's version, so
-later starts read it in a millisecond; ``python -m inference kernels --json`` prints it with the timings.
+later starts read it in a millisecond; starts that find none measure one at a time (a lock beside it: two
+measuring at once time each other), the later ones reading the first's verdict; ``python -m inference
+kernels --json`` prints it with the timings.
 
 The same rounds time q4's 6-bit quarter alone in ``q6`` and in ``q8`` on each copy: a ``q4`` model's
 6-bit matrices (a file's Q6_K ones: Qwen2.5-Coder-1.5B's head and half its ``ffn_down``) are served in
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from inference.engine.format_timing import Candidate, measure
+from inference.engine.turns import taking_turns
 from inference.engine.weights import BLOCK_FORMATS, SIX_BIT_FORMATS, WEIGHT_FORMATS, SixBit, WeightFormat
 
 log = logging.getLogger(__name__)
@@ -190,7 +193,6 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
     serve the model: one CPU device and a built copy of the kernels)."""
     import jax
 
-    from inference.engine import kernels
 
     if jax.default_backend() != "cpu":
         return Verdict("bfloat16", False, f"XLA bfloat16 on {jax.default_backend()} (not measured)")
@@ -200,24 +202,37 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
     path = _verdict_path(isas)
     verdict = _read_verdict(path)
     if verdict is None:
-        candidates = (measure_fn or measure)(native=native, isas=isas)
-        best, why = decide(candidates)
-        fastest = fastest_native(candidates, best.format)
-        isa, narrow = (fastest.isa, fastest.narrow_rows) if fastest else (None, 0)
-        six_bit, six_bit_why = decide_six_bit(candidates, isa, narrow)
-        verdict = Verdict(best.format, best.native, why, candidates, isa, kernels.cpu_model(),
-                          narrow_rows=narrow, six_bit=six_bit, six_bit_why=six_bit_why)
-        if blocked is not None and kernels.kernel_status() is not None:
-            # a failed build (no compiler yet, a timeout, a full disk) may succeed next start: a verdict
-            # cached now would keep the XLA formats until the kernels' source changed
-            log.warning("weights = auto: %s, not cached (%s)", best.label, blocked)
-        else:
-            _write_verdict(path, verdict)
-        log.info("weights = auto: %s (%s)", best.label, why)
+        # Starts measuring at once would time each other (two starts of the app on a new machine cached
+        # q8 at 2-3x the quiet timings, AMD Zen 5): the later one waits and reads the first's verdict.
+        with taking_turns(path.with_suffix(".lock"), on_wait=lambda: log.info(
+                "weights = auto: another start is measuring; waiting for its verdict")):
+            verdict = _read_verdict(path) or _measured_verdict(path, native, isas, blocked, measure_fn)
     if native:
         _use_measured_kernels(verdict)
     if blocked is not None:
         verdict = dataclasses.replace(verdict, why=f"{blocked}; {verdict.why}")
+    return verdict
+
+
+def _measured_verdict(path: Path, native: bool, isas: tuple[str, ...], blocked: str | None,
+                      measure_fn: Callable[..., tuple[Candidate, ...]] | None) -> Verdict:
+    """Measure the candidates and decide; cache the verdict at ``path`` unless the kernels' build failed."""
+    from inference.engine import kernels
+
+    candidates = (measure_fn or measure)(native=native, isas=isas)
+    best, why = decide(candidates)
+    fastest = fastest_native(candidates, best.format)
+    isa, narrow = (fastest.isa, fastest.narrow_rows) if fastest else (None, 0)
+    six_bit, six_bit_why = decide_six_bit(candidates, isa, narrow)
+    verdict = Verdict(best.format, best.native, why, candidates, isa, kernels.cpu_model(),
+                      narrow_rows=narrow, six_bit=six_bit, six_bit_why=six_bit_why)
+    if blocked is not None and kernels.kernel_status() is not None:
+        # a failed build (no compiler yet, a timeout, a full disk) may succeed next start: a verdict
+        # cached now would keep the XLA formats until the kernels' source changed
+        log.warning("weights = auto: %s, not cached (%s)", best.label, blocked)
+    else:
+        _write_verdict(path, verdict)
+    log.info("weights = auto: %s (%s)", best.label, why)
     return verdict
 
 

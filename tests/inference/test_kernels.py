@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -710,6 +711,66 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     assert [c.six_bit for c in again.candidates] == [c.six_bit for c in first.candidates]
     assert weight_policy.choose_weights("auto")[0] == first.format
     assert list(tmp_path.glob("weights-auto-*.json"))
+
+
+def test_two_starts_at_once_measure_once_and_the_later_reads_the_verdict(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Starts measuring side by side would time each other: the later one waits for the first's verdict
+    (threads here; each opens the lock file itself, as processes do)."""
+    import logging
+    import threading
+
+    from inference.engine import weight_policy
+
+    monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_preferred", None)
+    second_waits = threading.Event()
+
+    class Waiting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "another start is measuring" in record.getMessage():
+                second_waits.set()
+
+    handler = Waiting()
+    logger = logging.getLogger("inference.engine.weight_policy")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    calls: list[str] = []
+
+    def small(*, native: bool, isas: tuple[str, ...]) -> Any:
+        calls.append(threading.current_thread().name)
+        assert second_waits.wait(timeout=120)  # the other start is at the lock while this one measures
+        return weight_policy.measure(native=native, isas=isas, size=256, matrices=2, repeats=2)
+
+    verdicts: dict[str, Any] = {}
+
+    def start() -> None:
+        verdicts[threading.current_thread().name] = weight_policy.auto_verdict(measure_fn=small)
+
+    try:
+        first = threading.Thread(target=start, name="first")
+        first.start()
+        for _ in range(1200):  # until the first measures (it holds the lock from then on)
+            if calls:
+                break
+            time.sleep(0.05)
+        second = threading.Thread(target=start, name="second")
+        second.start()
+        first.join(timeout=300)
+        second.join(timeout=300)
+    finally:
+        second_waits.set()
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert calls == ["first"]
+    assert not verdicts["first"].cached and verdicts["second"].cached
+    assert verdicts["second"].format == verdicts["first"].format
+    got, want = verdicts["second"].candidates, verdicts["first"].candidates  # the cache rounds the times
+    assert [(c.format, c.isa, c.narrow_rows, c.six_bit) for c in got] == \
+        [(c.format, c.isa, c.narrow_rows, c.six_bit) for c in want]
+    assert [c.ms for c in got] == [{rows: round(ms, 3) for rows, ms in c.ms.items()} for c in want]
 
 
 def test_auto_times_q4_as_served_with_a_quarter_of_its_matrices_in_q6() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from inference.engine.weights import (
 from inference.local import LocalChatModel
 from inference.protocol import GenerationParams, GenerationResult
 from inference.tiny import load_tiny
-from inference.weight_store import FOLDER, store_directory, store_enabled
+from inference.weight_store import FOLDER, store_directory, store_enabled, taking_turns
 from tests.inference.gguf_tiny import export_llama, randomize
 
 
@@ -215,6 +216,64 @@ def test_a_q4_model_whose_6_bit_matrices_are_served_in_q8_is_stored_apart(
         assert model.engine is not None and model.engine.spec.six_bit == six
         assert folders[six].is_dir()
         assert stages == (["read"] if six == "q8" and folders["q6"].is_dir() else ["read", "convert"])
+
+
+def test_a_start_finding_another_converting_waits_and_reads_what_it_stores(
+    tiny_file: Path, tmp_path: Path
+) -> None:
+    """Two starts of one model at once (threads here; each opens the lock file itself, as processes do):
+    the second waits while the first converts, then reads the store instead of converting beside it."""
+    entry = _entry(tiny_file, "q8")
+    first_converting, second_waiting = threading.Event(), threading.Event()
+    stages: dict[str, list[str]] = {"first": [], "second": []}
+    built: dict[str, LocalChatModel] = {}
+    errors: list[BaseException] = []
+
+    def first_progress(stage: str, fraction: float) -> None:
+        stages["first"].append(stage)
+        if stage == "convert":  # hold the turn until the second start has found it taken
+            first_converting.set()
+            assert second_waiting.wait(timeout=120)
+
+    def second_progress(stage: str, fraction: float) -> None:
+        stages["second"].append(stage)
+        if stage == "wait":
+            second_waiting.set()
+
+    def start(name: str, progress: Any) -> None:
+        try:
+            model = build_chat_model(entry, cache_dir=tmp_path, warm_up=False, keep_keras_weights=False,
+                                     progress=progress)
+            assert isinstance(model, LocalChatModel)
+            built[name] = model
+        except BaseException as exc:  # reported below, on the test's thread
+            errors.append(exc)
+            first_converting.set()
+            second_waiting.set()
+
+    first = threading.Thread(target=start, args=("first", first_progress))
+    first.start()
+    assert first_converting.wait(timeout=120)
+    second = threading.Thread(target=start, args=("second", second_progress))
+    second.start()
+    first.join(timeout=300)
+    second.join(timeout=300)
+    assert not errors, errors
+    assert stages == {"first": ["read", "convert"], "second": ["wait", "read"]}
+    assert built["second"].loaded.backbone is None  # read back from what the first stored
+    assert _greedy(built["second"]) == _greedy(built["first"])
+    assert sorted(f.name for f in (tmp_path / FOLDER).iterdir()) == ["tiny-q8", "tiny-q8.lock"]
+
+
+def test_a_lock_that_cannot_be_made_is_logged_and_the_start_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / FOLDER).write_text("not a folder")  # the cache's converted/ cannot hold a lock file
+    ran = []
+    with caplog.at_level(logging.WARNING, logger="inference.engine.turns"), \
+            taking_turns(tmp_path / FOLDER / "tiny-q8" / "key"):
+        ran.append(True)
+    assert ran and "no lock" in caplog.text
 
 
 def test_the_store_can_be_turned_off(tiny_file: Path, tmp_path: Path,
