@@ -91,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bench", action="store_true",
                    help="time every block format through every copy of the kernels this CPU runs beside "
                         "XLA's float32/bfloat16 dots (1/8/100 rows)")
+    p.add_argument("--measure", action="store_true",
+                   help="measure what weights = \"auto\" serves again now and cache that verdict instead "
+                        "(for one measured while the machine was busy)")
     p.add_argument("--shapes", choices=("smollm2", "qwen2.5-1.5b"), default="smollm2",
                    help="with --bench: one layer's matrices and the head of SmolLM2 (31.8 M weights) or of "
                         "Qwen2.5-Coder-1.5B (280 M weights, more than a cache holds)")
@@ -119,7 +122,8 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
 
     if args.bench:
         return _kernel_bench(json_out=args.json, shapes=args.shapes)
-    verdict = auto_verdict()  # first: it picks the copy it measured fastest, which the lines below report
+    # first: it picks the copy it measured fastest, which the lines below report
+    verdict = auto_verdict(again=args.measure)
     reason = kernels.kernel_status()
     try:
         isa: str | None = kernels.selected_isa()

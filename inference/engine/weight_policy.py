@@ -187,10 +187,13 @@ def native_blocker() -> str | None:
     return None if status is None else f"XLA: native kernels unavailable ({status.splitlines()[0]})"
 
 
-def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = None) -> Verdict:
+def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = None,
+                 again: bool = False) -> Verdict:
     """What ``auto`` serves here: bfloat16 on an accelerator (not measured); on a CPU the cached
     measurement, measuring first if there is none (block formats only where the native kernels can
-    serve the model: one CPU device and a built copy of the kernels)."""
+    serve the model: one CPU device and a built copy of the kernels). ``again``: measure now and replace
+    the cached verdict (``python -m inference kernels --measure``: one measured while the machine was
+    busy can be far from its quiet figures)."""
     import jax
 
 
@@ -200,13 +203,14 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
     native = blocked is None
     isas = copies_to_measure() if native else ()
     path = _verdict_path(isas)
-    verdict = _read_verdict(path)
+    verdict = None if again else _read_verdict(path)
     if verdict is None:
         # Starts measuring at once would time each other (two starts of the app on a new machine cached
         # q8 at 2-3x the quiet timings, AMD Zen 5): the later one waits and reads the first's verdict.
         with taking_turns(path.with_suffix(".lock"), on_wait=lambda: log.info(
                 "weights = auto: another start is measuring; waiting for its verdict")):
-            verdict = _read_verdict(path) or _measured_verdict(path, native, isas, blocked, measure_fn)
+            cached = None if again else _read_verdict(path)
+            verdict = cached or _measured_verdict(path, native, isas, blocked, measure_fn)
     if native:
         _use_measured_kernels(verdict)
     if blocked is not None:

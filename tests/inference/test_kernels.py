@@ -713,6 +713,38 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
     assert list(tmp_path.glob("weights-auto-*.json"))
 
 
+def test_kernels_measure_replaces_the_cached_verdict(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from inference.__main__ import main
+    from inference.engine import weight_policy
+
+    monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_preferred", None)
+    measure = weight_policy.measure
+    calls: list[int] = []
+
+    def small(*, native: bool, isas: tuple[str, ...]) -> Any:
+        calls.append(len(calls))
+        return measure(native=native, isas=isas, size=256, matrices=2, repeats=2)
+
+    monkeypatch.setattr(weight_policy, "measure", small)
+
+    def report(*args: str) -> dict[str, Any]:
+        assert main(["kernels", "--json", *args]) == 0
+        return dict(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["auto"])
+
+    first = report()
+    assert len(calls) == 1 and not first["cached"]
+    assert report()["cached"] and len(calls) == 1  # read back
+    again = report("--measure")
+    assert len(calls) == 2 and not again["cached"]
+    read = report()
+    assert len(calls) == 2 and read["cached"]
+    assert [c["ms"] for c in read["candidates"]] == [c["ms"] for c in again["candidates"]]  # the new one
+    assert [c["ms"] for c in read["candidates"]] != [c["ms"] for c in first["candidates"]]
+
+
 def test_two_starts_at_once_measure_once_and_the_later_reads_the_verdict(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
