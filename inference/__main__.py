@@ -74,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resident", action="store_true",
                    help="--model A,B,...: load every listed model as the pool does and print the RSS of all")
     p.add_argument("--fidelity", action="store_true",
-                   help="top-1 agreement and KL of every other format against float32 (teacher-forced)")
+                   help="top-1 agreement and KL of every other format (with --weights: that one) against "
+                        "float32 (teacher-forced)")
     p.add_argument("--weights", choices=WEIGHTS, default=None,
                    help="override the catalogue's weight format: " + ", ".join(WEIGHTS))
     p.add_argument("--anchor", choices=["llama.cpp"], default=None,
@@ -401,7 +402,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.resident:
         return _bench_resident(args)
     if args.fidelity:
-        return _bench_fidelity(_bench_entry(args.model, None), new_tokens=args.new_tokens)
+        entry = _bench_entry(args.model, None)
+        return _bench_fidelity(entry, new_tokens=args.new_tokens, weights=args.weights)
     entry = _bench_entry(args.model, args.weights)
     if args.concurrency is None and not args.json:
         out = run_bench(entry, cache_dir=_cache_dir(), new_tokens=args.new_tokens, runs=args.runs,
@@ -458,12 +460,22 @@ def _bench_entry(slug: str, weights: str | None) -> Any:
     return entry
 
 
-def _bench_fidelity(entry: Any, *, new_tokens: int) -> int:
-    from inference.bench import run_fidelity_bench
+def _bench_fidelity(entry: Any, *, new_tokens: int, weights: str | None) -> int:
+    """``weights``: that format alone (``auto``: the one ``auto`` serves here), else every format."""
+    from inference.bench import FIDELITY_FORMATS, run_fidelity_bench
+    from inference.engine.weight_policy import choose_weights
 
+    formats = FIDELITY_FORMATS
+    if weights is not None:
+        chosen = choose_weights(weights)[0] if weights == "auto" else weights  # type: ignore[arg-type]
+        if chosen not in FIDELITY_FORMATS:
+            asked = f"auto ({chosen} here)" if weights == "auto" else weights
+            raise UsageError(f"--fidelity compares formats against float32: give one of "
+                             f"{', '.join(FIDELITY_FORMATS)} or auto, not {asked}")
+        formats = (chosen,)
     try:
         out = run_fidelity_bench(entry, cache_dir=_cache_dir(), new_tokens=new_tokens,
-                                 progress=stderr_progress(entry.slug))
+                                 progress=stderr_progress(entry.slug), formats=formats)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     print(json.dumps(out))

@@ -389,10 +389,16 @@ def run_resident_bench(
     }
 
 
+FIDELITY_FORMATS = ("bfloat16", "int8", "q8", "q4", "q8a8", "q4a8")
+
+
 def run_fidelity_bench(
-    entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int = 256, progress: Progress | None = None
+    entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int = 256, progress: Progress | None = None,
+    formats: tuple[str, ...] = FIDELITY_FORMATS,
 ) -> dict[str, Any]:
-    """How far each low-precision weight format moves the model from float32, teacher-forced.
+    """How far each low-precision weight format (``formats``: all of :data:`FIDELITY_FORMATS` unless
+    asked for fewer) moves the model from float32, teacher-forced; ``progress`` is told ``fidelity FMT``
+    as each format starts (a format is a conversion and two passes: minutes on a 1.5B model).
 
     The float32 fast engine writes a greedy, stop-free reply to the bench prompt; prompt + reply is then
     run through the decoder in every format: ``{model, positions, formats: {fmt: {top1_agreement,
@@ -420,17 +426,19 @@ def run_fidelity_bench(
     gc.collect()
     return_freed_memory()
     reference, _, _ = _all_logits(backbone, "float32", sequence, decode=False)
-    formats = {}
-    for weights in ("bfloat16", "int8", "q8", "q4", "q8a8", "q4a8"):
+    figures = {}
+    for weights in formats:
+        if progress is not None:
+            progress(f"fidelity {weights}", 0.0)
         logits, stepped, matrices = _all_logits(backbone, weights, sequence, decode=True)
         gc.collect()
         return_freed_memory()
-        formats[weights] = {
+        figures[weights] = {
             **_agreement(reference, logits),
             "matrices": matrices,
             **{f"decode_{key}": value for key, value in _agreement(reference, stepped).items()},
         }
-    return {"model": entry.slug, "positions": len(sequence), "formats": formats}
+    return {"model": entry.slug, "positions": len(sequence), "formats": figures}
 
 
 def _agreement(reference: Any, logits: Any) -> dict[str, float]:

@@ -109,6 +109,17 @@ def test_fidelity_bench_compares_every_low_precision_format(
     assert out["formats"]["q8a8"]["mean_kl"] > out["formats"]["q8"]["mean_kl"]
 
 
+def test_fidelity_of_one_format_runs_that_one_alone(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--model", "tiny-gemma3", "--fidelity", "--weights", "q8",
+                 "--new-tokens", "6"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert list(out["formats"]) == ["q8"] and out["positions"] > 6
+    assert "tiny-gemma3: fidelity q8" in captured.err and "fidelity q4" not in captured.err
+    assert main(["bench", "--model", "tiny-gemma3", "--fidelity", "--weights", "float32"]) == 2
+    assert "give one of bfloat16, int8, q8, q4, q8a8, q4a8 or auto, not float32" in capsys.readouterr().err
+
+
 def test_an_absent_anchor_is_refused_before_our_bench(
     env: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
