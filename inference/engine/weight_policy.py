@@ -196,7 +196,6 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
     busy can be far from its quiet figures)."""
     import jax
 
-
     if jax.default_backend() != "cpu":
         return Verdict("bfloat16", False, f"XLA bfloat16 on {jax.default_backend()} (not measured)")
     blocked = native_blocker()
