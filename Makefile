@@ -26,9 +26,10 @@ run: setup
 # Both steps print their 20 slowest tests (--durations), so a CI log says where its minutes went.
 # The fast suite in TEST_WORKERS processes (pytest-xdist; a test file stays in one process, so its module
 # fixtures build once): 8 min 48 s on 2 cores against 15 min 21 s in one process (2026-12-01); 11 min 3 s
-# (1195 tests) on a quiet 2-core AMD Zen 3, and 15-16 min while other work ran (2026-12-04). The slow
-# tests run in one process (10 min 20 s there, converting every bundled model from a clean clone): each
-# loads real models, and two at once would double the memory and contend for the same cores.
+# (1195 tests) on a quiet 2-core AMD Zen 3, and 15-16 min while other work ran (2026-12-04); 8 min 49 s
+# (1362 tests, every kernel copy run) on a 2-core AMD Zen 5 (2026-12-04). The slow tests run in one
+# process (10 min 20 s on the Zen 3, 7 min 46 s on the Zen 5, converting every bundled model from a clean
+# clone): each loads real models, and two at once would double the memory and contend for the same cores.
 TEST_WORKERS ?= 2
 
 test: setup
