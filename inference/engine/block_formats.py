@@ -25,6 +25,7 @@ Q6_LOWEST_TOP = 16
 # and so does span/(a multiple of j); every j up to 15 has a multiple in 8..15, so those eight are tried.
 Q4_SPANS = tuple(range(15, 7, -1))
 
+
 def q8_dequantize(values: Any, scales: Any) -> Any:
     """q8 blocks -> the float32 ``(N, K)`` matrix they stand for (jit-able, any backend)."""
     import jax.numpy as jnp
