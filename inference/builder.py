@@ -143,10 +143,14 @@ def build_chat_model(
         # A start that keeps no keras copy and shards nothing can read the weights an earlier one stored.
         stored_at = _stored_at(entry, cache_dir=cache_dir, progress=progress) \
             if distribution is None and not keep_keras_weights else None
-        # Starts of the same model and format take turns: one finding another converting waits, then reads.
-        turns = taking_turns(stored_at[1], progress) if stored_at is not None else contextlib.nullcontext()
+        stored = stored_weights.load(stored_at[1]) if stored_at is not None else None
+        # Where there is no store yet, starts of the same model and format take turns: one finding another
+        # converting waits, then reads what it stored (a store that is there is read without the lock).
+        turns = taking_turns(stored_at[1], progress) if stored_at is not None and stored is None \
+            else contextlib.nullcontext()
         with turns:
-            stored = stored_weights.load(stored_at[1]) if stored_at is not None else None
+            if stored_at is not None and stored is None:
+                stored = stored_weights.load(stored_at[1])  # what a start this one waited for stored
             if stored_at is not None and stored is not None:
                 if progress is not None:
                     progress("read", 0.0)
