@@ -465,7 +465,7 @@ def _bench_fidelity(entry: Any, *, new_tokens: int, weights: str | None) -> int:
     from inference.bench import FIDELITY_FORMATS, run_fidelity_bench
     from inference.engine.weight_policy import choose_weights
 
-    formats = FIDELITY_FORMATS
+    formats: tuple[str, ...] = FIDELITY_FORMATS
     if weights is not None:
         chosen = choose_weights(weights)[0] if weights == "auto" else weights  # type: ignore[arg-type]
         if chosen not in FIDELITY_FORMATS:

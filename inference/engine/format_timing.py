@@ -147,18 +147,25 @@ def block_workloads(dense: list[Any]) -> dict[WeightFormat, Workload]:
     that multiplies it (the copy bound later) and its dequantization."""
     import jax
 
-    from inference.engine import block_formats, kernels
+    from inference.engine import kernels
+    from inference.engine.block_formats import (
+        q4_dequantize,
+        q4_quantize,
+        q6_dequantize,
+        q6_quantize,
+        q8_dequantize,
+        q8_quantize,
+    )
 
     def stored(kind: str, kernel: Callable[..., Any], dequantize: Callable[..., Any],
                quantize: Callable[[Any], Any], matrices: list[Any]) -> Workload:
         return [Matrix(kind, kernel, lambda w: dequantize(*w), jax.jit(quantize)(w)) for w in matrices]
 
     fours = len(dense) - max(1, len(dense) // 4)
-    formats = block_formats
     return {
-        "q4": stored("q4", kernels.q4_matmul, formats.q4_dequantize, formats.q4_quantize, dense[:fours])
-        + stored("q6", kernels.q6_matmul, formats.q6_dequantize, formats.q6_quantize, dense[fours:]),
-        "q8": stored("q8", kernels.q8_matmul, formats.q8_dequantize, formats.q8_quantize, dense),
+        "q4": stored("q4", kernels.q4_matmul, q4_dequantize, q4_quantize, dense[:fours])
+        + stored("q6", kernels.q6_matmul, q6_dequantize, q6_quantize, dense[fours:]),
+        "q8": stored("q8", kernels.q8_matmul, q8_dequantize, q8_quantize, dense),
     }
 
 
