@@ -18,7 +18,8 @@ namespace {
 // conversions a block) and four multiply-adds a row: at one row that work, not the bytes, bounded them
 // (q4 at 6.6-13 GB/s against 32-37 GB/s of plain reads, 2 threads, AMD Zen 3). In 16-bit integers a block
 // is one or two widenings of its bytes, then two madds a row, and one conversion and one multiply-add
-// with d·dx (two for q6's two scales): 1.6-2.2x the float path's rate at one row. The rounding's error is
+// with d·dx (two for q6's two scales; q8 pairs two blocks' sums for one, add_pair): 1.6-2.2x the
+// float path's rate at one row. The rounding's error is
 // at most dx/2 = max|x|/65534 a value (bfloat16, which the avx512bf16 copy's exact path rounds the rows
 // to, errs by up to |x|/512). A row's bits depend only on its own values, whatever the decode batch.
 // The avx512 copy (AVX-512 without bfloat16 products) keeps a block's 32 words in one register, one madd
@@ -190,6 +191,27 @@ inline void add_block(FloatVec& acc, const Words& w, const int16_t* x, const flo
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(first, second)), _mm256_broadcast_ss(scale), acc);
   }
 }
+
+// acc += two consecutive q8 blocks' products (scales ``scale[0]`` and ``scale[1]``), their
+// integer sums paired before the conversion: each 128-bit lane of hadd holds [b, b, b + 1, b + 1] pair
+// sums, so one conversion and one multiply-add serve both blocks. On an AMD Zen 3 madds, conversions and
+// FMAs each issue two a cycle: q8 ran 1.1x as fast at eight rows of Qwen2.5-Coder-1.5B's shapes (the
+// head and 6-bit matrices there), q4 no faster, so it keeps a conversion a block. A lane then sums eight
+// products, which can pass 2^24 (|q| <= 127) and lose their last bit in the conversion: less than the
+// float sums' own rounding.
+template <Format F>
+inline void add_pair(FloatVec& acc, const Words& w0, const Words& w1, const int16_t* x0, const int16_t* x1,
+                     const float* scale) {
+  static_assert(F == Format::q8, "q8 only: q4 gained nothing, q6 has a scale per group of 16");
+  const __m256i block0 = _mm256_add_epi32(
+      _mm256_madd_epi16(w0.low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0))),
+      _mm256_madd_epi16(w0.high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + 16))));
+  const __m256i block1 = _mm256_add_epi32(
+      _mm256_madd_epi16(w1.low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1))),
+      _mm256_madd_epi16(w1.high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + 16))));
+  const __m256 two = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(scale)));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_hadd_epi32(block0, block1)), _mm256_unpacklo_ps(two, two), acc);
+}
 #endif
 
 // Rows [0, ROWS) x outputs [n0, n1), OUTS at a time; the scales (and q4's offsets) kLanes at a time, as
@@ -226,6 +248,27 @@ void int16_tile(const Problem& p, const int16_t* q, const float* dx, const float
           for (int i = 0; i < ROWS; ++i) add_block<F>(acc[r][i], w, q + i * p.k + b * kBlock, &scale[r][i][s]);
         }
       };
+#if !defined(__AVX512F__)
+      if constexpr (F == Format::q8) {  // blocks two at a time (add_pair), a last odd one alone
+        const auto pair_step = [&](int64_t s) {
+          for (int r = 0; r < OUTS; ++r) {
+            const int64_t b = s0 + s;
+            const Words w0 = block_words<F>(p, n + r, b), w1 = block_words<F>(p, n + r, b + 1);
+            for (int i = 0; i < ROWS; ++i)
+              add_pair<F>(acc[r][i], w0, w1, q + i * p.k + b * kBlock, q + i * p.k + (b + 1) * kBlock,
+                          &scale[r][i][s]);
+          }
+        };
+        if (count == kLanes) {
+          for (int64_t s = 0; s < kLanes; s += 2) pair_step(s);
+        } else {
+          int64_t s = 0;
+          for (; s + 2 <= count; s += 2) pair_step(s);
+          if (s < count) scale_step(s);
+        }
+        continue;
+      }
+#endif
       // A whole vector of scales, the common case, runs a loop of known length: no test a block
       if (count == kLanes)
         for (int64_t s = 0; s < kLanes; s += per_block) scale_step(s);
