@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("kernels", help="build the native CPU kernels for this machine if need be; report")
     p.add_argument("--json", action="store_true",
                    help="one JSON object: {ready, reason, library, products, decode_activations, "
-                        "vector_decode, cache_dir, isa, isas, cpu, auto}")
+                        "prefill_activations, vector_decode, cache_dir, isa, isas, cpu, auto}")
     p.add_argument("--bench", action="store_true",
                    help="time every block format through every copy of the kernels this CPU runs beside "
                         "XLA's float32/bfloat16 dots (1/8/100 rows)")
@@ -136,6 +136,7 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
         "library": str(kernels.library_path()) if reason is None else None,
         "products": kernels.product_type() if reason is None else None,
         "decode_activations": kernels.decode_activations() if reason is None else None,
+        "prefill_activations": kernels.prefill_activations() if reason is None else None,
         "vector_decode": kernels.vector_decode() if reason is None else None,
         "cache_dir": str(kernels.cache_dir()),
         "isa": isa,
@@ -148,7 +149,8 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
         return 0 if reason is None else 1
     if reason is None:
         print(f"native CPU kernels ready: {report['library']} ({isa}; products in {report['products']}, "
-              f"a decode batch's q4 rows in {report['decode_activations']})")
+              f"a decode batch's q4 rows in {report['decode_activations']}, "
+              f"a prefill's in {report['prefill_activations']})")
     else:
         print(f"native CPU kernels unavailable: {reason}")
     print(f"weights = \"auto\" serves {verdict.format}{' (native kernels)' if verdict.native else ''}: "

@@ -117,6 +117,11 @@ def _int16(fmt: str, isa: str) -> bool:
     return fmt in ("q4", "q6", "q8") and kernels.int16_rows(isa, fmt)
 
 
+def _int16_prefill(fmt: str, isa: str) -> bool:
+    """Whether a prefill rounds this format's rows to int16 blocks as a decode batch does (the avx2 copy)."""
+    return fmt in ("q4", "q6", "q8") and kernels.int16_prefill(isa)
+
+
 def _split(fmt: str, isa: str) -> bool:
     """Whether a decode batch sums this format's products as d·Σq·x + m·Σx instead of Σ(d·q + m)·x: the
     exact integer path, q4 and q6 on a copy whose products are float32, or any int16 decode row."""
@@ -150,10 +155,10 @@ def test_block_matmul_equals_its_xla_reference(fmt: str, rows: int, k: int, isa:
         else:
             d = np.repeat(np.asarray(weights[1], "float32"), 32, axis=1)
             magnitudes = np.abs(np.repeat(np.asarray(weights[2], "float32"), 32, axis=1)) + 271 * d
-    elif rows <= 16 and _int16(fmt, isa):
-        # The rows rounded to int16 per block (the same integers as the kernel's), times the stored
-        # weights: integer sums per block (q6: per group), each scaled once; q4 adds m·dx·Σqx, so its
-        # terms are up to 15·d·|x| and |m|·|x| for each weight.
+    elif (rows <= 16 and _int16(fmt, isa)) or (rows > 16 and _int16_prefill(fmt, isa)):
+        # The rows rounded to int16 per block (the same integers as the kernel's, a decode batch's or a
+        # prefill's), times the stored weights: integer sums per block (q6: per group), each scaled once;
+        # q4 adds m·dx·Σqx, so its terms are up to 15·d·|x| and |m|·|x| for each weight.
         xs = np.asarray(block_formats.quantize_activations(x, levels=32767))
         want = xs @ _dense(fmt, weights).T
         if fmt == "q4":
@@ -566,6 +571,8 @@ def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture
     assert report["decode_activations"] == kernels.decode_activations()
     by_copy = {"avx512bf16": "bfloat16", "avx2": "int16"}
     assert report["decode_activations"] == by_copy.get(report["isa"], "float32")
+    # a prefill: int16 on the avx2 copy, the products' own type elsewhere
+    assert report["prefill_activations"] == ("int16" if report["isa"] == "avx2" else report["products"])
     assert report["isa"] == kernels.selected_isa() and report["isa"] in report["isas"]
     assert report["isa"] in Path(report["library"]).parent.name  # one copy per instruction set
     auto = report["auto"]

@@ -319,12 +319,25 @@ def int16_rows(isa: str | None = None, fmt: str = "q4") -> bool:
     return bool(_library(isa)[1].fixit_int16_rows() & _FORMAT_BITS[fmt])
 
 
+def int16_prefill(isa: str | None = None) -> bool:
+    """Whether a prefill's block products (more rows than a decode batch) round each row to int16 per block
+    of 32 as :func:`int16_rows` does and multiply the weights' integers exactly: every block format on the
+    ``avx2`` copy, whose float32 outer products ran at its FMAs' rate (a madd multiplies twice as many)."""
+    return bool(_library(isa)[1].fixit_int16_prefill())
+
+
 def decode_activations(isa: str | None = None) -> str:
     """What a decode batch's ``q4`` products round the activations to: ``bfloat16`` (:func:`exact_q4`),
     ``int16`` (:func:`int16_rows`) or ``float32`` (kept as they are)."""
     if exact_q4(isa):
         return "bfloat16"
     return "int16" if int16_rows(isa) else "float32"
+
+
+def prefill_activations(isa: str | None = None) -> str:
+    """What a prefill's block products round the activations to: ``int16`` (:func:`int16_prefill`), else
+    :func:`product_type`'s type (``bfloat16`` or ``float32``)."""
+    return "int16" if int16_prefill(isa) else product_type(isa)
 
 
 def _require(isa: str | None) -> str:

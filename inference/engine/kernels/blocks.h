@@ -19,7 +19,7 @@ constexpr int64_t kParts = kBlock / kLanes;  // vectors per block of weights
 // A prefill's register tile (rows x outputs), one accumulator each: AVX-512 has 32 vector registers;
 // AVX2 and SSE2 have 16, where 4 x 4 accumulators spill: 4 x 3 was the fastest of 4x4, 4x3, 3x4, 4x2,
 // 2x4, 3x3, 5x2, 5x3, 6x2, 2x6 (q4, 100 rows, SmolLM2's shapes, AMD EPYC AVX2: 1.3-1.4x over 4 x 4).
-// The AVX2 copy has since left these tiles for outer products over a k-major panel (run_outer).
+// The AVX2 copy has since left these tiles for outer products over a k-major panel (run_outer_int16).
 #if defined(__AVX512F__)
 constexpr int kTileRows = 4, kTileCols = 4;
 #else
@@ -230,7 +230,7 @@ inline void decode(const Problem& p, int64_t n, int64_t b, Weights& w) {
 }
 
 // More rows (a prefill): decode kPanel outputs once into a panel, then sweep every row over it in 4 x 4
-// register tiles (the AVX2 copy: outer products, run_outer). With AVX512-BF16 the panel and the rows are rounded to bfloat16 and multiplied with
+// register tiles (the AVX2 copy: outer products, run_outer_int16). With AVX512-BF16 the panel and the rows are rounded to bfloat16 and multiplied with
 // float32 accumulation (twice the float32 rate; the precision of XLA's bfloat16 dot), else in float32.
 #if defined(__AVX512BF16__)
 typedef uint16_t Scalar;  // bfloat16 bits

@@ -18,10 +18,10 @@
 // uses the earlier ones), and defines the handlers and the C functions Python asks about the build.
 //   blocks.h            vector types, the block formats, decoding a block, the generic decode/prefill tiles
 //   crew.h              the kernels' own threads; spreading a call's parts over them or XLA's pool
-//   prefill_avx2.h      a prefill on the AVX2 copy (outer products over a k-major panel)
 //   decode_bf16.h       a decode batch on the avx512bf16 copy (exact 4/6-bit integers, bfloat16 products)
 //   decode_float.h      a decode batch on the float copies (q4/q6 integers times float rows)
 //   decode_int16.h      a decode batch on the AVX2 copy (rows rounded to int16, integer products)
+//   prefill_avx2.h      a prefill on the AVX2 copy (int16 pair products over a k-major panel)
 //   activations_int8.h  8-bit activations and integer products (llama.cpp's approach; opt-in formats)
 //   matmul.h            which path serves a block matmul call; the handlers' checks
 //   attention.h         attention over each row's own slots of the KV cache
@@ -49,10 +49,10 @@ namespace ffi = xla::ffi;
 
 #include "blocks.h"
 #include "crew.h"
-#include "prefill_avx2.h"
 #include "decode_bf16.h"
 #include "decode_float.h"
 #include "decode_int16.h"
+#include "prefill_avx2.h"
 #include "activations_int8.h"
 #include "matmul.h"
 #include "attention.h"
@@ -153,6 +153,16 @@ extern "C" int fixit_int16_rows() {
   for (const Format format : {Format::q8, Format::q4, Format::q6})
     if (int16_format(format)) formats |= 1 << static_cast<int>(format);
   return formats;
+#else
+  return 0;
+#endif
+}
+
+// 1 where a prefill (more than kSmallRows rows) rounds the rows to int16 per block as a decode batch does
+// and multiplies the weights' integers exactly, every block format (run_outer_int16: the AVX2 copy), else 0.
+extern "C" int fixit_int16_prefill() {
+#if defined(FIXIT_OUTER_INT16)
+  return 1;
 #else
   return 0;
 #endif

@@ -29,8 +29,8 @@ void run(ffi::ThreadPool& pool, const Problem& problem, Format format) {
 #elif !defined(__AVX512BF16__)
   if (problem.m <= kSmallRows) return run_float(pool, problem, format);
 #endif
-#if defined(FIXIT_OUTER_PANEL)
-  run_outer(pool, problem, format);
+#if defined(FIXIT_OUTER_INT16)
+  run_outer_int16(pool, problem, format);
 #else
   std::vector<Scalar> xs;  // the rows in the products' number type
   rows_to_product_type(problem, xs);
