@@ -230,8 +230,9 @@ inline void decode(const Problem& p, int64_t n, int64_t b, Weights& w) {
 }
 
 // More rows (a prefill): decode kPanel outputs once into a panel, then sweep every row over it in 4 x 4
-// register tiles (the AVX2 copy: outer products, run_outer_int16). With AVX512-BF16 the panel and the rows are rounded to bfloat16 and multiplied with
-// float32 accumulation (twice the float32 rate; the precision of XLA's bfloat16 dot), else in float32.
+// register tiles (the AVX2 copy: outer products of integer pairs instead, run_outer_int16). With
+// AVX512-BF16 the panel and the rows are rounded to bfloat16 and multiplied with float32 accumulation
+// (twice the float32 rate; the precision of XLA's bfloat16 dot), else in float32.
 #if defined(__AVX512BF16__)
 typedef uint16_t Scalar;  // bfloat16 bits
 constexpr int64_t kStep = 32;

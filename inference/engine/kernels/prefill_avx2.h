@@ -44,6 +44,7 @@ inline void transpose8(const float* src, int64_t from, float* dst, int64_t to) {
 }
 
 constexpr int64_t kPairs = kBlock / 2;  // pairs of k a block
+static_assert(kPanel == 16 && kLanes == 8, "a pair panel's step is two registers of 8 outputs");
 // Rows a tile: 4 x 2 int32 accumulators, the weights' two registers, the broadcast pair and a madd's
 // product fit AVX2's 16 registers (six rows, as the float tile had, ran 1.05x slower).
 constexpr int kPairRows = 4;
@@ -68,7 +69,8 @@ void pair_panel(const Problem& p, int64_t n, int64_t width, int32_t* panel, floa
       for (int64_t g = 0; g < per_block; ++g)
         scales[(per_block * b + g) * kPanel + o] =
             o < width ? half_to_float(p.scale[(n + o) * per_block * blocks + per_block * b + g]) : 0.0f;
-      if constexpr (F == Format::q4) shifts[b * kPanel + o] = o < width ? half_to_float(p.shift[(n + o) * blocks + b]) : 0.0f;
+      if constexpr (F == Format::q4)
+        shifts[b * kPanel + o] = o < width ? half_to_float(p.shift[(n + o) * blocks + b]) : 0.0f;
     }
     for (int64_t o = 0; o < kPanel; o += 8)  // 32-bit lanes move as floats' bits do
       for (int64_t j = 0; j < kPairs; j += 8)
@@ -125,7 +127,8 @@ void pair_tile(const int32_t* group, const int32_t* panel, const float* scales, 
     }
     const __m256 d0 = _mm256_loadu_ps(scales + s * kPanel), d1 = _mm256_loadu_ps(scales + s * kPanel + 8);
     __m256 m0 = d0, m1 = d1;
-    if constexpr (F == Format::q4) m0 = _mm256_loadu_ps(shifts + s * kPanel), m1 = _mm256_loadu_ps(shifts + s * kPanel + 8);
+    if constexpr (F == Format::q4)
+      m0 = _mm256_loadu_ps(shifts + s * kPanel), m1 = _mm256_loadu_ps(shifts + s * kPanel + 8);
     (void)m0, (void)m1;
     FIXIT_SCALE_ROW(0) FIXIT_SCALE_ROW(1) FIXIT_SCALE_ROW(2) FIXIT_SCALE_ROW(3)
   }
@@ -156,7 +159,8 @@ void pair_panel_rows(const Problem& p, const Rows16& xs, const std::vector<int32
       const int64_t rows = std::min<int64_t>(kPairRows, p.m - row);
       pair_tile<F>(&groups[row * p.k / 2], panel.data(), scales.data(), shifts.data(), dx + row * stride,
                    xs.sums.data() + row * xs.stride, stride, count, sums);
-      for (int64_t r = 0; r < rows; ++r) std::memcpy(p.y + (row + r) * p.n + n, &sums[r * kPanel], width * sizeof(float));
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(p.y + (row + r) * p.n + n, &sums[r * kPanel], width * sizeof(float));
     }
   }
 }
