@@ -129,6 +129,10 @@ def test_a_model_with_stacked_matrices_runs_natively_as_in_xla(mixed: Any) -> No
         pytest.skip(f"native kernels unavailable: {kernels.kernel_status()}")
     xla, native = _logits(mixed, "q4"), _logits(mixed, "q4", native=True)
     assert float(np.max(np.abs(xla))) > 0.05
-    # bfloat16 or int16 rounding of the rows (a prompt this short is a decode batch), over the layers
-    bound = {"bfloat16": 2.0**-5, "int16": 1e-3}.get(kernels.decode_activations(), 1e-4)
+    # bfloat16 or int16 rounding of the rows (a prompt this short is a decode batch), over the layers, plus
+    # the native path's float16 KV cache (native_serving; XLA's keeps float32): each key and value rounded
+    # by up to 2^-11 of itself, once a layer. Without that term a copy whose rows stay float32 (scalar,
+    # avx512) failed here: 5.7e-4 against 1e-4 (ARENA_KERNEL_ISA=scalar, AMD Zen 3).
+    rows = {"bfloat16": 2.0**-5, "int16": 1e-3}.get(kernels.decode_activations(), 1e-4)
+    bound = rows + len(mixed.transformer_layers) * 2.0**-11
     assert float(np.linalg.norm(native - xla) / np.linalg.norm(xla)) < bound
