@@ -165,18 +165,6 @@ def count_messages_since(engine: Engine, *, visitor_id: int, since: dt.datetime)
     return _count_messages(engine, kinds=("request", "correction"), whose=whose, since=since)
 
 
-@retry_read
-def count_generations_since(
-    engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
-) -> int:
-    """Replies generated at or after ``since`` for the visitor, or for every visitor of the address.
-
-    Every generation counts: each side of a turn, every retry (a superseded reply is still a row) and
-    failed generations (a reply row with an error).
-    """
-    return _count_messages(engine, kinds=("reply",), whose=_whose(visitor_id, address_hash), since=since)
-
-
 # --- admin ---------------------------------------------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ from db.models import (
     Conversation,
     Correction,
     Message,
+    SideStats,
     Visitor,
     Vote,
     utcnow,
@@ -344,18 +345,31 @@ def record_correction(
 
 
 def set_correction_outcome(
-    engine: Engine, *, correction_id: int, outcome: str, judged_by: str
+    engine: Engine, *, correction_id: int, outcome: str, judged_by: str, visitor_id: int | None = None
 ) -> CorrectionView:
     """Record whether the reply after a correction fixed the mistake, and who judged it.
 
     Judging ``fixed``/``not_fixed`` needs the reply that followed; ``unknown`` can be set any time.
+    A person's verdict is taken only while the battle is open (:class:`BattleClosed` once it is voted,
+    abandoned or flagged: a stale tab cannot judge after the names were shown) and, with
+    ``visitor_id``, only from the battle's owner (:class:`InvalidInput` otherwise). The battle row is
+    locked first, so a verdict and a vote racing on one battle are decided one after the other.
     """
     require_choice(outcome, OUTCOMES, what="outcome")
     require_choice(judged_by, JUDGED_BY, what="judged_by")
     require_int(correction_id, what="correction id")
+    require_int(visitor_id, what="visitor id")
     with write_session(engine) as session:
+        battle_id = session.scalar(select(Correction.battle_id).where(Correction.id == correction_id))
+        if battle_id is None:
+            raise NotFound(f"no correction {correction_id}")
+        battle = lock_battle(session, battle_id)
+        if judged_by == "person" and battle.status != "open":
+            raise BattleClosed(battle.id, battle.status)
+        if visitor_id is not None and battle.visitor_id != visitor_id:
+            raise InvalidInput("this battle belongs to another visitor")
         corr = session.scalar(select(Correction).where(Correction.id == correction_id).with_for_update())
-        if corr is None:
+        if corr is None:  # pragma: no cover - corrections are never deleted
             raise NotFound(f"no correction {correction_id}")
         if outcome != "unknown" and corr.next_reply_message_id is None:
             raise InvalidInput("no reply followed this correction yet: nothing to judge")
@@ -415,6 +429,7 @@ def abandon_battle(engine: Engine, *, battle_id: str, visitor_id: int | None = N
             raise BattleClosed(battle.id, battle.status)
         now = utcnow()
         battle.status, battle.closed_at, battle.updated_at = "abandoned", now, now
+        _close_sides(session, [battle.id], now)
         session.flush()
         return battle_view(session, battle)
 
@@ -424,10 +439,24 @@ def abandon_stale_battles(engine: Engine, *, older_than: dt.datetime) -> int:
     require_aware(older_than, what="older_than")
     with write_session(engine) as session:
         now = utcnow()
-        result = session.execute(
-            update(Battle)
-            .where(Battle.status == "open", Battle.updated_at < older_than)
-            .values(status="abandoned", closed_at=now)
-            .execution_options(synchronize_session=False)
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        stale = list(session.scalars(
+            select(Battle.id).where(Battle.status == "open", Battle.updated_at < older_than).with_for_update()
+        ))
+        for start in range(0, len(stale), 500):
+            chunk = stale[start:start + 500]
+            session.execute(
+                update(Battle)
+                .where(Battle.id.in_(chunk), Battle.status == "open")
+                .values(status="abandoned", closed_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            _close_sides(session, chunk, now)
+        return len(stale)
+
+
+def _close_sides(session: Session, battle_ids: list[str], now: dt.datetime) -> None:
+    """Copy a closing time into the battles' side roll-ups (the public boards count closed sides only)."""
+    session.execute(
+        update(SideStats).where(SideStats.battle_id.in_(battle_ids)).values(closed_at=now)
+        .execution_options(synchronize_session=False)
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 VoteRefusal = Literal["already_voted", "closed", "revealed", "not_ready", "single_side", "not_owner",
-                      "daily_cap"]
+                      "daily_cap", "address_cap"]
 
 
 class DBError(Exception):
@@ -36,7 +36,8 @@ class VoteRefused(DBError):
     (identities shown before the vote and the caller did not accept an uncounted vote), ``not_ready``
     (a side has no reply yet), ``single_side`` (a one-model chat has nothing to compare), ``not_owner``
     (another visitor's battle), ``daily_cap`` (the voter has cast the day's allowance, see
-    :func:`db.votes.record_vote`).
+    :func:`db.votes.record_vote`), ``address_cap`` (everyone from the voter's address has cast the
+    address's daily allowance).
     """
 
     def __init__(self, reason: VoteRefusal, message: str = "") -> None:

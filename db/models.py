@@ -44,7 +44,7 @@ GraderLabel = Literal["correct", "partial", "garbage", "many"]
 Outcome = Literal["fixed", "not_fixed", "unknown"]
 JudgedBy = Literal["person", "grader"]
 Choice = Literal["a", "b", "tie", "both_bad"]
-ModerationAction = Literal["flag", "unflag"]
+ModerationAction = Literal["flag", "unflag", "enable", "disable"]
 
 MODES: tuple[str, ...] = get_args(Mode)
 BATTLE_STATUSES: tuple[str, ...] = get_args(BattleStatus)
@@ -265,20 +265,53 @@ class Vote(Base):
 
 
 class ModerationEvent(Base):
-    """One flag or unflag, appended and never changed: who (the admin's login session), when, why, and
-    the status the battle had before (an unflag restores it). The repository has no update or delete
-    for this table."""
+    """One admin action, appended and never changed: who (the admin's login session), when, why.
+
+    A flag or unflag names its battle and the status the battle had before (an unflag restores it); an
+    enable or disable names its contestant (``prior_status`` empty). The repository has no update or
+    delete for this table."""
 
     __tablename__ = "moderation_events"
-    __table_args__ = (one_of("action", MODERATION_ACTIONS), one_of("prior_status", BATTLE_STATUSES))
+    __table_args__ = (
+        one_of("action", MODERATION_ACTIONS),
+        one_of("prior_status", BATTLE_STATUSES),
+        CheckConstraint("(battle_id IS NULL) <> (contestant_id IS NULL)", name="one_target"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    battle_id: Mapped[str] = mapped_column(ForeignKey("battles.id"), index=True)
+    battle_id: Mapped[str | None] = mapped_column(ForeignKey("battles.id"), index=True)
+    contestant_id: Mapped[int | None] = mapped_column(ForeignKey("contestants.id"))
     action: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text, default="")
     admin_session: Mapped[str] = mapped_column(String(64), default="")
-    prior_status: Mapped[str] = mapped_column(String(16))
+    prior_status: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Generation(Base):
+    """The generation ledger: one row per reply a visitor asked for, written BEFORE it streams.
+
+    Limits count these rows, not stored replies, so a generation cut short (a click, a reload, a closed
+    tab) still counts. A row is in flight until ``finished_at`` is set or its lease runs out
+    (``lease_until``): a crashed process cannot hold a visitor's slot for ever. ``address_hash`` is the
+    salted hash of the address the request came from (never exported)."""
+
+    __tablename__ = "generations"
+    __table_args__ = (
+        one_of("side", SIDES),
+        Index("ix_generations_visitor_started", "visitor_id", "started_at"),
+        Index("ix_generations_address_started", "address_hash", "started_at"),
+        Index("ix_generations_started", "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    visitor_id: Mapped[int] = mapped_column(ForeignKey("visitors.id"))
+    address_hash: Mapped[str] = mapped_column(String(128))
+    battle_id: Mapped[str] = mapped_column(ForeignKey("battles.id"), index=True)
+    side: Mapped[str] = mapped_column(String(1))
+    started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    lease_until: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
 
 SIDE_COUNTS: tuple[str, ...] = (
@@ -311,6 +344,9 @@ class SideStats(Base):
     mode: Mapped[str] = mapped_column(String(16))
     scenario: Mapped[str] = mapped_column(String(100))
     started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    # The battle's closing time (None while open): the public boards count closed battles only, past
+    # the publication delay (db.vote_filters.VoteFilters.published).
+    closed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     flagged: Mapped[bool] = mapped_column(Boolean, default=False)
     first_try_label: Mapped[str | None] = mapped_column(String(16))
     graded_replies: Mapped[int] = mapped_column(Integer, default=0)

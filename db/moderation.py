@@ -1,5 +1,7 @@
 """Moderation: flag and unflag battles, the append-only moderation log, the admin's list of battles.
 
+Enabling or disabling a contestant (``db.repository.set_contestant_enabled``) is logged here too.
+
 Moderation never deletes: a flagged battle keeps every row, its vote only leaves the leaderboard.
 Every flag and unflag is one :class:`~db.models.ModerationEvent` row (time, reason, admin session,
 the status before), written in the same transaction as the status change; nothing updates or
@@ -90,13 +92,18 @@ def moderation_log(engine: Engine, *, limit: int = 100) -> list[ModerationEventV
     """The newest moderation events first."""
     require_int(limit, what="limit", minimum=1)
     with read_session(engine) as session:
-        rows = session.scalars(select(ModerationEvent).order_by(ModerationEvent.id.desc()).limit(limit))
+        rows = session.execute(
+            select(ModerationEvent, Contestant.slug)
+            .outerjoin(Contestant, Contestant.id == ModerationEvent.contestant_id)
+            .order_by(ModerationEvent.id.desc()).limit(limit)
+        ).all()
         return [
             ModerationEventView(
                 id=r.id, battle_id=r.battle_id, action=r.action, reason=r.reason,
                 admin_session=r.admin_session, prior_status=r.prior_status, created_at=r.created_at,
+                contestant=slug,
             )
-            for r in rows
+            for r, slug in rows
         ]
 
 

@@ -144,7 +144,7 @@ _REPLY_COLUMNS = (Message.conversation_id, Message.id, Message.grader_label, Mes
 _CORRECTION_COLUMNS = (Correction.conversation_id, Correction.faulty_message_id,
                        Correction.next_reply_message_id, Correction.outcome, Correction.judged_by)
 _SIDE_COLUMNS = (Conversation.id, Conversation.battle_id, Conversation.contestant_id, Battle.mode,
-                 Battle.scenario, Battle.created_at, Battle.status)
+                 Battle.scenario, Battle.created_at, Battle.status, Battle.closed_at)
 
 
 def _reply(row: Any) -> ReplyRow:
@@ -158,9 +158,10 @@ def _correction(row: Any) -> CorrectionRow:
 
 
 def _row(side: Any, replies: Sequence[ReplyRow], corrections: Sequence[CorrectionRow]) -> dict[str, Any]:
-    conversation_id, battle_id, contestant_id, mode, scenario, started_at, status = side
+    conversation_id, battle_id, contestant_id, mode, scenario, started_at, status, closed_at = side
     return {"conversation_id": conversation_id, "battle_id": battle_id, "contestant_id": contestant_id,
             "mode": mode, "scenario": scenario, "started_at": started_at, "flagged": status == "flagged",
+            "closed_at": closed_at,
             **summarise(replies, corrections)}
 
 

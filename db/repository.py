@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from db.checks import contestant_by_slug, contestant_view, require_text, retry_read
 from db.engine import read_session, write_session
 from db.errors import InvalidInput
-from db.models import Contestant, Visitor, utcnow
+from db.models import Contestant, ModerationEvent, Visitor, utcnow
 from db.views import ContestantView, VisitorView
 
 __all__ = [
@@ -82,12 +82,27 @@ def get_contestant(engine: Engine, *, slug: str) -> ContestantView:
         return contestant_view(contestant_by_slug(session, slug))
 
 
-def set_contestant_enabled(engine: Engine, *, slug: str, enabled: bool) -> ContestantView:
-    """Enable or disable a contestant (disabled ones keep their history and leave the pair sampler)."""
+def set_contestant_enabled(
+    engine: Engine, *, slug: str, enabled: bool, reason: str = "", admin_session: str = ""
+) -> ContestantView:
+    """Enable or disable a contestant (disabled ones keep their history and leave the pair sampler).
+
+    A change is an admin action: it is appended to the moderation log (action ``enable``/``disable``,
+    the reason and the admin's session) in the same transaction. Setting the state it already has
+    writes nothing."""
+    require_text(reason, what="reason", max_chars=2_000, allow_empty=True)
+    require_text(admin_session, what="admin session", max_chars=64, allow_empty=True)
     with write_session(engine) as session:
         row = contestant_by_slug(session, slug)
-        row.enabled = enabled
-        row.updated_at = utcnow()
+        if row.enabled != enabled:
+            now = utcnow()
+            row.enabled = enabled
+            row.updated_at = now
+            session.add(ModerationEvent(
+                contestant_id=row.id, action="enable" if enabled else "disable", reason=reason,
+                admin_session=admin_session, prior_status=None, created_at=now,
+            ))
+            session.flush()
         return contestant_view(row)
 
 
@@ -141,7 +156,6 @@ from db.aggregates import (  # noqa: E402
     admin_battles_per_hour,
     admin_latency,
     count_battles_since,
-    count_generations_since,
     count_messages_since,
     count_votes_since,
     first_try_counts,
@@ -160,6 +174,14 @@ from db.battles import (  # noqa: E402
     set_correction_outcome,
     set_grader_label,
 )
+from db.generations import (  # noqa: E402
+    GenerationLimits,
+    GenerationRefused,
+    count_generations_since,
+    finish_generations,
+    generations_in_flight,
+    start_generations,
+)
 from db.moderation import flag_battle, moderation_log, recent_battles, unflag_battle  # noqa: E402
 from db.reading import get_battle, resume_open_battle  # noqa: E402
 from db.votes import record_vote, utc_day_start  # noqa: E402
@@ -177,7 +199,11 @@ __all__ += [
     "count_votes_since",
     "first_try_counts",
     "fix_counts",
+    "finish_generations",
     "flag_battle",
+    "GenerationLimits",
+    "GenerationRefused",
+    "generations_in_flight",
     "get_battle",
     "mark_revealed",
     "moderation_log",
@@ -189,6 +215,7 @@ __all__ += [
     "resume_open_battle",
     "set_correction_outcome",
     "set_grader_label",
+    "start_generations",
     "table_counts",
     "unflag_battle",
     "utc_day_start",

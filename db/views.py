@@ -183,12 +183,13 @@ class ModerationEventView:
     """One row of the append-only moderation log."""
 
     id: int
-    battle_id: str
-    action: str  # flag | unflag
+    battle_id: str | None  # a flag or unflag's battle (None for a contestant's enable / disable)
+    action: str  # flag | unflag | enable | disable
     reason: str
     admin_session: str
-    prior_status: str
+    prior_status: str | None  # the battle's status before a flag or unflag
     created_at: dt.datetime
+    contestant: str | None = None  # an enable or disable's contestant slug
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,13 @@ battle facts copied into ``side_stats`` (:meth:`VoteFilters.side_conditions`). T
 ``db.aggregates``, ``db.vote_features``, ``db.side_totals`` and ``db.fixing`` keep their keyword
 arguments (typed by ``VoteFilterArgs`` / ``BattleFilterArgs``) and build one ``VoteFilters`` from them.
 
+Only published battles count, in every one of these predicates (:meth:`VoteFilters.published`): a
+visitor's battle counts once it is closed (voted or abandoned) and, when ``closed_before`` is given (the
+public pages pass now less ``ARENA_PUBLIC_EXPORT_DELAY_HOURS``, the export's delay), closed before then.
+An open anonymous battle therefore moves no public figure: its visitor cannot watch a count change to
+learn which model sits on which side before voting. Automatic-arena battles (mode ``auto``) are the
+operator's runs, stored whole by ``python -m scenarios run``, and count as soon as they are stored.
+
 Fields: ``scenario`` (one slug or None for all), ``modes`` (None for all modes), ``since``/``until`` (UTC,
 half-open ``[since, until)``: the vote time for votes, the battle start for battles and sides),
 ``exclude_flagged``. Votes also take ``corrections_only`` (battles in which someone sent a correction)
@@ -21,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import numpy as np
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from db.checks import require_aware, require_choice
@@ -40,6 +47,7 @@ class BattleFilterArgs(TypedDict, total=False):
     since: dt.datetime | None
     until: dt.datetime | None
     exclude_flagged: bool
+    closed_before: dt.datetime | None
 
 
 class VoteFilterArgs(BattleFilterArgs, total=False):
@@ -60,6 +68,7 @@ class VoteFilters:
     corrections_only: bool = False
     exclude_flagged: bool = True
     exclude_revealed: bool = True
+    closed_before: dt.datetime | None = None  # the publication delay's cutoff (None: closed is enough)
 
     def __post_init__(self) -> None:
         if self.modes is not None:
@@ -68,6 +77,16 @@ class VoteFilters:
             require_choice(mode, MODES, what="mode")
         require_aware(self.since, what="since")
         require_aware(self.until, what="until")
+        require_aware(self.closed_before, what="closed_before")
+
+    def published(self, closed: Any, mode: Any = None) -> ColumnElement[bool]:
+        """THE publication predicate every leaderboard query shares: closed (``closed`` is the closing
+        time column, NULL while open) and, with ``closed_before``, closed before it. With ``mode``, an
+        automatic-arena battle counts without either (it has no visitor to unmask anything to)."""
+        rule = closed.is_not(None)
+        if self.closed_before is not None:
+            rule = and_(rule, closed < self.closed_before)
+        return rule if mode is None else or_(mode == "auto", rule)
 
     @classmethod
     def of(cls, args: BattleFilterArgs, *, modes: Sequence[str] | None = DEFAULT_MODES,
@@ -98,6 +117,7 @@ class VoteFilters:
         # ``== False`` (not ``IS``) so that the partial index ix_votes_counted_pairs matches the predicate.
         not_flagged = Vote.flagged == False  # noqa: E712
         where = self._fact_conditions(Vote.created_at, Vote.scenario, Vote.mode, not_flagged)
+        where.append(self.published(Vote.created_at))  # a vote closes its battle: its time is the close
         if self.corrections_only:
             where.append(Vote.with_corrections.is_(True))
         if self.exclude_revealed:
@@ -107,12 +127,14 @@ class VoteFilters:
     def battle_conditions(self) -> list[ColumnElement[bool]]:
         """The predicate on ``battles`` (the time is the battle's start)."""
         not_flagged = Battle.status != "flagged"
-        return self._fact_conditions(Battle.created_at, Battle.scenario, Battle.mode, not_flagged)
+        where = self._fact_conditions(Battle.created_at, Battle.scenario, Battle.mode, not_flagged)
+        return [*where, self.published(Battle.closed_at, Battle.mode)]
 
     def side_conditions(self) -> list[ColumnElement[bool]]:
         """:meth:`battle_conditions` on the battle facts copied into ``side_stats``."""
         flagged = SideStats.flagged.is_(False)
-        return self._fact_conditions(SideStats.started_at, SideStats.scenario, SideStats.mode, flagged)
+        where = self._fact_conditions(SideStats.started_at, SideStats.scenario, SideStats.mode, flagged)
+        return [*where, self.published(SideStats.closed_at, SideStats.mode)]
 
     def _fact_conditions(
         self, started: Any, scenario: Any, mode: Any, not_flagged: ColumnElement[bool]

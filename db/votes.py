@@ -13,15 +13,16 @@ same rules took about twice as long per vote; see ``python -m db bench``.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine, and_, bindparam, exists, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, exists, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from db.checks import require_battle_id, require_choice, require_int
 from db.engine import WRITE_OPTION, writer_gate
-from db.errors import DBError, NotFound, VoteRefused
+from db.errors import DBError, InvalidInput, NotFound, VoteRefused
 from db.group_commit import group_committer
 from db.models import CHOICES, Base, utcnow
 from db.views import VoteView
@@ -69,6 +70,12 @@ _CLOSE = (
     .where(_battles.c.id.in_(bindparam("closed_ids", expanding=True)))
     .values(status="voted", closed_at=bindparam("now"), updated_at=bindparam("now"))
 )
+# The closed battles' side roll-ups learn the closing time too (the public boards count closed sides).
+_CLOSE_SIDES = (
+    update(_tables["side_stats"])
+    .where(_tables["side_stats"].c.battle_id.in_(bindparam("closed_ids", expanding=True)))
+    .values(closed_at=bindparam("now"))
+)
 # Capped votes: the voters' rows are locked (PostgreSQL; SQLite's write transaction is already exclusive)
 # after the battles, in id order, so two transactions for one visitor count one after the other.
 _LOCK_VOTERS = (
@@ -87,6 +94,18 @@ _CAST_SINCE = (
 )
 
 
+# Per-address caps: the votes of the UTC day cast by every visitor seen from each capped address.
+_CAST_SINCE_BY_ADDRESS = (
+    select(_visitors.c.address_hash, func.count())
+    .select_from(_votes.join(_visitors, _visitors.c.id == _votes.c.visitor_id))
+    .where(
+        _visitors.c.address_hash.in_(bindparam("addresses", expanding=True)),
+        _votes.c.created_at >= bindparam("since"),
+    )
+    .group_by(_visitors.c.address_hash)
+)
+
+
 def utc_day_start(moment: dt.datetime) -> dt.datetime:
     """Midnight UTC of ``moment``'s UTC day: where a daily vote cap starts counting again."""
     return moment.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -101,6 +120,8 @@ class VoteRequest:
     visitor_id: int | None = None
     accept_revealed: bool = False
     daily_cap: int = 0  # votes the voter may cast per UTC day, this one included; 0: no cap
+    address_hash: str | None = None  # the voter's address bucket, for ``address_cap``
+    address_cap: int = 0  # votes everyone from ``address_hash`` may cast per UTC day; 0: no cap
 
 
 def record_vote(
@@ -111,6 +132,8 @@ def record_vote(
     visitor_id: int | None = None,
     accept_revealed: bool = False,
     daily_cap: int = 0,
+    address_hash: str | None = None,
+    address_cap: int = 0,
 ) -> VoteView:
     """Record the one vote of a battle and close it; durable (committed and flushed) when it returns.
 
@@ -127,6 +150,10 @@ def record_vote(
     inside the write transaction, after locking the voter's row: concurrent votes of one visitor, from
     threads, processes or replicas, are counted one after another and never exceed the cap.
 
+    ``address_cap`` > 0 does the same for everyone seen from ``address_hash`` (the voters whose visitor
+    row carries that hash), counted in the same transaction after taking the address's lock (an advisory
+    lock on PostgreSQL): twelve cookies racing from one address with a cap of four store four votes.
+
     Concurrent calls on one engine share a transaction and a flush (:mod:`db.group_commit`, on unless
     turned off with :func:`db.group_commit.configure_group_commit`); each vote still succeeds or is
     refused on its own.
@@ -135,7 +162,11 @@ def record_vote(
     require_battle_id(battle_id)
     require_int(visitor_id, what="visitor id")
     require_int(daily_cap, what="daily cap")
-    request = VoteRequest(battle_id, choice, visitor_id, accept_revealed, daily_cap)
+    require_int(address_cap, what="address cap")
+    if address_cap and not address_hash:
+        raise InvalidInput("an address cap needs the address hash")
+    request = VoteRequest(battle_id, choice, visitor_id, accept_revealed, daily_cap,
+                          address_hash=address_hash, address_cap=address_cap)
     try:
         committer = group_committer(engine)
         if committer is not None:
@@ -207,6 +238,42 @@ def _cast_today(
     return {int(v): int(n) for v, n in conn.execute(_CAST_SINCE, {"voter_ids": voters, "since": since})}
 
 
+def _cast_today_by_address(
+    conn: Connection, requests: list[VoteRequest], *, since: dt.datetime
+) -> dict[str, int]:
+    """Votes cast since ``since`` from each capped address, counted after taking each address's lock."""
+    addresses = sorted({r.address_hash for r in requests if r.address_cap and r.address_hash})
+    if not addresses:
+        return {}
+    if conn.dialect.name == "postgresql":  # SQLite's write transaction is already exclusive
+        for key in sorted(_lock_key(f"vote-address:{a}") for a in addresses):
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+    rows = conn.execute(_CAST_SINCE_BY_ADDRESS, {"addresses": addresses, "since": since})
+    return {str(address): int(n) for address, n in rows}
+
+
+def _lock_key(name: str) -> int:
+    """A signed 64-bit advisory-lock key for ``name`` (stable across processes)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+def _over_cap(
+    request: VoteRequest, voter: int | None, cast_today: dict[int, int], by_address: dict[str, int]
+) -> DBError | None:
+    """The daily-cap refusal of this vote (the counts then include it when it passes), or None."""
+    if request.daily_cap and voter is not None and cast_today.get(voter, 0) >= request.daily_cap:
+        message = f"this visitor has cast {cast_today.get(voter, 0)} votes today (UTC), the daily cap"
+        return VoteRefused("daily_cap", message)
+    address = request.address_hash or ""
+    if request.address_cap and by_address.get(address, 0) >= request.address_cap:
+        return VoteRefused("address_cap", f"{by_address.get(address, 0)} votes today from this address")
+    if request.daily_cap and voter is not None:
+        cast_today[voter] = cast_today.get(voter, 0) + 1
+    if request.address_cap:
+        by_address[address] = by_address.get(address, 0) + 1
+    return None
+
+
 def apply_votes(conn: Connection, requests: list[VoteRequest]) -> list[VoteView | DBError]:
     """Apply a set of votes inside the caller's write transaction (no commit); one outcome per request.
 
@@ -221,6 +288,7 @@ def apply_votes(conn: Connection, requests: list[VoteRequest]) -> list[VoteView 
     rows: list[dict[str, Any]] = []
     accepted: list[int] = []  # index into outcomes of each inserted row
     cast_today = _cast_today(conn, requests, facts, since=utc_day_start(now))
+    by_address = _cast_today_by_address(conn, requests, since=utc_day_start(now))
     for request in requests:
         fact = facts.get(request.battle_id)
         refusal = _refusal(fact, request)
@@ -228,13 +296,10 @@ def apply_votes(conn: Connection, requests: list[VoteRequest]) -> list[VoteView 
             outcomes.append(refusal)
             continue
         voter = request.visitor_id if request.visitor_id is not None else fact.visitor_id
-        if request.daily_cap and voter is not None:
-            cast = cast_today.get(voter, 0)
-            if cast >= request.daily_cap:
-                message = f"this visitor has cast {cast} votes today (UTC), the daily cap"
-                outcomes.append(VoteRefused("daily_cap", message))
-                continue
-            cast_today[voter] = cast + 1
+        refusal = _over_cap(request, voter, cast_today, by_address)
+        if refusal is not None:
+            outcomes.append(refusal)
+            continue
         rows.append({
             "battle_id": request.battle_id,
             "visitor_id": voter,
@@ -253,7 +318,9 @@ def apply_votes(conn: Connection, requests: list[VoteRequest]) -> list[VoteView 
         facts[request.battle_id] = fact._replace(status="voted")  # a later request for it is refused
     if rows:
         ids = conn.execute(_INSERT, rows).scalars().all()
-        conn.execute(_CLOSE, {"closed_ids": [row["battle_id"] for row in rows], "now": now})
+        closed = {"closed_ids": [row["battle_id"] for row in rows], "now": now}
+        conn.execute(_CLOSE, closed)
+        conn.execute(_CLOSE_SIDES, closed)
         for index, row, vote_id in zip(accepted, rows, ids, strict=True):
             outcomes[index] = VoteView(
                 id=vote_id,

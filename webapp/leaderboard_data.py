@@ -23,6 +23,7 @@ from db import repository as db_repo
 from db import side_totals as db_side
 from db import vote_features as db_votes
 from db.views import ModelCounts, PairCounts
+from db.vote_filters import BattleFilterArgs, VoteFilterArgs
 from ranking import fit_style_bt, fixing_table, leaderboard, tally, wilson_interval
 from ranking.fixing import (
     TURN_BUCKETS,
@@ -44,15 +45,37 @@ HEATMAP_MODELS = 15  # heatmaps show the top models only: a 100 x 100 grid is un
 
 @dataclass(frozen=True)
 class Filters:
+    """The visitor's leaderboard choices and the publication cut-off. Every board query takes its
+    arguments from :meth:`battle_args` / :meth:`vote_args`, so none can forget the cut-off: a battle
+    counts once closed before ``closed_before`` (``db.vote_filters.VoteFilters.published``)."""
+
     scenario: str | None = None
     anonymous_only: bool = True
     corrections_only: bool = False
     since: dt.datetime | None = None
     until: dt.datetime | None = None
+    closed_before: dt.datetime | None = None
 
     @property
     def modes(self) -> tuple[str, ...]:
         return ("anonymous",) if self.anonymous_only else ("anonymous", "named")
+
+    def battle_args(self, modes: tuple[str, ...] | None = None) -> BattleFilterArgs:
+        """The battle- and side-level query filters (``modes`` defaults to the board's own)."""
+        return {"scenario": self.scenario, "modes": self.modes if modes is None else modes,
+                "since": self.since, "until": self.until, "closed_before": self.closed_before}
+
+    def vote_args(self) -> VoteFilterArgs:
+        """The counted-vote query filters."""
+        return {**self.battle_args(), "corrections_only": self.corrections_only}
+
+
+def publication_cutoff(delay_hours: float, now: dt.datetime | None = None) -> dt.datetime:
+    """Battles closed before this time are public (``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago, the same
+    delay the Dataset page applies), rounded down to the minute so that one set of choices keeps one
+    cache key for a while."""
+    moment = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(hours=delay_hours)
+    return moment.replace(second=0, microsecond=0)
 
 
 @dataclass(frozen=True)
@@ -70,8 +93,7 @@ class Board:
 def _without_anomalous_voters(engine: Engine, filters: Filters) -> tuple[PairCounts, OutlierResult]:
     """Pair counts from the counted votes less those of visitors the sequential test flags."""
     f = filters
-    votes = db_votes.counted_votes(engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until,
-                                    corrections_only=f.corrections_only)
+    votes = db_votes.counted_votes(engine, **f.vote_args())
     known = votes.visitor >= 0
     result = anomalous_visitors(votes.model_a[known], votes.model_b[known], votes.outcome[known],
                                 votes.visitor[known])
@@ -109,20 +131,9 @@ def build_board(
     if drop_outliers:
         pairs, outliers = _without_anomalous_voters(engine, f)
     else:
-        pairs = db_repo.pairwise_counts(
-            engine,
-            scenario=f.scenario,
-            modes=f.modes,
-            since=f.since,
-            until=f.until,
-            corrections_only=f.corrections_only,
-        )
-    fixes = db_repo.fix_counts(
-        engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until, models=pairs.models
-    )
-    first = db_repo.first_try_counts(
-        engine, scenario=f.scenario, modes=f.modes, since=f.since, until=f.until, models=pairs.models
-    )
+        pairs = db_repo.pairwise_counts(engine, **f.vote_args())
+    fixes = db_repo.fix_counts(engine, models=pairs.models, **f.battle_args())
+    first = db_repo.first_try_counts(engine, models=pairs.models, **f.battle_args())
     names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
     now = dt.datetime.now(dt.UTC)
     dropped = {} if outliers is None else {
@@ -191,8 +202,7 @@ def build_style_board(engine: Engine, filters: Filters) -> StyleBoard:
     """The contextual Bradley-Terry (``ranking.fit_style_bt``) on the votes the plain board counts, and each
     model's rank with and without style control (ranks by interval overlap, as on the plain board)."""
     f = filters
-    battles = db_votes.vote_style_features(engine, scenario=f.scenario, modes=f.modes, since=f.since,
-                                            until=f.until, corrections_only=f.corrections_only)
+    battles = db_votes.vote_style_features(engine, **f.vote_args())
     names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
     empty = StyleBoard(pd.DataFrame(), pd.DataFrame(), 0)
     if battles.outcome.size == 0:
@@ -248,8 +258,7 @@ def _human_modes(filters: Filters) -> tuple[str, ...]:
 
 def _totals(engine: Engine, filters: Filters) -> db_side.FixingTotals:
     f = filters
-    return db_side.fixing_totals(engine, scenario=f.scenario, modes=_human_modes(f), since=f.since,
-                                 until=f.until)
+    return db_side.fixing_totals(engine, **f.battle_args(_human_modes(f)))
 
 
 def _judged_counts(
@@ -312,8 +321,7 @@ def build_fixing_board(engine: Engine, filters: Filters, source: str) -> FixingB
     else:
         totals = _totals(engine, filters)
         f = filters
-        first = db_repo.first_try_counts(engine, scenario=f.scenario, modes=_human_modes(f), since=f.since,
-                                         until=f.until, models=totals.models)
+        first = db_repo.first_try_counts(engine, models=totals.models, **f.battle_args(_human_modes(f)))
         counts = _judged_counts(totals, first, "person" if source == "people" else "grader")
         kappas = _kappas(totals)
     rows = [r for r in fixing_table(counts, k=PASS_K) if r.fix_rate.n or r.pass_at_1.n]

@@ -25,6 +25,7 @@ from webapp.leaderboard_data import (
     build_board,
     build_fixing_board,
     build_style_board,
+    publication_cutoff,
 )
 
 CACHE_TTL_S = 60
@@ -50,7 +51,8 @@ def filters() -> Filters:
     if isinstance(dates, tuple | list) and len(dates) == 2:
         since = dt.datetime.combine(dates[0], dt.time(), tzinfo=dt.UTC)
         until = dt.datetime.combine(dates[1], dt.time(), tzinfo=dt.UTC) + dt.timedelta(days=1)
-    return Filters(scenario or None, anonymous, corrections, since, until)
+    cutoff = publication_cutoff(resources.settings().public_export_delay_hours)
+    return Filters(scenario or None, anonymous, corrections, since, until, closed_before=cutoff)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Computing the leaderboard…")

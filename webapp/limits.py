@@ -45,17 +45,38 @@ def battles_problem(mine: int, address: int, *, settings: Settings) -> str | Non
 
 
 def rate_problem(mine: int, address: int, *, planned: int, settings: Settings) -> str | None:
-    """Generations in the last minute (every side, every retry) plus the ``planned`` ones, per visitor
-    and per address hash."""
+    """Generations started in the last minute (every side, every retry, finished or cut short) plus the
+    ``planned`` ones, per visitor and per address hash."""
     limit = settings.generations_per_minute
     if mine + planned > limit:
-        return (
-            f"Slow down: {mine} replies were generated for you in the last minute (the limit is {limit}, "
-            "each side and each retry counts). Wait a moment and try again."
-        )
+        return _visitor_rate_words(mine, settings)
     if address + planned > limit * settings.address_limit_factor:
-        return "Slow down: many replies were generated for your network in the last minute. Try again soon."
+        return NETWORK_RATE
     return None
+
+
+def _visitor_rate_words(mine: int, settings: Settings) -> str:
+    return (
+        f"Slow down: {mine} replies were generated for you in the last minute (the limit is "
+        f"{settings.generations_per_minute}, each side and each retry counts). Wait a moment and try again."
+    )
+
+
+NETWORK_RATE = "Slow down: many replies were generated for your network in the last minute. Try again soon."
+NETWORK_IN_FLIGHT = "Many replies are being generated for your network right now. Try again in a moment."
+
+
+def in_flight_problem(flying: int, *, planned: int, settings: Settings) -> str | None:
+    """Generations in flight from this address (every visitor, every server process) plus ``planned``."""
+    if flying + planned > settings.generations_in_flight_per_address:
+        return NETWORK_IN_FLIGHT
+    return None
+
+
+def ledger_refusal(reason: str, count: int, *, settings: Settings) -> str:
+    """The words for a refusal of the generation ledger (``db.generations.GenerationRefused``)."""
+    words = {"busy": BUSY, "rate_address": NETWORK_RATE, "in_flight_address": NETWORK_IN_FLIGHT}
+    return words.get(reason) or _visitor_rate_words(count, settings)
 
 
 def votes_problem(mine: int, address: int, *, settings: Settings) -> str | None:

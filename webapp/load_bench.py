@@ -37,6 +37,7 @@ _REASONS = (
     ("from your network in the last hour", "battles_per_address"),
     ("arena is busy", "model_line_full"),
     ("still being generated", "generation_in_flight"),
+    ("for your network right now", "in_flight_per_address"),
     ("limit of", "turn_limit"),
 )
 
@@ -63,8 +64,7 @@ class Tally:
 def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
     from db import repository as db_repo
     from webapp import context as run
-    from webapp.flows import open_battle, send_turn
-    from webapp.inflight import Busy
+    from webapp.flows import Refused, open_battle, send_turn
     from webapp.streaming import StreamJob, stream_pair
     from webapp.views import model_history, turns_taken
 
@@ -116,11 +116,15 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
                         tally.ttft_ms.append(float(result.ttft_ms))
 
         try:
-            with run.in_flight().hold(ctx.visitor_id):
-                stream_pair(jobs, on_delta=lambda side, text: None, on_result=on_result)
-        except Busy:
+            held = send_turn.start_ledger(ctx, battle_id=battle_id, sides=tuple(jobs))
+        except Refused as refused:
             with tally.lock:
-                tally.refusals["generation_in_flight"] += 1
+                tally.refusals[reason_of(str(refused))] += 1
+        else:
+            try:
+                stream_pair(jobs, on_delta=lambda side, text: None, on_result=on_result)
+            finally:
+                db_repo.finish_generations(ctx.engine, ids=held)
         battle = open_battle.load_battle(ctx, battle_id=battle_id)
 
 

@@ -22,7 +22,6 @@ from db.engine import make_engine
 from db.migrate import upgrade_to_head
 from inference.catalogue import CatalogueEntry, load_catalogue
 from settings import Settings
-from webapp.inflight import InFlight
 
 _LOG = logging.getLogger(__name__)
 
@@ -103,12 +102,6 @@ def battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
     """Symmetric battles-so-far between ``slugs`` (cached for a minute: the sampler needs no more)."""
     counts = db_repo.pairwise_counts(engine(url), models=list(slugs), modes=None)
     return counts.wins + counts.wins.T + counts.ties + counts.both_bad
-
-
-@st.cache_resource(show_spinner=False)
-def in_flight() -> InFlight:
-    """Which visitors have a generation running in this process (one at a time each)."""
-    return InFlight()
 
 
 SWEEP_INTERVAL_S = 60.0

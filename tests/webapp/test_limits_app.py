@@ -7,9 +7,9 @@ written and never read; one visitor could run generations from several tabs at o
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
+import pytest
 from sqlalchemy import create_engine
 
 from db import repository as db_repo
@@ -58,18 +58,24 @@ def _context(url: str, visitor: str, address: str | None):  # noqa: ANN202
     return ctx
 
 
+def _turn(ctx, sides: tuple[str, ...] = ("a", "b"), *, finish: bool = True) -> tuple[int, ...]:  # noqa: ANN001
+    """A turn's generations as ``send_turn.generate`` records them (finished, or left in flight)."""
+    from webapp.flows import send_turn
+
+    battle = db_repo.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
+                                 contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
+    held = send_turn.start_ledger(ctx, battle_id=battle.id, sides=sides)
+    if finish:
+        db_repo.finish_generations(ctx.engine, ids=held)
+    return held
+
+
 def test_a_new_visitor_id_does_not_reset_the_address_limit(arena_env: Callable[..., str]) -> None:
     from webapp.flows import send_turn
 
     url = arena_env(generations_per_minute="2", address_limit_factor="2")
-    engine = create_engine(url)
     for n in range(2):  # two visitors from one address use the address's 4 generations
-        ctx = _context(url, f"visitor-{n}", "198.51.100.7")
-        battle = db_repo.open_battle(engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
-                                     contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id,
-                                     first_request="hi")
-        for side in "ab":
-            db_repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="ok")
+        _turn(_context(url, f"visitor-{n}", "198.51.100.7"))
     fresh = _context(url, "visitor-new", "198.51.100.7")
     problem = send_turn.send_problem(fresh, battle=None, text="hello", targets=("a", "b"), correction=False)
     assert problem is not None and "your network" in problem
@@ -78,32 +84,47 @@ def test_a_new_visitor_id_does_not_reset_the_address_limit(arena_env: Callable[.
                                   correction=False) is None
 
 
+def test_visitors_with_unknown_addresses_share_one_bucket(arena_env: Callable[..., str]) -> None:
+    """The probe: with no known address every per-address limit became per visitor. Now unknown
+    addresses share one bucket: two fresh cookies use it up for a third."""
+    from webapp.flows import send_turn
+
+    url = arena_env(generations_per_minute="2", address_limit_factor="2")
+    for n in range(2):
+        _turn(_context(url, f"nowhere-{n}", None))
+    fresh = _context(url, "nowhere-new", None)
+    problem = send_turn.send_problem(fresh, battle=None, text="hello", targets=("a", "b"), correction=False)
+    assert problem is not None and "your network" in problem
+
+
 def test_one_generation_in_flight_per_visitor(arena_env: Callable[..., str]) -> None:
-    from webapp import context
     from webapp.flows import send_turn
 
     url = arena_env()
     ctx = _context(url, "two-tabs", None)
-    holding, release = threading.Event(), threading.Event()
-
-    def first_tab() -> None:
-        with context.in_flight().hold(ctx.visitor_id):
-            holding.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=first_tab)
-    thread.start()
-    try:
-        assert holding.wait(30)
-        problem = send_turn.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False)
-        assert problem is not None and "still being generated" in problem
-        other = _context(url, "someone-else", None)
-        assert send_turn.send_problem(other, battle=None, text="hi", targets=("a",),
-                                      correction=False) is None
-    finally:
-        release.set()
-        thread.join()
+    held = _turn(ctx, ("a",), finish=False)  # the first tab is streaming
+    problem = send_turn.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False)
+    assert problem is not None and "still being generated" in problem
+    other = _context(url, "someone-else", "203.0.113.9")
+    assert send_turn.send_problem(other, battle=None, text="hi", targets=("a",), correction=False) is None
+    db_repo.finish_generations(ctx.engine, ids=held)
     assert send_turn.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False) is None
+
+
+def test_an_address_has_a_cap_on_generations_in_flight(arena_env: Callable[..., str]) -> None:
+    """The probe: with a new cookie per tab one address ran 16 streams at once. Now the address's
+    in-flight cap (ARENA_GENERATIONS_IN_FLIGHT_PER_ADDRESS) refuses the tab past it, in words."""
+    from webapp import limits
+    from webapp.flows import Refused, send_turn
+
+    url = arena_env(generations_in_flight_per_address="4")
+    for n in range(2):
+        _turn(_context(url, f"tab-{n}", "198.51.100.7"), finish=False)
+    tab = _context(url, "tab-new", "198.51.100.7")
+    problem = send_turn.send_problem(tab, battle=None, text="hi", targets=("a",), correction=False)
+    assert problem == limits.NETWORK_IN_FLIGHT
+    with pytest.raises(Refused, match="for your network right now"):
+        _turn(tab, ("a",))
 
 
 def _votes(url: str) -> int:
@@ -144,3 +165,42 @@ def test_no_vote_cap_by_default(arena_env: Callable[..., str]) -> None:
         at.button(key="anonymous:vote_tie").click().run()
         at.button(key="anonymous:new").click().run()
     assert _votes(url) == 2 and not at.warning
+
+
+class _Interrupted(Exception):
+    """What Streamlit raises in the script thread when a click or a reload reruns the page mid-stream."""
+
+
+class _LeftPage:
+    """A reply slot of a page the visitor has just left: the first drawing call interrupts the script."""
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        def interrupt(*args: object, **kwargs: object) -> None:
+            raise _Interrupted(name)
+
+        return interrupt
+
+
+def test_an_interrupted_generation_counts_and_frees_its_slot(arena_env: Callable[..., str]) -> None:
+    """The probe: every click, reload or navigation during streaming cancelled the reply, and 100
+    generations started in a second were never counted. Now each counts from its start, and the turn
+    that was cut short does not keep the visitor's slot."""
+    from webapp.flows import send_turn
+    from webapp.flows.open_battle import load_battle
+
+    url = arena_env(generations_per_minute="4")
+    ctx = _context(url, "restless", "198.51.100.7")
+    opened = db_repo.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
+                                 contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
+    battle = load_battle(ctx, battle_id=opened.id)
+    for _ in range(2):
+        with pytest.raises(_Interrupted):
+            send_turn.generate(ctx, battle=battle, targets=("a", "b"),
+                               placeholders=dict.fromkeys("ab", _LeftPage()))
+        assert db_repo.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id) == 0
+    assert send_turn.generations_last_minute(ctx) == (4, 4)
+    stored = db_repo.get_battle(ctx.engine, battle_id=opened.id)
+    replies = [m for side in stored.sides.values() for m in side.messages if m.kind == "reply"]
+    assert not replies, "nothing was stored, and it still counted"
+    problem = send_turn.send_problem(ctx, battle=battle, text="again", targets=("a",), correction=False)
+    assert problem is not None and "Slow down" in problem

@@ -23,7 +23,7 @@ def test_a_short_load_run_loses_no_row(monkeypatch: pytest.MonkeyPatch, data_dir
     assert rows["requests_told"] == rows["requests_stored"] and rows["replies_told"] == rows["replies_stored"]
     assert report["ttft_ms"]["p50"] is not None and report["ttft_ms"]["p95"] >= report["ttft_ms"]["p50"]
     assert set(report["refusals"]) <= {"rate_per_visitor", "rate_per_address", "generation_in_flight",
-                                       "model_line_full", "turn_limit", "battles_per_hour", "other"}
+                                       "in_flight_per_address", "model_line_full", "turn_limit", "battles_per_hour", "other"}
 
 
 def test_refusal_sentences_have_names() -> None:
@@ -35,3 +35,4 @@ def test_refusal_sentences_have_names() -> None:
     assert reason_of(limits.rate_problem(0, 9, planned=1, settings=settings) or "") == "rate_per_address"
     assert reason_of(limits.ARENA_BUSY) == "model_line_full"
     assert reason_of(limits.BUSY) == "generation_in_flight"
+    assert reason_of(limits.NETWORK_IN_FLIGHT) == "in_flight_per_address"

@@ -1,8 +1,11 @@
 """Send a turn: the visitor's message to A, B or both (a request or a correction), a side's Retry, and
 the replies streamed into the page and stored the moment each side finishes.
 
-Every generation counts against the visitor's limits (``webapp.limits``), one in flight per visitor; a
-side's storage failure belongs to that side only. Each reply is graded in its dialogue by ``scenarios``.
+Every generation counts against the visitor's limits (``webapp.limits``) from its start: the turn is
+written to the generation ledger (``db.generations``) before it streams, so a reply cut short by a
+click, a reload or a closed tab still counts, and one turn in flight per visitor holds across every
+server process. A side's storage failure belongs to that side only. Each reply is graded in its
+dialogue by ``scenarios``.
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ from db import errors as db_errors
 from db import repository as db_repo
 from db.checks import storable_text as storable
 from inference.protocol import GenerationResult
+from settings import Settings
 from webapp import context as run
 from webapp import limits, render
 from webapp.context import Context
 from webapp.flows import Feedback, Refused
 from webapp.identity import identity_terms, reveals_identity
-from webapp.inflight import Busy
 from webapp.streaming import StreamJob, stream_pair
 from webapp.views import (
     ShownBattle,
@@ -36,6 +39,7 @@ from webapp.views import (
 )
 
 _LOG = logging.getLogger(__name__)
+UNKNOWN_ADDRESS = "unknown-address"  # the one bucket of every visitor whose address is unknown
 BUSY_ERROR = "ModelBusyError"  # a reply refused by a full model line (inference.pool.ModelBusyError)
 REVEALED_WARNING = (
     "One model named itself, so this battle is no longer anonymous: your vote will be recorded but not "
@@ -69,12 +73,44 @@ def send_problem(
 
 
 def _generation_problem(ctx: Context, *, planned: int, slugs: Iterable[str]) -> str | None:
-    """One generation in flight per visitor, the per-minute limits with ``planned`` more, and room in
-    the lines of the models ``slugs``."""
-    if run.in_flight().busy(ctx.visitor_id):
+    """One generation in flight per visitor, the per-minute limits and the address's in-flight cap with
+    ``planned`` more, and room in the lines of the models ``slugs``. An early word for the visitor: the
+    ledger checks the same limits again, atomically, when the generations start (:func:`generate`)."""
+    if db_repo.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id):
         return limits.BUSY
     rate = limits.rate_problem(*generations_last_minute(ctx), planned=planned, settings=ctx.settings)
+    flying = db_repo.generations_in_flight(ctx.engine, address_hash=address_key(ctx))
+    rate = rate or limits.in_flight_problem(flying, planned=planned, settings=ctx.settings)
     return rate or limits.line_problem(run.line_lengths(ctx), slugs, settings=ctx.settings)
+
+
+def address_key(ctx: Context) -> str:
+    """The address bucket this visitor's generations count in: its salted address hash, and one shared
+    bucket for every visitor whose address is unknown (fail closed, never per visitor)."""
+    return ctx.address_hash or UNKNOWN_ADDRESS
+
+
+def ledger_limits(settings: Settings) -> db_repo.GenerationLimits:
+    """The ledger's limits from the settings (per visitor, per address, in flight, lease)."""
+    per_minute = settings.generations_per_minute
+    return db_repo.GenerationLimits(
+        per_minute_visitor=per_minute,
+        per_minute_address=per_minute * settings.address_limit_factor,
+        in_flight_address=settings.generations_in_flight_per_address,
+        lease=dt.timedelta(seconds=settings.generation_lease_s),
+    )
+
+
+def start_ledger(ctx: Context, *, battle_id: str, sides: tuple[str, ...]) -> tuple[int, ...]:
+    """Record this turn's generations before they stream (:class:`Refused` in words when a limit is hit)."""
+    try:
+        return db_repo.start_generations(
+            ctx.engine, visitor_id=ctx.visitor_id, address_hash=address_key(ctx), battle_id=battle_id,
+            sides=sides, limits=ledger_limits(ctx.settings),
+        )
+    except db_repo.GenerationRefused as refused:
+        words = limits.ledger_refusal(refused.reason, refused.count, settings=ctx.settings)
+        raise Refused(words) from refused
 
 
 def retry_problem(ctx: Context, *, battle: ShownBattle, side: str) -> str | None:
@@ -125,10 +161,13 @@ def generate(
             feedback.append(Feedback("warning", REVEALED_WARNING))
 
     try:
-        with run.in_flight().hold(ctx.visitor_id):
-            stream_pair(jobs, on_delta=on_delta, on_result=on_result)
-    except Busy:
-        feedback.append(Feedback("error", limits.BUSY))
+        held = start_ledger(ctx, battle_id=battle.id, sides=tuple(jobs))
+    except Refused as refused:
+        return [Feedback("error", str(refused))]
+    try:
+        stream_pair(jobs, on_delta=on_delta, on_result=on_result)
+    finally:  # a rerun or a closed tab stops the stream here: the slot is freed, the count stays
+        db_repo.finish_generations(ctx.engine, ids=held)
     return feedback
 
 
@@ -234,14 +273,13 @@ def battles_last_hour(ctx: Context) -> tuple[int, int]:
 
 
 def generations_last_minute(ctx: Context) -> tuple[int, int]:
-    """Replies generated in the last minute for this visitor, and for everyone from this address."""
+    """Generations started in the last minute (the ledger: interrupted ones too) for this visitor, and
+    for everyone from this address."""
     return _mine_and_address(ctx, db_repo.count_generations_since, dt.timedelta(minutes=1))
 
 
 def _mine_and_address(ctx: Context, count: Callable[..., int], window: dt.timedelta) -> tuple[int, int]:
-    """``count`` over ``window`` for this visitor and for this address (the visitor's own where unknown)."""
+    """``count`` over ``window`` for this visitor and for this address bucket (:func:`address_key`)."""
     since = dt.datetime.now(dt.UTC) - window
     mine = count(ctx.engine, visitor_id=ctx.visitor_id, since=since)
-    if ctx.address_hash is None:
-        return mine, mine
-    return mine, count(ctx.engine, address_hash=ctx.address_hash, since=since)
+    return mine, count(ctx.engine, address_hash=address_key(ctx), since=since)

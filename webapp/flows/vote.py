@@ -9,6 +9,7 @@ from db import repository as db_repo
 from webapp.context import Context
 from webapp.flows import Feedback
 from webapp.flows.open_battle import load_battle
+from webapp.flows.send_turn import address_key
 from webapp.limits import votes_problem
 from webapp.views import vote_problem
 
@@ -27,28 +28,29 @@ def choice_label(choice: str) -> str:
 
 def cap_problem(ctx: Context) -> str | None:
     """Why this visitor may not vote again today (the optional daily cap), or None. Counted in the
-    database: votes since midnight UTC by this visitor and by everyone from this address."""
+    database: votes since midnight UTC by this visitor and by everyone from this address bucket."""
     if not ctx.settings.votes_per_visitor_per_day:
         return None
     since = db_repo.utc_day_start(dt.datetime.now(dt.UTC))
     mine = db_repo.count_votes_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
-    address = mine
-    if ctx.address_hash is not None:
-        address = db_repo.count_votes_since(ctx.engine, address_hash=ctx.address_hash, since=since)
+    address = db_repo.count_votes_since(ctx.engine, address_hash=address_key(ctx), since=since)
     return votes_problem(mine, address, settings=ctx.settings)
 
 
 def record_vote(ctx: Context, *, battle_id: str, choice: str) -> str | None:
     """Store the vote; returns None on success or the refusal reason in words. The database applies the
-    daily cap again inside the vote's transaction, so two tabs racing past :func:`cap_problem` cannot
-    both get through."""
+    daily caps (the visitor's and the address's) again inside the vote's transaction, so tabs or cookies
+    racing past :func:`cap_problem` cannot get through together."""
     cap = ctx.settings.votes_per_visitor_per_day
     try:
         db_repo.record_vote(ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id,
-                            accept_revealed=True, daily_cap=cap)
+                            accept_revealed=True, daily_cap=cap, address_hash=address_key(ctx),
+                            address_cap=cap * ctx.settings.address_limit_factor)
     except db_errors.VoteRefused as refused:
         if refused.reason == "daily_cap":
             return votes_problem(cap, 0, settings=ctx.settings)
+        if refused.reason == "address_cap":
+            return votes_problem(0, cap * ctx.settings.address_limit_factor, settings=ctx.settings)
         return _REFUSALS.get(refused.reason, str(refused))
     return None
 
