@@ -106,7 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "url", "") is None:
-        args.url = _default_url()
+        try:
+            args.url = _default_url()
+        except ValueError as exc:  # settings.SettingsProblem: one line naming the variables at fault
+            print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+            return 2
     if args.command == "bench":
         for name in ("writers", "votes_per_writer", "votes", "models", "messages"):
             if getattr(args, name) < 1 or (name == "models" and args.models < 2):

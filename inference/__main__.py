@@ -175,9 +175,13 @@ def _kernel_bench(*, json_out: bool, shapes: str = "smollm2") -> int:
 
 
 def _settings() -> Any:
+    from settings import SettingsProblem
     from settings import get_settings_without_secrets as get_settings
 
-    return get_settings()
+    try:
+        return get_settings()
+    except SettingsProblem as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _entries() -> list[Any]:

@@ -21,6 +21,7 @@ from scenarios import ScenarioError, get_scenario, list_scenarios  # noqa: E402
 from scenarios.base import Scenario  # noqa: E402
 from scenarios.corrections import STYLES  # noqa: E402
 from scenarios.records import PROTOCOLS, ProtocolName  # noqa: E402
+from settings import SettingsProblem  # noqa: E402
 
 EXIT_BAD_INPUT = 2
 PROTOCOL_CHOICES = (*PROTOCOLS, "all")
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except (UsageError, ScenarioError) as exc:
+    except (UsageError, ScenarioError, SettingsProblem) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -22,18 +22,17 @@ _TAB = "admin_tab_id"  # a random id per browser session: the key of its login b
 
 
 @st.cache_resource(show_spinner=False)
-def _throttle() -> LoginThrottle:
+def _throttle(database_url: str) -> LoginThrottle:
+    """The login back-off of the arena stored at ``database_url`` (one per process and arena)."""
     return LoginThrottle()
 
 
 def _throttle_keys() -> tuple[str, ...]:
-    """This session's key and, when the address is known, its salted hash's key."""
+    """This session's key and its address key's (every visitor of unknown address shares one); the
+    throttle adds the global budget over everyone."""
     tab = st.session_state.setdefault(_TAB, secrets.token_hex(8))
-    keys = [f"session:{tab}"]
     digest = run.address_digest(resources.settings())
-    if digest:
-        keys.append(f"address:{digest[:16]}")
-    return tuple(keys)
+    return (f"session:{tab}", f"address:{digest[:16]}")
 
 
 def _login() -> bool:
@@ -48,7 +47,9 @@ def _login() -> bool:
         attempt = st.text_input("Admin password", type="password", key="admin_password")
         submitted = st.form_submit_button("Log in")
     if submitted:
-        decision = check_password(settings, attempt, throttle=_throttle(), keys=_throttle_keys())
+        decision = check_password(
+            settings, attempt, throttle=_throttle(settings.resolved_database_url), keys=_throttle_keys()
+        )
         if decision.allowed:
             st.session_state[_OK] = True
             st.session_state[_SESSION] = secrets.token_hex(8)
@@ -85,7 +86,8 @@ def _contestants(ctx: Context) -> None:
 
 def _toggle(slug: str) -> None:
     enabled = bool(st.session_state[f"admin_enable_{slug}"])
-    gateway_data.set_enabled(run.reader(), slug=slug, enabled=enabled)
+    gateway_data.set_enabled(run.reader(), slug=slug, enabled=enabled,
+                             admin_session=str(st.session_state.get(_SESSION, "")))
     st.toast(f"{slug} {'enabled' if enabled else 'disabled'}")
 
 
@@ -135,17 +137,18 @@ def _moderation_log(ctx: Context) -> None:
     events = gateway_data.moderation_log(ctx)
     with st.expander(f"Moderation log ({len(events)} latest)", expanded=False):
         if not events:
-            st.caption("Nothing flagged yet.")
+            st.caption("Nothing flagged or toggled yet.")
             return
         st.dataframe(
             pd.DataFrame(
                 {
                     "time": e.created_at,
                     "action": e.action,
-                    "battle": e.battle_id,
+                    "battle": e.battle_id or "",
+                    "contestant": e.contestant or "",
                     "reason": e.reason,
                     "admin session": e.admin_session,
-                    "status before": e.prior_status,
+                    "status before": e.prior_status or "",
                 }
                 for e in events
             ),

@@ -22,8 +22,7 @@ from inference.protocol import ChatModel, GenerationParams
 from ranking import sample_pair as ranked_pair
 from settings import Settings
 from webapp import resources
-from webapp.inflight import InFlight
-from webapp.visitor import current_address, current_visitor_id
+from webapp.visitor import current_address_key, current_visitor_id
 
 
 @dataclass(frozen=True)
@@ -60,10 +59,12 @@ def context() -> Context:
     return Context(settings=settings, engine=engine, visitor_id=visitor, anon_id=anon, address_hash=digest)
 
 
-def address_digest(settings: Settings) -> str | None:
-    """The salted hash of this request's address (None where there is none, e.g. AppTest)."""
-    address = current_address(trusted_proxies=settings.trusted_proxies)
-    return db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
+def address_digest(settings: Settings) -> str:
+    """The salted hash of this request's address key (an IPv6 address's /64; where the address is not
+    known, e.g. AppTest or a proxy missing from ``ARENA_TRUSTED_PROXIES``, the one key all such visitors
+    share, so the per-address limits fail closed). Never None."""
+    key = current_address_key(trusted_proxies=settings.trusted_proxies)
+    return db_repo.hash_address(key, salt=settings.hash_salt.get_secret_value())
 
 
 def _visitor(engine: Any, anon: str, digest: str | None) -> int:
@@ -168,11 +169,6 @@ def pool_snapshot(ctx: Context) -> PoolSnapshot:
         rows=tuple((s.name, s.state, s.message) for s in status.values()),
         usable=tuple(c.slug for c in enabled if c.slug in ready),
     )
-
-
-def in_flight() -> InFlight:
-    """Which visitors have a generation running in this process (one at a time each)."""
-    return resources.in_flight()
 
 
 def serving_devices() -> str:

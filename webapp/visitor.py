@@ -13,19 +13,28 @@ signed value we computed (hex and a dot, nothing from a visitor or a model). It 
 ``HttpOnly``; it is ``SameSite=Strict``, ``Secure`` on https, and scoped to the site's path. Every
 model output is rendered escaped (``webapp/render.py``), so no page script but ours runs to read it.
 
-The address is never stored in clear: ``db`` keeps only its salted HMAC (``db.repository.hash_address``).
+The address is never stored in clear: ``db`` keeps only its salted HMAC (``db.repository.hash_address``)
+of its *key* (:func:`address_key`): an IPv4 address as it is, an IPv6 address's /64 (one subscriber's
+network; an attacker rotating through it is still one address), and, where the address is not known
+(no request, a loopback peer that is not a trusted proxy, a trusted proxy that sent no
+``X-Forwarded-For``, anything unparsable), the fixed key ``unknown``: every such visitor shares one
+bucket of the per-address limits (they fail closed), and the server log warns once per process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import logging
 import re
+import threading
 import uuid
 from collections.abc import Sequence
 
 import streamlit as st
 
+_LOG = logging.getLogger(__name__)
 COOKIE = "fixit_visitor"
 COOKIE_MAX_AGE_S = 365 * 24 * 3600
 _VISITOR_KEY = "visitor_id"
@@ -86,15 +95,102 @@ def _write_cookie(value: str) -> None:
     )
 
 
+UNKNOWN_ADDRESS = "unknown"  # the one key every visitor of unknown address shares
+IPV6_PREFIX = 64
+# Streamlit reports a loopback peer as no address at all (``st.context.ip_address`` is None for these).
+_HIDDEN_LOOPBACK_PEERS = ("127.0.0.1", "::1")
+_UNKNOWN_WARNED = threading.Event()
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def parse_ip(text: str) -> IPAddress | None:
+    """An address as a peer or a proxy writes it (``203.0.113.9``, ``203.0.113.9:4711``, ``2001:db8::1``,
+    ``[2001:db8::1]:443``, quoted), or None when it is none (``unknown``, ``_hidden``, garbage)."""
+    text = text.strip().strip('"').strip()
+    if text.startswith("["):
+        end = text.find("]")
+        candidates = [text[1:end]] if end > 0 else []
+    elif text.count(":") == 1:  # IPv4 with a port
+        candidates = [text.split(":", 1)[0]]
+    else:
+        candidates = [text]
+    for candidate in candidates:
+        try:
+            return ipaddress.ip_address(candidate)
+        except ValueError:
+            continue
+    return None
+
+
+def address_key(address: str | None) -> str:
+    """What per-address limits count under: an IPv4 address itself, an IPv6 address's /64 network (an
+    IPv4-mapped one is its IPv4 address), and ``unknown`` for no address or one that does not parse."""
+    ip = parse_ip(address) if address else None
+    if ip is None or ip.is_unspecified:
+        return UNKNOWN_ADDRESS
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip), IPV6_PREFIX), strict=False))
+    return str(ip)
+
+
+def peer_is_trusted(peer: str | None, trusted_proxies: Sequence[str]) -> bool:
+    """Whether the connection's peer is one of ``trusted_proxies`` (addresses or networks). A peer of
+    None is Streamlit's loopback peer (127.0.0.1 or ::1): trusted when either is listed."""
+    networks = []
+    for proxy in trusted_proxies:
+        try:
+            networks.append(ipaddress.ip_network(proxy.strip(), strict=False))
+        except ValueError:  # settings refuse these; never trust what does not parse
+            continue
+    candidates = _HIDDEN_LOOPBACK_PEERS if peer is None else (peer,)
+    for candidate in candidates:
+        ip = parse_ip(candidate)
+        if ip is None:
+            continue
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if any(ip in network for network in networks):
+            return True
+    return False
+
+
+def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies: Sequence[str]) -> str | None:
+    """The visitor's address from the peer (None: a loopback peer) and its ``X-Forwarded-For``: from a
+    trusted proxy the header's last entry (the one the proxy wrote; a client's own entries to its left
+    are ignored), None when the proxy wrote none; from any other peer the peer itself."""
+    if peer_is_trusted(peer, trusted_proxies):
+        last = (forwarded_for or "").split(",")[-1].strip()
+        return last or None
+    return peer or None
+
+
 def current_address(*, trusted_proxies: Sequence[str] = ()) -> str | None:
-    """The visitor's network address: the connection's peer, or, when that peer is one of
-    ``trusted_proxies`` (``ARENA_TRUSTED_PROXIES``), the last address of its ``X-Forwarded-For`` (the
-    one that proxy wrote; a client's own entries to the left of it are ignored)."""
+    """This request's visitor address (:func:`client_address`), or None where it is not known: no
+    request behind the run (AppTest, bare mode), a loopback peer that is not a trusted proxy."""
     try:
-        address = st.context.ip_address
-        forwarded = st.context.headers.get("X-Forwarded-For") if address in trusted_proxies else None
+        has_request = bool(dict(st.context.headers))
+        peer = st.context.ip_address
+        forwarded = st.context.headers.get("X-Forwarded-For")
     except Exception:  # outside a browser session (AppTest, bare mode) there is no address
         return None
-    if isinstance(forwarded, str) and forwarded.strip():
-        return forwarded.split(",")[-1].strip() or None
-    return address if isinstance(address, str) and address else None
+    if not has_request:
+        return None
+    peer_text = peer if isinstance(peer, str) and peer else None
+    return client_address(peer_text, forwarded if isinstance(forwarded, str) else None, trusted_proxies)
+
+
+def current_address_key(*, trusted_proxies: Sequence[str] = ()) -> str:
+    """This request's :func:`address_key`; the first unknown one in the process is logged as a warning
+    (every visitor of unknown address then shares one bucket of the per-address limits)."""
+    key = address_key(current_address(trusted_proxies=trusted_proxies))
+    if key == UNKNOWN_ADDRESS and not _UNKNOWN_WARNED.is_set():
+        _UNKNOWN_WARNED.set()
+        _LOG.warning(
+            "visitor addresses are unknown (no request address, a loopback peer that is not in "
+            "ARENA_TRUSTED_PROXIES, or a trusted proxy that sent no X-Forwarded-For): all such visitors "
+            "share one bucket of the per-address limits and of the admin login back-off"
+        )
+    return key

@@ -24,6 +24,7 @@ import websockets
 from sqlalchemy import create_engine, select
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from websockets.typing import Subprotocol
 
 from db.models import Visitor
 
@@ -54,6 +55,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         "ARENA_DATA_DIR": str(tmp),
         "ARENA_CATALOGUE_PATH": str(catalogue),
         "ARENA_HASH_SALT": SALT,
+        # Trusted proxies mean a network: weak secrets are refused there even in test mode.
+        "ARENA_ADMIN_PASSWORD": "a-long-admin-password-for-cookies",
         "ARENA_TRUSTED_PROXIES": '["127.0.0.1"]',  # the test client plays the reverse proxy too
     }
     env.pop("XLA_FLAGS", None)
@@ -91,7 +94,8 @@ async def _page(host: str, *, cookie: str | None, query: str = "", forwarded: st
         headers["Cookie"] = cookie
     bodies: list[str] = []
     async with websockets.connect(
-        f"ws://{host}/_stcore/stream", subprotocols=["streamlit"], additional_headers=headers, max_size=None
+        f"ws://{host}/_stcore/stream", subprotocols=[Subprotocol("streamlit")], additional_headers=headers,
+        max_size=None,
     ) as ws:
         back = BackMsg()
         back.rerun_script.query_string = query
@@ -152,3 +156,25 @@ def test_behind_a_trusted_proxy_the_address_is_the_one_it_forwarded(server: tupl
     with create_engine(db_url).connect() as conn:
         latest = conn.scalar(select(Visitor.address_hash).order_by(Visitor.id.desc()).limit(1))
     assert latest == hash_address("10.1.2.3", salt=SALT)
+
+
+def _latest_address_hash(db_url: str) -> str | None:
+    with create_engine(db_url).connect() as conn:
+        return conn.scalar(select(Visitor.address_hash).order_by(Visitor.id.desc()).limit(1))
+
+
+def test_ipv6_visitors_are_keyed_by_their_64(server: tuple[str, str]) -> None:
+    """The probe: IPv6 was keyed by the full /128, so one subscriber rotating through its /64 was a new
+    address (a new budget) every time. Two addresses of one /64 are one address now, another /64 is not,
+    and an IPv4-mapped address is its IPv4 address."""
+    from db.repository import hash_address
+
+    host, db_url = server
+    asyncio.run(_page(host, cookie=None, forwarded="2001:db8:7:8::1"))
+    first = _latest_address_hash(db_url)
+    asyncio.run(_page(host, cookie=None, forwarded="2001:db8:7:8:dead:beef:0:2"))
+    assert _latest_address_hash(db_url) == first == hash_address("2001:db8:7:8::/64", salt=SALT)
+    asyncio.run(_page(host, cookie=None, forwarded="2001:db8:7:9::1"))
+    assert _latest_address_hash(db_url) != first
+    asyncio.run(_page(host, cookie=None, forwarded="::ffff:198.51.100.4"))
+    assert _latest_address_hash(db_url) == hash_address("198.51.100.4", salt=SALT)
