@@ -104,12 +104,14 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
         current = battle
 
         def on_result(side: str, result: Any, current: Any = current) -> None:
+            raw_error = (result.error or "error").split(":")[0]
+            result = send_turn.public_result(result, where=f"load bench battle {current.id} side {side}")
             unstored = send_turn.add_reply(ctx, battle=current, side=side, result=result, retry=False)
             with tally.lock:
                 if unstored is None:
                     tally.replies_told += 1
                 if result.finish_reason == "error":
-                    tally.failed[(result.error or "error").split(":")[0]] += 1
+                    tally.failed[raw_error] += 1
                 else:
                     tally.completed += 1
                     if result.ttft_ms is not None:

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from inference.protocol import clean_text
+
 # Grader labels (scenarios) -> the study's badges.
 BADGES: dict[str, str] = {"correct": "✓", "partial": "🍄", "garbage": "🔥", "many": "🔥🔥", "fixed": "🥦"}
 
 
 def reply(container: Any, text: str, *, cursor: bool = False) -> None:
-    """Show a model reply (possibly still streaming) as wrapped, escaped code text."""
-    shown = text + (" ▌" if cursor else "")
+    """Show a model reply (possibly still streaming) as wrapped, escaped code text; what cannot be
+    encoded (a lone surrogate from a broken engine) is drawn as U+FFFD instead of crashing the page."""
+    shown = clean_text(text) + (" ▌" if cursor else "")
     container.code(shown or " ", language=None, wrap_lines=True)
 
 
 def visitor_text(container: Any, text: str) -> None:
-    """Show what the visitor typed; also escaped."""
-    container.text(text)
+    """Show what the visitor typed; also escaped (and cleaned, as replies are)."""
+    container.text(clean_text(text))
 
 
 def badge(label: str | None) -> str:
@@ -35,12 +38,12 @@ def turn_caption(*, role: str, kind: str, badge_text: str = "") -> str:
 
 
 def show_error(container: Any, message: str) -> None:
-    """A failed generation: a clear error on that side only.
+    """A failed generation: a clear error on that side only, in our words (``message`` never holds an
+    engine's own text, which could name the model: see ``webapp.flows.send_turn.public_error``).
 
-    The engine's message is shown with ``st.text`` below a fixed headline, never inside ``st.error``
-    (whose body is Markdown): an error text like ``![x](http://…)`` would otherwise load a remote image
-    in the visitor's browser.
+    The message is shown with ``st.text`` below a fixed headline, never inside ``st.error`` (whose body
+    is Markdown).
     """
     box = container.container()
-    box.error("Generation failed. The engine said:", icon="⚠️")
-    box.text(message)
+    box.error("This model could not reply. Retry this side, or go on with the other.", icon="⚠️")
+    box.text(clean_text(message))

@@ -1,26 +1,45 @@
 """The dataset export (``python -m db export``; the web app's Dataset page).
 
-One package, layered one way: ``filters`` (what is selected) and ``schema`` (Arrow schemas) at the
-bottom; ``read`` (keyset pages of the dialogues) and ``pairwise`` (the ``battles`` view) read the
-database; ``records`` shapes pages; ``writers`` and ``card`` write; ``core`` runs an export to files or
-bytes; ``cli`` (command-line glue, the only module that reads ``settings``) and ``bench`` sit on top
-and are imported by ``db/__main__`` only, never from here.
+One package, layered one way: ``filters`` (what is selected), ``schema`` (Arrow schemas) and
+``categories`` (error texts to a closed set of categories) at the bottom; ``read`` (keyset pages of the
+dialogues) and ``pairwise`` (the ``battles`` view) read the database; ``records`` shapes pages;
+``writers`` and ``card`` write; ``core`` runs an export to files or bytes; ``cli`` (command-line glue, the
+only module that reads ``settings``) and ``bench`` sit on top and are imported by ``db/__main__`` only,
+never from here.
+
+The names below are loaded on first use (PEP 562): ``from db.export import error_category`` (the web
+app's reply path) does not load Arrow, the readers or the writers.
 """
 
-from db.export.core import (
-    DEFAULT_VIEW,
-    FORMATS,
-    VIEWS,
-    ExportBlob,
-    ExportCounts,
-    ExportResult,
-    export_battles,
-    export_bytes,
-)
-from db.export.filters import ExportError, ExportFilters, parse_date, visitor_hash
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from db.export.categories import ERROR_CATEGORIES, error_category
+
+if TYPE_CHECKING:
+    from db.export.core import (
+        DEFAULT_VIEW,
+        FORMATS,
+        VIEWS,
+        ExportBlob,
+        ExportCounts,
+        ExportResult,
+        export_battles,
+        export_bytes,
+    )
+    from db.export.filters import ExportError, ExportFilters, parse_date, visitor_hash
+
+_LAZY = {
+    **dict.fromkeys(("DEFAULT_VIEW", "FORMATS", "VIEWS", "ExportBlob", "ExportCounts", "ExportResult",
+                     "export_battles", "export_bytes"), "db.export.core"),
+    **dict.fromkeys(("ExportError", "ExportFilters", "parse_date", "visitor_hash"), "db.export.filters"),
+}
 
 __all__ = [
     "DEFAULT_VIEW",
+    "ERROR_CATEGORIES",
     "FORMATS",
     "VIEWS",
     "ExportBlob",
@@ -28,8 +47,19 @@ __all__ = [
     "ExportError",
     "ExportFilters",
     "ExportResult",
+    "error_category",
     "export_battles",
     "export_bytes",
     "parse_date",
     "visitor_hash",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The export's public names, imported from their module when first asked for."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

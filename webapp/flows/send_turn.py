@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
+import secrets
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -21,7 +24,8 @@ import scenarios
 from db import errors as db_errors
 from db import repository as db_repo
 from db.checks import storable_text as storable
-from inference.protocol import GenerationResult
+from db.export import error_category
+from inference.protocol import GenerationResult, clean_text
 from settings import Settings
 from webapp import context as run
 from webapp import limits, render
@@ -147,16 +151,19 @@ def generate(
         render.reply(placeholders[side], text, cursor=True)
 
     def on_result(side: str, result: GenerationResult) -> None:
+        raw_error = (result.error or "unknown error") if result.finish_reason == "error" else ""
+        result = public_result(result, where=f"battle {battle.id} side {side} ({battle.sides[side].contestant})")
         unstored = add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
         if unstored is not None:
             feedback.append(Feedback("error", f"Model {side.upper()}: {unstored}"))
-        if result.finish_reason == "error" and (result.error or "").startswith(BUSY_ERROR):
+        if raw_error.startswith(BUSY_ERROR):
             placeholders[side].warning(limits.ARENA_BUSY)  # the line filled up after the check: no fault
-        elif result.finish_reason == "error":
-            render.show_error(placeholders[side], result.error or "unknown error")
+        elif raw_error:
+            render.show_error(placeholders[side], result.error or "")
         else:
             render.reply(placeholders[side], result.text)
-        named = battle.mode == "anonymous" and _names_itself(battle.sides[side], result.text)
+        view = battle.sides[side]
+        named = battle.mode == "anonymous" and (_names_itself(view, result.text) or _names_itself(view, raw_error))
         if named and mark_revealed(ctx, battle_id=battle.id):
             feedback.append(Feedback("warning", REVEALED_WARNING))
 
@@ -169,6 +176,50 @@ def generate(
     finally:  # a rerun or a closed tab stops the stream here: the slot is freed, the count stays
         db_repo.finish_generations(ctx.engine, ids=held)
     return feedback
+
+
+def public_result(result: GenerationResult, *, where: str) -> GenerationResult:
+    """The result as the visitor sees it and the database stores it: text cleaned of what cannot be
+    encoded, absurd usage figures dropped and, for a failure, the engine's own words (which may name
+    the model, its endpoint or an account) replaced by :func:`public_error`; those words go to the
+    server log under the same error id, for the operator."""
+    cleaned = replace(
+        result,
+        text=clean_text(result.text),
+        prompt_tokens=_plausible_count(result.prompt_tokens) or 0,
+        new_tokens=_plausible_count(result.new_tokens) or 0,
+        ttft_ms=_plausible_ms(result.ttft_ms),
+        total_ms=_plausible_ms(result.total_ms) or 0.0,
+    )
+    if result.finish_reason != "error":
+        return replace(cleaned, error=None)
+    error_id = secrets.token_hex(4)
+    detail = result.error or "unknown error"
+    _LOG.warning("reply failed, error %s, %s: %s", error_id, where, detail)
+    return replace(cleaned, error=public_error(detail, error_id))
+
+
+def public_error(detail: str, error_id: str) -> str:
+    """What a visitor reads, and the database keeps, of a failed reply: a category from a closed set
+    (``db.export.error_category``: timeout, busy, refused, engine_error …) and a short id to quote."""
+    return f"{error_category(detail) or 'error'} (error {error_id})"
+
+
+_MAX_TOKENS = 10_000_000
+_MAX_MS = 24 * 3600 * 1000.0
+
+
+def _plausible_count(value: int | None) -> int | None:
+    """A token count the database can hold and a reply can have, else None (an engine said 2**40)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_TOKENS:
+        return None
+    return value
+
+
+def _plausible_ms(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value) or not 0 <= value <= _MAX_MS:
+        return None
+    return float(value)
 
 
 def _names_itself(view: ShownSide, text: str) -> bool:
@@ -233,7 +284,7 @@ def _store_reply(
     ctx: Context, *, battle: ShownBattle, side: str, result: GenerationResult, retry: bool
 ) -> None:
     failed = result.finish_reason == "error"
-    text = storable(result.text)
+    text = storable(result.text)  # (already public: see public_result)
     label, mistakes = (None, None) if failed else _grade(battle, side, text, retry=retry)
     replaces = None
     if retry:
