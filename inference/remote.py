@@ -16,6 +16,29 @@ Failure policy, chosen so that a visitor never sees a reply spliced from two att
 * Cancellation (the caller's :class:`CancelToken`) shuts the socket down at once, also while the server
   is silent, and ends with ``finish_reason="cancelled"``.
 
+Bounds, so that a hostile or broken engine cannot hold a reply, a thread or memory (constructor arguments,
+see :class:`RemoteChatModel`):
+
+* ``total_timeout``: a wall-clock deadline for the whole reply, every attempt and backoff included.
+* ``idle_timeout``: the longest time without progress. Only a content delta is progress: keep-alive
+  comments, empty chunks and a line that trickles in byte by byte do not reset it (``read_timeout``
+  still bounds the silence between two reads). A watcher thread shuts the socket down when either
+  expires, also in the middle of a read.
+* Tokens and characters: the request's own ``max_new_tokens`` is enforced on our side (one content chunk
+  counts as one token; engines send at most one chunk per token), and the text is cut at
+  ``max_chars_per_token * max_new_tokens`` characters. At the cap the reply ends with
+  ``finish_reason="length"``; a few more events are read for the engine's finish reason and usage, then
+  the connection is closed (not pooled) unless the engine ended the stream properly.
+* ``max_line_bytes`` / ``max_event_bytes``: a longer line or event is refused while it is read (a bounded
+  ``readline``), never buffered whole.
+* Usage figures that are negative, not integers, larger than the prompt could plausibly be, or larger
+  than the tokens asked for are dropped (the token count falls back to the chunks received).
+* Text: every delta, the result's text and the error are passed through
+  :func:`inference.protocol.clean_text` (lone surrogates and NUL become U+FFFD).
+
+A reply that breaks one of these ends with ``finish_reason="error"`` (time, oversized lines) or
+``"length"`` (tokens, characters), keeping the text streamed so far, and its connection is closed.
+
 The API key is passed in by the caller (the pool reads it from ``settings.remote_api_keys``); this module
 reads no environment variables and never writes the key into errors or ``repr``.
 """
@@ -42,6 +65,7 @@ from inference.protocol import (
     GenerationResult,
     StreamEvent,
     TextDelta,
+    clean_text,
 )
 
 logger = logging.getLogger(__name__)
@@ -63,9 +87,20 @@ _SERVER_ABORTS = frozenset({"abort", "error", "content_filter", "cancelled"})
 _MAX_BACKOFF_S = 30.0
 _CANCEL_POLL_S = 0.05
 _MAX_ERROR_BODY = 500
-_MAX_LINE_BYTES = 1 << 20  # one SSE line; a chunk is a few hundred bytes, so this only stops a runaway
 _MAX_IDLE_CONNECTIONS = 8  # kept alive per remote model (one per stream that ran at once, up to this)
 _DRAIN_TIMEOUT_S = 0.5  # after [DONE], the end of the HTTP body; a server that sends none is not reused
+_DRAIN_BYTES = 4096  # what may follow [DONE] on a connection that is kept (the chunked body's end)
+_MAX_USAGE_TOKENS = 10**7  # a usage figure above this is absurd whatever the prompt
+_TAIL_EVENTS = 4  # events read after the token cap, for the engine's finish reason and usage
+_TAIL_IDLE_S = 1.0  # and the time they may take
+_MAX_REASON_CHARS = 80  # of an engine's finish reason quoted in an error
+
+# The defaults of the bounds (see the module docstring).
+DEFAULT_TOTAL_TIMEOUT_S = 300.0
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+DEFAULT_MAX_CHARS_PER_TOKEN = 32
+DEFAULT_MAX_LINE_BYTES = 64 * 1024  # a chunk is a few hundred bytes
+DEFAULT_MAX_EVENT_BYTES = 256 * 1024
 
 
 class RemoteError(Exception):
@@ -81,6 +116,17 @@ class _Cancelled(Exception):
     """The caller cancelled; unwinds the attempt loop."""
 
 
+@dataclass(frozen=True)
+class _Limits:
+    """The bounds of one reply, from the model's settings and the request."""
+
+    max_tokens: int  # content chunks
+    max_chars: int
+    max_line_bytes: int
+    max_event_bytes: int
+    max_prompt_tokens: int  # above this a reported prompt_tokens is absurd
+
+
 @dataclass
 class _Reply:
     """What one attempt has gathered so far."""
@@ -90,12 +136,57 @@ class _Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     chunks_with_text: int = 0
+    chars: int = 0
     first_token_at: float | None = None
     done: bool = False
+    capped: bool = False  # the token or character cap is reached: no more text is taken
+    truncated: bool = False  # we ended the reply at the cap (the engine did not): finish "length"
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+
+class _Clock:
+    """A reply's deadline and its idle deadline; read by the watcher thread, moved by the reader."""
+
+    def __init__(self, total: float, idle: float) -> None:
+        self.total = total
+        self.idle = idle
+        self.deadline = time.monotonic() + total
+        self.idle_deadline = time.monotonic() + idle
+
+    def progress(self) -> None:
+        """The reply advanced: the idle time starts again."""
+        self.idle_deadline = time.monotonic() + self.idle
+
+    def pause(self) -> None:
+        """The caller holds the stream (a delta was handed over): its time is not the server's idleness."""
+        self.idle_deadline = float("inf")
+
+    def shorten_idle(self, seconds: float) -> None:
+        self.idle_deadline = min(self.idle_deadline, time.monotonic() + seconds)
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def expired(self) -> str | None:
+        """``"total"``, ``"idle"`` or None."""
+        now = time.monotonic()
+        if now >= self.deadline:
+            return "total"
+        if now >= self.idle_deadline:
+            return "idle"
+        return None
+
+    def overdue_error(self) -> RemoteError | None:
+        """The error for an expired limit (the watcher has shut the socket down), else None."""
+        reason = self.expired()
+        if reason == "total":
+            return RemoteError(f"no complete reply within the {self.total:g} s limit", retryable=False)
+        if reason == "idle":
+            return RemoteError(f"no progress from the server for {self.idle:g} s", retryable=True)
+        return None
 
 
 class RemoteChatModel:
@@ -104,6 +195,11 @@ class RemoteChatModel:
     ``base_url`` is the server root (``http://host:8000``) or its ``/v1`` prefix; both reach
     ``<root>/v1/chat/completions``. ``model`` is the engine's own model name (the ``model`` field of the
     request). ``connect_timeout`` bounds the TCP connect, ``read_timeout`` the silence between two reads.
+
+    The bounds of every reply (see the module docstring): ``total_timeout`` seconds for the whole reply,
+    retries included; ``idle_timeout`` seconds without a content delta; at most
+    ``max_chars_per_token * params.max_new_tokens`` characters and ``params.max_new_tokens`` content
+    chunks; lines of at most ``max_line_bytes`` and events of at most ``max_event_bytes`` bytes.
     """
 
     def __init__(
@@ -117,6 +213,11 @@ class RemoteChatModel:
         read_timeout: float = 60.0,
         max_retries: int = 2,
         backoff: float = 0.5,
+        total_timeout: float = DEFAULT_TOTAL_TIMEOUT_S,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
+        max_chars_per_token: int = DEFAULT_MAX_CHARS_PER_TOKEN,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         if not slug:
             raise ValueError("slug must not be empty")
@@ -128,6 +229,10 @@ class RemoteChatModel:
             raise ValueError("max_retries must be >= 0")
         if backoff < 0:
             raise ValueError("backoff must be >= 0 seconds")
+        if not (total_timeout > 0 and idle_timeout > 0):  # also refuses NaN
+            raise ValueError("total_timeout and idle_timeout must be > 0 seconds")
+        if min(max_chars_per_token, max_line_bytes, max_event_bytes) < 1:
+            raise ValueError("max_chars_per_token, max_line_bytes and max_event_bytes must be >= 1")
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be an http(s) URL with a host, got {base_url!r}")
@@ -143,6 +248,11 @@ class RemoteChatModel:
         self._read_timeout = read_timeout
         self._max_retries = max_retries
         self._backoff = backoff
+        self._total_timeout = total_timeout
+        self._idle_timeout = idle_timeout
+        self._max_chars_per_token = max_chars_per_token
+        self._max_line_bytes = max_line_bytes
+        self._max_event_bytes = max_event_bytes
         self._idle: list[http.client.HTTPConnection] = []  # keep-alive connections between requests
         self._idle_lock = threading.Lock()
 
@@ -174,7 +284,8 @@ class RemoteChatModel:
         error: str | None = None
         try:
             body = json.dumps(request_body(model=self._model, messages=messages, params=params)).encode()
-            yield from self._attempts(body, reply, cancel)
+            limits = self._limits(messages, params)
+            yield from self._attempts(body, reply, cancel, limits)
         except _Cancelled:
             pass
         except RemoteError as exc:
@@ -184,23 +295,43 @@ class RemoteChatModel:
             error = f"{type(exc).__name__}: {exc}"
         yield self._result(reply, started=started, cancelled=cancel.cancelled, error=error)
 
-    def _attempts(self, body: bytes, reply: _Reply, cancel: CancelToken) -> Iterator[TextDelta]:
-        """Run attempts until one succeeds, retrying only while nothing was yielded."""
+    def _limits(self, messages: Sequence[ChatMessage], params: GenerationParams) -> _Limits:
+        return _Limits(
+            max_tokens=params.max_new_tokens,
+            max_chars=params.max_new_tokens * self._max_chars_per_token,
+            max_line_bytes=self._max_line_bytes,
+            max_event_bytes=self._max_event_bytes,
+            max_prompt_tokens=_plausible_prompt_tokens(messages),
+        )
+
+    def _attempts(
+        self, body: bytes, reply: _Reply, cancel: CancelToken, limits: _Limits
+    ) -> Iterator[TextDelta]:
+        """Run attempts until one succeeds, retrying only while nothing was yielded, all within
+        ``total_timeout``."""
+        clock = _Clock(self._total_timeout, self._idle_timeout)
         attempt = 0
         while True:
             if cancel.cancelled:
                 raise _Cancelled
+            clock.progress()  # each attempt has its own idle time (the deadline stays)
             try:
-                yield from self._one_attempt(body, reply, cancel)
+                yield from self._one_attempt(body, reply, cancel, clock, limits)
                 return
             except RemoteError as exc:
                 if cancel.cancelled:
                     raise _Cancelled from exc
+                if reply.capped:  # the text we take is complete; what failed is the tail after the cap
+                    reply.truncated = True
+                    return
                 if not exc.retryable or reply.parts or attempt >= self._max_retries:
                     raise
                 delay = min(self._backoff * 2**attempt, _MAX_BACKOFF_S)
                 if exc.retry_after is not None:
                     delay = max(delay, min(exc.retry_after, _MAX_BACKOFF_S))
+                if delay >= clock.left():
+                    raise RemoteError(f"no complete reply within the {clock.total:g} s limit "
+                                      f"(last attempt: {exc})", retryable=False) from exc
                 logger.warning(
                     "remote model %s: attempt %d failed (%s); retrying in %.2fs",
                     self._slug, attempt + 1, exc, delay,
@@ -209,33 +340,49 @@ class RemoteChatModel:
                 reply.finish_reason = reply.prompt_tokens = reply.completion_tokens = None
                 attempt += 1
 
-    def _one_attempt(self, body: bytes, reply: _Reply, cancel: CancelToken) -> Iterator[TextDelta]:
-        conn, response = self._send(body)
-        watcher = _CancelWatcher(conn, cancel)
+    def _one_attempt(
+        self, body: bytes, reply: _Reply, cancel: CancelToken, clock: _Clock, limits: _Limits
+    ) -> Iterator[TextDelta]:
+        watcher = _Watcher(cancel, clock)
+        conn: http.client.HTTPConnection | None = None
         reusable = False
+        watcher.start()
         try:
-            watcher.start()
+            conn, response = self._send(body, watcher, clock)
             _check_status(response)
-            yield from _read_events(response, reply, cancel)
-            reusable = reply.done and not cancel.cancelled and _drained(response, conn.sock)
+            yield from _read_events(response, reply, cancel, clock, limits)
+            reusable = (reply.done and not cancel.cancelled and not watcher.fired
+                        and _drained(response, conn.sock))
+        except RemoteError as exc:
+            if cancel.cancelled:
+                raise _Cancelled from exc
+            overdue = clock.overdue_error()  # the watcher cut the connection: say why
+            if overdue is not None:
+                raise overdue from exc
+            raise
         finally:
             watcher.stop()
-            if reusable:
-                self._give_back(conn)
-            else:
-                conn.close()
+            if conn is not None:
+                if reusable:
+                    self._give_back(conn)
+                else:
+                    conn.close()
 
-    def _send(self, body: bytes) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    def _send(
+        self, body: bytes, watcher: _Watcher, clock: _Clock
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """POST the request on an idle keep-alive connection, else a new one; a kept connection the server
         has closed meanwhile is dropped and the request sent once more on a fresh one (not a retry: the
         server never saw it)."""
         conn = self._take_idle()
         if conn is not None:
+            watcher.watch(conn)
             try:
                 return conn, self._post(conn, body)
             except RemoteError:
                 conn.close()
-        conn = self._connection()
+        conn = self._connection(timeout=max(min(self._connect_timeout, clock.left()), 0.001))
+        watcher.watch(conn)
         try:
             conn.connect()
         except (TimeoutError, OSError) as exc:
@@ -274,9 +421,9 @@ class RemoteChatModel:
         for conn in idle:
             conn.close()
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self, *, timeout: float) -> http.client.HTTPConnection:
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        return cls(self._host, self._port, timeout=self._connect_timeout)
+        return cls(self._host, self._port, timeout=timeout)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -292,17 +439,19 @@ class RemoteChatModel:
             finish, error = "cancelled", None
         elif error is not None:
             finish = "error"
+        elif reply.truncated:
+            finish = "length"
         else:
             finish, error = _map_finish_reason(reply.finish_reason)
         ttft = None if reply.first_token_at is None else (reply.first_token_at - started) * 1000.0
         return GenerationResult(
-            text=reply.text,
+            text=clean_text(reply.text),  # each part is clean already; cheap insurance for the whole
             finish_reason=finish,
             prompt_tokens=reply.prompt_tokens or 0,
             new_tokens=reply.chunks_with_text if reply.completion_tokens is None else reply.completion_tokens,
             ttft_ms=ttft,
             total_ms=(time.perf_counter() - started) * 1000.0,
-            error=error,
+            error=None if error is None else clean_text(error),
         )
 
 
@@ -350,46 +499,68 @@ def _check_status(response: http.client.HTTPResponse) -> None:
 
 
 def _read_events(
-    response: http.client.HTTPResponse, reply: _Reply, cancel: CancelToken
+    response: http.client.HTTPResponse, reply: _Reply, cancel: CancelToken, clock: _Clock, limits: _Limits
 ) -> Iterator[TextDelta]:
-    """Parse server-sent events (``data:`` lines, blank line ends an event) and apply each chunk."""
+    """Parse server-sent events (``data:`` lines, blank line ends an event) and apply each chunk.
+
+    After the cap (``reply.capped``) only a few more events are read, for the engine's finish reason and
+    usage; content among them, or more of them, ends the reply as truncated."""
     data_lines: list[str] = []
+    event_bytes = 0
+    tail_events = 0
     while not reply.done:
-        try:
-            raw = response.readline(_MAX_LINE_BYTES + 1)
-        except (TimeoutError, OSError, http.client.HTTPException) as exc:
-            if cancel.cancelled:
-                raise _Cancelled from exc
-            raise RemoteError(f"stream broke: {_describe(exc)}", retryable=True) from exc
-        if cancel.cancelled:
-            raise _Cancelled
+        raw = _read_line(response, cancel, limits.max_line_bytes)
         if not raw:  # end of stream
             if data_lines:
-                yield from _apply_event("\n".join(data_lines), reply)
+                yield from _apply_event("\n".join(data_lines), reply, clock, limits)
             break
-        if len(raw) > _MAX_LINE_BYTES:
-            raise RemoteError(f"malformed event from server: a line longer than {_MAX_LINE_BYTES} bytes",
-                              retryable=False)
         line = raw.decode("utf-8", "replace").rstrip("\r\n")
         if not line:
             if data_lines:
-                yield from _apply_event("\n".join(data_lines), reply)
-                data_lines = []
+                yield from _apply_event("\n".join(data_lines), reply, clock, limits)
+                data_lines, event_bytes = [], 0
+                if reply.capped and not reply.done:
+                    tail_events += 1
+                    if reply.truncated or tail_events > _TAIL_EVENTS:
+                        reply.truncated = True
+                        return
+                    clock.shorten_idle(_TAIL_IDLE_S)
         elif line.startswith("data:"):
+            event_bytes += len(raw)
+            if event_bytes > limits.max_event_bytes:
+                raise RemoteError(f"malformed event from server: an event longer than "
+                                  f"{limits.max_event_bytes} bytes", retryable=False)
             data_lines.append(line[5:].removeprefix(" "))
-        # other fields (event:, id:, retry:) and ":" comments carry nothing we need
+        # other fields (event:, id:, retry:) and ":" comments carry nothing we need, and are no progress
     if not reply.done and reply.finish_reason is None:
         raise RemoteError("the server closed the connection before the end of the reply", retryable=True)
 
 
-def _apply_event(data: str, reply: _Reply) -> Iterator[TextDelta]:
+def _read_line(response: http.client.HTTPResponse, cancel: CancelToken, max_bytes: int) -> bytes:
+    """One line of at most ``max_bytes`` (b"" at the end of the stream); a longer one is refused after
+    reading ``max_bytes + 1`` of it, never buffered whole."""
+    try:
+        raw = response.readline(max_bytes + 1)
+    except (TimeoutError, OSError, http.client.HTTPException, ValueError) as exc:
+        if cancel.cancelled:
+            raise _Cancelled from exc
+        raise RemoteError(f"stream broke: {_describe(exc)}", retryable=True) from exc
+    if cancel.cancelled:
+        raise _Cancelled
+    if len(raw) > max_bytes:
+        raise RemoteError(f"malformed event from server: a line longer than {max_bytes} bytes",
+                          retryable=False)
+    return raw
+
+
+def _apply_event(data: str, reply: _Reply, clock: _Clock, limits: _Limits) -> Iterator[TextDelta]:
     """One ``data:`` payload: ``[DONE]``, an error object, or a chat-completion chunk."""
     if data.strip() == "[DONE]":
         reply.done = True
         return
     try:
         chunk = json.loads(data)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise RemoteError(f"malformed event from server: {data[:80]!r}", retryable=False) from exc
     if not isinstance(chunk, dict):
         raise RemoteError(f"malformed event from server: {data[:80]!r}", retryable=False)
@@ -397,8 +568,8 @@ def _apply_event(data: str, reply: _Reply) -> Iterator[TextDelta]:
         raise RemoteError(f"server error: {_error_message(json.dumps(chunk))}", retryable=False)
     usage = chunk.get("usage")
     if isinstance(usage, dict):
-        reply.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-        reply.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+        reply.prompt_tokens = _plausible_count(usage.get("prompt_tokens"), limits.max_prompt_tokens)
+        reply.completion_tokens = _plausible_count(usage.get("completion_tokens"), limits.max_tokens)
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         raise RemoteError(f"malformed chunk from server (no choices): {data[:80]!r}", retryable=False)
@@ -410,13 +581,31 @@ def _apply_event(data: str, reply: _Reply) -> Iterator[TextDelta]:
     delta = choice.get("delta") or {}
     content = delta.get("content") if isinstance(delta, dict) else None
     if content:
-        if reply.first_token_at is None:
-            reply.first_token_at = time.perf_counter()
-        reply.parts.append(str(content))
-        reply.chunks_with_text += 1
-        yield TextDelta(str(content))
+        text = _take_text(clean_text(str(content)), reply, limits)
+        if text:
+            if reply.first_token_at is None:
+                reply.first_token_at = time.perf_counter()
+            clock.pause()
+            yield TextDelta(text)
+            clock.progress()
     if choice.get("finish_reason"):
-        reply.finish_reason = str(choice["finish_reason"])
+        reply.finish_reason = str(choice["finish_reason"])[:_MAX_REASON_CHARS]
+
+
+def _take_text(text: str, reply: _Reply, limits: _Limits) -> str:
+    """The part of a content delta the caps leave room for, counted into ``reply``."""
+    if reply.capped:  # content past the cap: the engine ignores max_tokens
+        reply.truncated = True
+        return ""
+    room = limits.max_chars - reply.chars
+    if len(text) > room:
+        text, reply.truncated = text[:room], True
+    reply.parts.append(text)
+    reply.chars += len(text)
+    reply.chunks_with_text += 1
+    if reply.chunks_with_text >= limits.max_tokens or reply.chars >= limits.max_chars:
+        reply.capped = True
+    return text
 
 
 def _drained(response: http.client.HTTPResponse, sock: socket.socket | None) -> bool:
@@ -426,7 +615,7 @@ def _drained(response: http.client.HTTPResponse, sock: socket.socket | None) -> 
         return False
     try:
         sock.settimeout(_DRAIN_TIMEOUT_S)
-        rest = response.read(_MAX_LINE_BYTES)
+        rest = response.read(_DRAIN_BYTES)
     except (TimeoutError, OSError, http.client.HTTPException):
         return False
     return not rest.strip() and response.isclosed()
@@ -440,14 +629,20 @@ def _map_finish_reason(reason: str | None) -> tuple[FinishReason, str | None]:
     return _FINISH_REASONS.get(reason, "stop"), None
 
 
-class _CancelWatcher:
-    """A small thread that shuts the socket down when the caller cancels, waking a blocked read."""
+class _Watcher:
+    """A small thread that shuts the socket down when the caller cancels or a time limit passes, waking
+    a blocked read (also one that a byte-by-byte trickle keeps inside ``read_timeout``)."""
 
-    def __init__(self, conn: http.client.HTTPConnection, cancel: CancelToken) -> None:
-        self._conn = conn
+    def __init__(self, cancel: CancelToken, clock: _Clock) -> None:
+        self._conn: http.client.HTTPConnection | None = None
         self._cancel = cancel
+        self._clock = clock
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="remote-cancel-watch", daemon=True)
+        self.fired = False
+
+    def watch(self, conn: http.client.HTTPConnection) -> None:
+        self._conn = conn
 
     def start(self) -> None:
         self._thread.start()
@@ -459,12 +654,14 @@ class _CancelWatcher:
 
     def _run(self) -> None:
         while not self._stopped.wait(_CANCEL_POLL_S):
-            if self._cancel.cancelled:
-                sock = self._conn.sock
-                if sock is not None:
+            if self._cancel.cancelled or self._clock.expired() is not None:
+                conn = self._conn
+                sock = conn.sock if conn is not None else None
+                if sock is not None:  # none yet while connecting (connect_timeout bounds that)
+                    self.fired = True
                     with contextlib.suppress(OSError):
                         sock.shutdown(socket.SHUT_RDWR)
-                return
+                    return
 
 
 def _sleep_unless_cancelled(seconds: float, cancel: CancelToken) -> None:
@@ -498,8 +695,17 @@ def _retry_after(value: str | None) -> float | None:
         return None  # an HTTP date: fall back to our own backoff
 
 
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _plausible_count(value: object, most: int) -> int | None:
+    """A usage figure: an integer in ``[0, most]``, else None (dropped)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most:
+        return value
+    return None
+
+
+def _plausible_prompt_tokens(messages: Sequence[ChatMessage]) -> int:
+    """The most tokens a prompt of ``messages`` could take: no tokenizer makes more than one token of a
+    byte (4 per character), plus a chat template's own tokens; never above :data:`_MAX_USAGE_TOKENS`."""
+    return min(sum(4 * len(m.content) + 64 for m in messages) + 4096, _MAX_USAGE_TOKENS)
 
 
 def _describe(exc: BaseException) -> str:

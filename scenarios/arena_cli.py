@@ -95,6 +95,7 @@ def run_and_store(
     keys = {slug: key.get_secret_value() for slug, key in settings.remote_api_keys.items()}
     pool = ModelPool(entries, memory_budget_mb=settings.memory_budget_mb,
                      cache_dir=Path(settings.data_dir) / "models", api_keys=keys,
+                     remote_timeouts=(settings.remote_reply_deadline_s, settings.remote_idle_timeout_s),
                      mesh=mesh_from_setting(settings.mesh),
                      on_progress=lambda s: bar.set_description(f"{s.slug}: {s.state} {s.message}".strip()))
     try:

@@ -83,6 +83,7 @@ def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str, mesh: str = 
         api_keys={k: v.get_secret_value() for k, v in current.remote_api_keys.items()},
         max_outstanding=current.model_queue_limit,  # the hard bound; pages refuse earlier, in words
         queue_deadline_s=current.model_queue_deadline_s,
+        remote_timeouts=(current.remote_reply_deadline_s, current.remote_idle_timeout_s),
         mesh=mesh_from_setting(mesh),
     )
 

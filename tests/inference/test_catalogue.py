@@ -84,7 +84,7 @@ def test_good_entry_fields_and_defaults() -> None:
         (('template = "chatml"', 'template = "chatml"\ncolour = "red"'), "colour"),
         (('slug = "m1"', 'slug = "Has Spaces"'), "slug"),
         (('name = "Model One"', ""), "name"),
-        (("top_k = 20", "top_k = -1"), "sampling"),
+        (("top_k = 20", "top_k = -1"), "sampling.top_k"),
         (("top_k = 20", "top_q = 1"), "sampling.top_q"),
         (('template = "chatml"', 'template = "chatml"\nmemory_mb = 0'), "memory_mb"),
     ],
@@ -97,6 +97,77 @@ def test_bad_entry_names_the_entry_and_the_field(change: tuple[str, str], field:
     assert message.startswith("cat.toml: entry ")
     assert f"field '{field}'" in message
     assert "\n" not in message
+
+
+def _with_sampling(line: str) -> str:
+    """GOOD with ``line`` as its only sampling setting."""
+    return GOOD.replace("temperature = 0.5\ntop_k = 20\n", line + "\n")
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("temperature = nan", "sampling.temperature"),
+        ("temperature = inf", "sampling.temperature"),
+        ("temperature = -0.1", "sampling.temperature"),
+        ("temperature = 2.5", "sampling.temperature"),
+        ("temperature = true", "sampling.temperature"),
+        ('temperature = "0.7"', "sampling.temperature"),
+        ("top_p = 0", "sampling.top_p"),
+        ("top_p = 1.01", "sampling.top_p"),
+        ("top_p = nan", "sampling.top_p"),
+        ("top_p = false", "sampling.top_p"),
+        ("top_k = 2.5", "sampling.top_k"),
+        ("top_k = true", "sampling.top_k"),
+        ("top_k = -1", "sampling.top_k"),
+        ("top_k = 9223372036854775807", "sampling.top_k"),
+        ("max_new_tokens = 1.5", "sampling.max_new_tokens"),
+        ("max_new_tokens = 9223372036854775807", "sampling.max_new_tokens"),  # 2**63 - 1, TOML's largest
+        ("max_new_tokens = 32769", "sampling.max_new_tokens"),
+        ("max_new_tokens = 0", "sampling.max_new_tokens"),
+        ("max_new_tokens = true", "sampling.max_new_tokens"),
+        ("max_new_tokens = 64.0", "sampling.max_new_tokens"),
+        ('seed = "abc"', "sampling.seed"),
+        ("seed = -1", "sampling.seed"),
+        ("seed = 4294967296", "sampling.seed"),
+        ("seed = 1.0", "sampling.seed"),
+        ("seed = true", "sampling.seed"),
+    ],
+)
+def test_sampling_values_out_of_bounds_name_the_entry_and_the_field(line: str, field: str) -> None:
+    text = _with_sampling(line)
+    with pytest.raises(CatalogueError) as info:
+        parse_catalogue(text, origin="cat.toml")
+    message = str(info.value)
+    assert message.startswith("cat.toml: entry 'm1': ")
+    assert f"field '{field}'" in message
+    assert "\n" not in message and len(message) < 200
+
+
+@pytest.mark.parametrize("line", ["temperature = 0", "temperature = 2.0", "top_p = 1", "top_p = 0.05",
+                                  "max_new_tokens = 1", "max_new_tokens = 32768", "seed = 0",
+                                  "seed = 4294967295"])
+def test_sampling_values_at_the_bounds_are_accepted(line: str) -> None:
+    (entry,) = parse_catalogue(_with_sampling(line))
+    name, _, value = line.partition(" = ")
+    assert getattr(entry.sampling, name) == float(value)
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("context_length = 2.5", "context_length"),
+        ("context_length = true", "context_length"),
+        ("context_length = 9223372036854775807", "context_length"),
+        ("memory_mb = true", "memory_mb"),
+        ("memory_mb = 1.5", "memory_mb"),
+        ("memory_mb = 9223372036854775807", "memory_mb"),
+    ],
+)
+def test_other_numeric_fields_out_of_bounds(line: str, field: str) -> None:
+    text = GOOD.replace('template = "chatml"', f'template = "chatml"\n{line}')
+    with pytest.raises(CatalogueError, match=f"entry 'm1': field '{field}'"):
+        parse_catalogue(text)
 
 
 def test_duplicate_slug_and_remote_rules() -> None:

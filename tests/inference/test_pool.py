@@ -272,3 +272,35 @@ def test_a_model_loads_when_its_peak_fits_and_then_holds_its_resident_share(tmp_
     with ModelPool(ENTRIES, memory_budget_mb=100, cache_dir=tmp_path, estimator=estimator) as p:
         assert p.wait_ready(timeout=300) == ["tiny-llama"]
         assert "needs ~71 MB but only 70 MB" in p.status()["tiny-gemma3"].message
+
+
+def test_the_pools_remote_timeouts_bound_its_remote_models(tmp_path: Path) -> None:
+    """ARENA_REMOTE_REPLY_DEADLINE_S reaches the remote engine through the pool: a stream that never
+    ends is cut at the pool's total deadline (0.5 s here), not at the engine's default of minutes."""
+    import time
+
+    from inference.catalogue import parse_catalogue
+    from tests.inference.test_remote import Handler, serve
+
+    def endless(h: Handler, attempt: int) -> None:
+        h.start_sse()
+        stop = time.monotonic() + 10
+        while time.monotonic() < stop:
+            h.delta("t")
+            time.sleep(0.02)
+        h.done()
+
+    with serve(endless) as server:
+        (remote,) = parse_catalogue(f"""
+[[model]]
+slug = "endless"
+name = "Endless"
+family = "remote"
+source = "remote:{server.base_url}"
+remote_model = "tiny"
+""")
+        with ModelPool([remote], memory_budget_mb=1, cache_dir=tmp_path, remote_timeouts=(0.5, 5.0)) as p:
+            assert p.wait_ready(timeout=30) == ["endless"]
+            started = time.monotonic()
+            result = complete(p.get("endless"), MESSAGES, GenerationParams(max_new_tokens=30_000))
+            assert result.finish_reason == "error" and time.monotonic() - started < 5

@@ -152,7 +152,8 @@ def generate(
 
     def on_result(side: str, result: GenerationResult) -> None:
         raw_error = (result.error or "unknown error") if result.finish_reason == "error" else ""
-        result = public_result(result, where=f"battle {battle.id} side {side} ({battle.sides[side].contestant})")
+        view = battle.sides[side]
+        result = public_result(result, where=f"battle {battle.id} side {side} ({view.contestant})")
         unstored = add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
         if unstored is not None:
             feedback.append(Feedback("error", f"Model {side.upper()}: {unstored}"))
@@ -162,8 +163,8 @@ def generate(
             render.show_error(placeholders[side], result.error or "")
         else:
             render.reply(placeholders[side], result.text)
-        view = battle.sides[side]
-        named = battle.mode == "anonymous" and (_names_itself(view, result.text) or _names_itself(view, raw_error))
+        named = _names_itself(view, result.text) or _names_itself(view, raw_error)
+        named = named and battle.mode == "anonymous"
         if named and mark_revealed(ctx, battle_id=battle.id):
             feedback.append(Feedback("warning", REVEALED_WARNING))
 
