@@ -39,21 +39,24 @@ see :class:`RemoteChatModel`):
 A reply that breaks one of these ends with ``finish_reason="error"`` (time, oversized lines) or
 ``"length"`` (tokens, characters), keeping the text streamed so far, and its connection is closed.
 
+Layout: this module holds the model -- the request body (:func:`request_body`), connections (kept alive
+between requests, at most eight idle), the attempt loop with its retries and backoff, and the final
+:class:`GenerationResult`. Reading one response (status, server-sent events and their byte caps, the token
+and character caps, usage clamping, the deadlines and the watcher thread, finish reasons) lives in
+:mod:`inference.remote_stream`; :class:`RemoteError` is defined there and importable from here.
+
 The API key is passed in by the caller (the pool reads it from ``settings.remote_api_keys``); this module
 reads no environment variables and never writes the key into errors or ``repr``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import logging
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -67,33 +70,37 @@ from inference.protocol import (
     TextDelta,
     clean_text,
 )
+from inference.remote_stream import (
+    CANCEL_POLL_S,
+    Cancelled,
+    Clock,
+    Limits,
+    RemoteError,
+    Reply,
+    Watcher,
+    check_status,
+    describe,
+    drained,
+    map_finish_reason,
+    plausible_prompt_tokens,
+    read_events,
+)
+
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT_S",
+    "DEFAULT_MAX_CHARS_PER_TOKEN",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_TOTAL_TIMEOUT_S",
+    "RemoteChatModel",
+    "RemoteError",
+    "request_body",
+]
 
 logger = logging.getLogger(__name__)
 
-# How the engines name the end of a reply, mapped onto ours. Unknown reasons count as a normal stop.
-_FINISH_REASONS: dict[str, FinishReason] = {
-    "stop": "stop",
-    "eos": "stop",
-    "eos_token": "stop",  # TGI
-    "stop_sequence": "stop",  # TGI
-    "end_turn": "stop",
-    "tool_calls": "stop",
-    "function_call": "stop",
-    "length": "length",
-    "max_tokens": "length",
-    "model_length": "length",
-}
-_SERVER_ABORTS = frozenset({"abort", "error", "content_filter", "cancelled"})
 _MAX_BACKOFF_S = 30.0
-_CANCEL_POLL_S = 0.05
-_MAX_ERROR_BODY = 500
 _MAX_IDLE_CONNECTIONS = 8  # kept alive per remote model (one per stream that ran at once, up to this)
-_DRAIN_TIMEOUT_S = 0.5  # after [DONE], the end of the HTTP body; a server that sends none is not reused
-_DRAIN_BYTES = 4096  # what may follow [DONE] on a connection that is kept (the chunked body's end)
-_MAX_USAGE_TOKENS = 10**7  # a usage figure above this is absurd whatever the prompt
-_TAIL_EVENTS = 4  # events read after the token cap, for the engine's finish reason and usage
-_TAIL_IDLE_S = 1.0  # and the time they may take
-_MAX_REASON_CHARS = 80  # of an engine's finish reason quoted in an error
 
 # The defaults of the bounds (see the module docstring).
 DEFAULT_TOTAL_TIMEOUT_S = 300.0
@@ -101,92 +108,6 @@ DEFAULT_IDLE_TIMEOUT_S = 60.0
 DEFAULT_MAX_CHARS_PER_TOKEN = 32
 DEFAULT_MAX_LINE_BYTES = 64 * 1024  # a chunk is a few hundred bytes
 DEFAULT_MAX_EVENT_BYTES = 256 * 1024
-
-
-class RemoteError(Exception):
-    """A failed exchange with the engine; ``retryable`` says whether another attempt may succeed."""
-
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.retry_after = retry_after
-
-
-class _Cancelled(Exception):
-    """The caller cancelled; unwinds the attempt loop."""
-
-
-@dataclass(frozen=True)
-class _Limits:
-    """The bounds of one reply, from the model's settings and the request."""
-
-    max_tokens: int  # content chunks
-    max_chars: int
-    max_line_bytes: int
-    max_event_bytes: int
-    max_prompt_tokens: int  # above this a reported prompt_tokens is absurd
-
-
-@dataclass
-class _Reply:
-    """What one attempt has gathered so far."""
-
-    parts: list[str]
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    chunks_with_text: int = 0
-    chars: int = 0
-    first_token_at: float | None = None
-    done: bool = False
-    capped: bool = False  # the token or character cap is reached: no more text is taken
-    truncated: bool = False  # we ended the reply at the cap (the engine did not): finish "length"
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
-class _Clock:
-    """A reply's deadline and its idle deadline; read by the watcher thread, moved by the reader."""
-
-    def __init__(self, total: float, idle: float) -> None:
-        self.total = total
-        self.idle = idle
-        self.deadline = time.monotonic() + total
-        self.idle_deadline = time.monotonic() + idle
-
-    def progress(self) -> None:
-        """The reply advanced: the idle time starts again."""
-        self.idle_deadline = time.monotonic() + self.idle
-
-    def pause(self) -> None:
-        """The caller holds the stream (a delta was handed over): its time is not the server's idleness."""
-        self.idle_deadline = float("inf")
-
-    def shorten_idle(self, seconds: float) -> None:
-        self.idle_deadline = min(self.idle_deadline, time.monotonic() + seconds)
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def expired(self) -> str | None:
-        """``"total"``, ``"idle"`` or None."""
-        now = time.monotonic()
-        if now >= self.deadline:
-            return "total"
-        if now >= self.idle_deadline:
-            return "idle"
-        return None
-
-    def overdue_error(self) -> RemoteError | None:
-        """The error for an expired limit (the watcher has shut the socket down), else None."""
-        reason = self.expired()
-        if reason == "total":
-            return RemoteError(f"no complete reply within the {self.total:g} s limit", retryable=False)
-        if reason == "idle":
-            return RemoteError(f"no progress from the server for {self.idle:g} s", retryable=True)
-        return None
 
 
 class RemoteChatModel:
@@ -280,13 +201,13 @@ class RemoteChatModel:
         """Stream the engine's reply; always ends with exactly one :class:`GenerationResult`."""
         cancel = cancel or CancelToken()
         started = time.perf_counter()
-        reply = _Reply(parts=[])
+        reply = Reply(parts=[])
         error: str | None = None
         try:
             body = json.dumps(request_body(model=self._model, messages=messages, params=params)).encode()
             limits = self._limits(messages, params)
             yield from self._attempts(body, reply, cancel, limits)
-        except _Cancelled:
+        except Cancelled:
             pass
         except RemoteError as exc:
             error = str(exc)
@@ -295,32 +216,32 @@ class RemoteChatModel:
             error = f"{type(exc).__name__}: {exc}"
         yield self._result(reply, started=started, cancelled=cancel.cancelled, error=error)
 
-    def _limits(self, messages: Sequence[ChatMessage], params: GenerationParams) -> _Limits:
-        return _Limits(
+    def _limits(self, messages: Sequence[ChatMessage], params: GenerationParams) -> Limits:
+        return Limits(
             max_tokens=params.max_new_tokens,
             max_chars=params.max_new_tokens * self._max_chars_per_token,
             max_line_bytes=self._max_line_bytes,
             max_event_bytes=self._max_event_bytes,
-            max_prompt_tokens=_plausible_prompt_tokens(messages),
+            max_prompt_tokens=plausible_prompt_tokens(messages),
         )
 
     def _attempts(
-        self, body: bytes, reply: _Reply, cancel: CancelToken, limits: _Limits
+        self, body: bytes, reply: Reply, cancel: CancelToken, limits: Limits
     ) -> Iterator[TextDelta]:
         """Run attempts until one succeeds, retrying only while nothing was yielded, all within
         ``total_timeout``."""
-        clock = _Clock(self._total_timeout, self._idle_timeout)
+        clock = Clock(self._total_timeout, self._idle_timeout)
         attempt = 0
         while True:
             if cancel.cancelled:
-                raise _Cancelled
+                raise Cancelled
             clock.progress()  # each attempt has its own idle time (the deadline stays)
             try:
                 yield from self._one_attempt(body, reply, cancel, clock, limits)
                 return
             except RemoteError as exc:
                 if cancel.cancelled:
-                    raise _Cancelled from exc
+                    raise Cancelled from exc
                 if reply.capped:  # the text we take is complete; what failed is the tail after the cap
                     reply.truncated = True
                     return
@@ -341,21 +262,21 @@ class RemoteChatModel:
                 attempt += 1
 
     def _one_attempt(
-        self, body: bytes, reply: _Reply, cancel: CancelToken, clock: _Clock, limits: _Limits
+        self, body: bytes, reply: Reply, cancel: CancelToken, clock: Clock, limits: Limits
     ) -> Iterator[TextDelta]:
-        watcher = _Watcher(cancel, clock)
+        watcher = Watcher(cancel, clock)
         conn: http.client.HTTPConnection | None = None
         reusable = False
         watcher.start()
         try:
             conn, response = self._send(body, watcher, clock)
-            _check_status(response)
-            yield from _read_events(response, reply, cancel, clock, limits)
+            check_status(response)
+            yield from read_events(response, reply, cancel, clock, limits)
             reusable = (reply.done and not cancel.cancelled and not watcher.fired
-                        and _drained(response, conn.sock))
+                        and drained(response, conn.sock))
         except RemoteError as exc:
             if cancel.cancelled:
-                raise _Cancelled from exc
+                raise Cancelled from exc
             overdue = clock.overdue_error()  # the watcher cut the connection: say why
             if overdue is not None:
                 raise overdue from exc
@@ -369,7 +290,7 @@ class RemoteChatModel:
                     conn.close()
 
     def _send(
-        self, body: bytes, watcher: _Watcher, clock: _Clock
+        self, body: bytes, watcher: Watcher, clock: Clock
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """POST the request on an idle keep-alive connection, else a new one; a kept connection the server
         has closed meanwhile is dropped and the request sent once more on a fresh one (not a retry: the
@@ -387,7 +308,7 @@ class RemoteChatModel:
             conn.connect()
         except (TimeoutError, OSError) as exc:
             conn.close()
-            raise RemoteError(f"cannot connect to {self.endpoint}: {_describe(exc)}", retryable=True) from exc
+            raise RemoteError(f"cannot connect to {self.endpoint}: {describe(exc)}", retryable=True) from exc
         try:
             return conn, self._post(conn, body)
         except RemoteError:
@@ -401,7 +322,7 @@ class RemoteChatModel:
             conn.request("POST", self._path, body=body, headers=self._headers())
             return conn.getresponse()
         except (TimeoutError, OSError, http.client.HTTPException) as exc:
-            raise RemoteError(f"no response from {self.endpoint}: {_describe(exc)}", retryable=True) from exc
+            raise RemoteError(f"no response from {self.endpoint}: {describe(exc)}", retryable=True) from exc
 
     def _take_idle(self) -> http.client.HTTPConnection | None:
         with self._idle_lock:
@@ -432,7 +353,7 @@ class RemoteChatModel:
         return headers
 
     def _result(
-        self, reply: _Reply, *, started: float, cancelled: bool, error: str | None
+        self, reply: Reply, *, started: float, cancelled: bool, error: str | None
     ) -> GenerationResult:
         finish: FinishReason
         if cancelled:
@@ -442,7 +363,7 @@ class RemoteChatModel:
         elif reply.truncated:
             finish = "length"
         else:
-            finish, error = _map_finish_reason(reply.finish_reason)
+            finish, error = map_finish_reason(reply.finish_reason)
         ttft = None if reply.first_token_at is None else (reply.first_token_at - started) * 1000.0
         return GenerationResult(
             text=clean_text(reply.text),  # each part is clean already; cheap insurance for the whole
@@ -480,235 +401,11 @@ def request_body(*, model: str, messages: Sequence[ChatMessage], params: Generat
     return body
 
 
-def _check_status(response: http.client.HTTPResponse) -> None:
-    """Raise a :class:`RemoteError` for a non-2xx answer or a body that is not an event stream."""
-    status = response.status
-    if 200 <= status < 300:
-        ctype = response.getheader("Content-Type", "")
-        if "text/event-stream" not in ctype:
-            raise RemoteError(f"expected a text/event-stream reply, got {ctype or 'no content type'!r}",
-                              retryable=False)
-        return
-    try:
-        text = response.read(_MAX_ERROR_BODY * 4).decode("utf-8", "replace")
-    except (TimeoutError, OSError, http.client.HTTPException):
-        text = ""
-    retryable = status == 429 or status >= 500
-    raise RemoteError(f"HTTP {status} from server: {_error_message(text) or response.reason}",
-                      retryable=retryable, retry_after=_retry_after(response.getheader("Retry-After")))
-
-
-def _read_events(
-    response: http.client.HTTPResponse, reply: _Reply, cancel: CancelToken, clock: _Clock, limits: _Limits
-) -> Iterator[TextDelta]:
-    """Parse server-sent events (``data:`` lines, blank line ends an event) and apply each chunk.
-
-    After the cap (``reply.capped``) only a few more events are read, for the engine's finish reason and
-    usage; content among them, or more of them, ends the reply as truncated."""
-    data_lines: list[str] = []
-    event_bytes = 0
-    tail_events = 0
-    while not reply.done:
-        raw = _read_line(response, cancel, limits.max_line_bytes)
-        if not raw:  # end of stream
-            if data_lines:
-                yield from _apply_event("\n".join(data_lines), reply, clock, limits)
-            break
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if not line:
-            if data_lines:
-                yield from _apply_event("\n".join(data_lines), reply, clock, limits)
-                data_lines, event_bytes = [], 0
-                if reply.capped and not reply.done:
-                    tail_events += 1
-                    if reply.truncated or tail_events > _TAIL_EVENTS:
-                        reply.truncated = True
-                        return
-                    clock.shorten_idle(_TAIL_IDLE_S)
-        elif line.startswith("data:"):
-            event_bytes += len(raw)
-            if event_bytes > limits.max_event_bytes:
-                raise RemoteError(f"malformed event from server: an event longer than "
-                                  f"{limits.max_event_bytes} bytes", retryable=False)
-            data_lines.append(line[5:].removeprefix(" "))
-        # other fields (event:, id:, retry:) and ":" comments carry nothing we need, and are no progress
-    if not reply.done and reply.finish_reason is None:
-        raise RemoteError("the server closed the connection before the end of the reply", retryable=True)
-
-
-def _read_line(response: http.client.HTTPResponse, cancel: CancelToken, max_bytes: int) -> bytes:
-    """One line of at most ``max_bytes`` (b"" at the end of the stream); a longer one is refused after
-    reading ``max_bytes + 1`` of it, never buffered whole."""
-    try:
-        raw = response.readline(max_bytes + 1)
-    except (TimeoutError, OSError, http.client.HTTPException, ValueError) as exc:
-        if cancel.cancelled:
-            raise _Cancelled from exc
-        raise RemoteError(f"stream broke: {_describe(exc)}", retryable=True) from exc
-    if cancel.cancelled:
-        raise _Cancelled
-    if len(raw) > max_bytes:
-        raise RemoteError(f"malformed event from server: a line longer than {max_bytes} bytes",
-                          retryable=False)
-    return raw
-
-
-def _apply_event(data: str, reply: _Reply, clock: _Clock, limits: _Limits) -> Iterator[TextDelta]:
-    """One ``data:`` payload: ``[DONE]``, an error object, or a chat-completion chunk."""
-    if data.strip() == "[DONE]":
-        reply.done = True
-        return
-    try:
-        chunk = json.loads(data)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise RemoteError(f"malformed event from server: {data[:80]!r}", retryable=False) from exc
-    if not isinstance(chunk, dict):
-        raise RemoteError(f"malformed event from server: {data[:80]!r}", retryable=False)
-    if "error" in chunk:
-        raise RemoteError(f"server error: {_error_message(json.dumps(chunk))}", retryable=False)
-    usage = chunk.get("usage")
-    if isinstance(usage, dict):
-        reply.prompt_tokens = _plausible_count(usage.get("prompt_tokens"), limits.max_prompt_tokens)
-        reply.completion_tokens = _plausible_count(usage.get("completion_tokens"), limits.max_tokens)
-    choices = chunk.get("choices")
-    if not isinstance(choices, list):
-        raise RemoteError(f"malformed chunk from server (no choices): {data[:80]!r}", retryable=False)
-    if not choices:
-        return  # the usage-only chunk
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        raise RemoteError(f"malformed chunk from server: {data[:80]!r}", retryable=False)
-    delta = choice.get("delta") or {}
-    content = delta.get("content") if isinstance(delta, dict) else None
-    if content:
-        text = _take_text(clean_text(str(content)), reply, limits)
-        if text:
-            if reply.first_token_at is None:
-                reply.first_token_at = time.perf_counter()
-            clock.pause()
-            yield TextDelta(text)
-            clock.progress()
-    if choice.get("finish_reason"):
-        reply.finish_reason = str(choice["finish_reason"])[:_MAX_REASON_CHARS]
-
-
-def _take_text(text: str, reply: _Reply, limits: _Limits) -> str:
-    """The part of a content delta the caps leave room for, counted into ``reply``."""
-    if reply.capped:  # content past the cap: the engine ignores max_tokens
-        reply.truncated = True
-        return ""
-    room = limits.max_chars - reply.chars
-    if len(text) > room:
-        text, reply.truncated = text[:room], True
-    reply.parts.append(text)
-    reply.chars += len(text)
-    reply.chunks_with_text += 1
-    if reply.chunks_with_text >= limits.max_tokens or reply.chars >= limits.max_chars:
-        reply.capped = True
-    return text
-
-
-def _drained(response: http.client.HTTPResponse, sock: socket.socket | None) -> bool:
-    """Read what is left of the body after ``[DONE]`` (a chunked stream's last chunk) within a short
-    timeout: True when the connection may carry the next request."""
-    if response.will_close or sock is None:
-        return False
-    try:
-        sock.settimeout(_DRAIN_TIMEOUT_S)
-        rest = response.read(_DRAIN_BYTES)
-    except (TimeoutError, OSError, http.client.HTTPException):
-        return False
-    return not rest.strip() and response.isclosed()
-
-
-def _map_finish_reason(reason: str | None) -> tuple[FinishReason, str | None]:
-    if reason is None:
-        return "stop", None
-    if reason in _SERVER_ABORTS:
-        return "error", f"the server ended the reply: {reason}"
-    return _FINISH_REASONS.get(reason, "stop"), None
-
-
-class _Watcher:
-    """A small thread that shuts the socket down when the caller cancels or a time limit passes, waking
-    a blocked read (also one that a byte-by-byte trickle keeps inside ``read_timeout``)."""
-
-    def __init__(self, cancel: CancelToken, clock: _Clock) -> None:
-        self._conn: http.client.HTTPConnection | None = None
-        self._cancel = cancel
-        self._clock = clock
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="remote-cancel-watch", daemon=True)
-        self.fired = False
-
-    def watch(self, conn: http.client.HTTPConnection) -> None:
-        self._conn = conn
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stopped.wait(_CANCEL_POLL_S):
-            if self._cancel.cancelled or self._clock.expired() is not None:
-                conn = self._conn
-                sock = conn.sock if conn is not None else None
-                if sock is not None:  # none yet while connecting (connect_timeout bounds that)
-                    self.fired = True
-                    with contextlib.suppress(OSError):
-                        sock.shutdown(socket.SHUT_RDWR)
-                    return
-
-
 def _sleep_unless_cancelled(seconds: float, cancel: CancelToken) -> None:
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
         if cancel.cancelled:
-            raise _Cancelled
-        time.sleep(min(left, _CANCEL_POLL_S))
+            raise Cancelled
+        time.sleep(min(left, CANCEL_POLL_S))
     if cancel.cancelled:
-        raise _Cancelled
-
-
-def _error_message(text: str) -> str:
-    """The ``error.message`` of an OpenAI-style error body, else the body itself (shortened)."""
-    try:
-        payload = json.loads(text)
-    except (json.JSONDecodeError, ValueError):
-        return text.strip()[:_MAX_ERROR_BODY]
-    if isinstance(payload, dict):
-        err = payload.get("error", payload)
-        if isinstance(err, dict):
-            return str(err.get("message") or err)[:_MAX_ERROR_BODY]
-        return str(err)[:_MAX_ERROR_BODY]
-    return text.strip()[:_MAX_ERROR_BODY]
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
-
-
-def _plausible_count(value: object, most: int) -> int | None:
-    """A usage figure: an integer in ``[0, most]``, else None (dropped)."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most:
-        return value
-    return None
-
-
-def _plausible_prompt_tokens(messages: Sequence[ChatMessage]) -> int:
-    """The most tokens a prompt of ``messages`` could take: no tokenizer makes more than one token of a
-    byte (4 per character), plus a chat template's own tokens; never above :data:`_MAX_USAGE_TOKENS`."""
-    return min(sum(4 * len(m.content) + 64 for m in messages) + 4096, _MAX_USAGE_TOKENS)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    return str(exc) or type(exc).__name__
+        raise Cancelled
