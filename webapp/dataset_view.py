@@ -42,27 +42,22 @@ def _filters(ctx: context.Context) -> Any:
     )
 
 
+METRICS = (("Battles", "battles"), ("Messages", "messages"), ("Corrections", "corrections"),
+           ("Votes", "votes"))
+
+
 def show() -> None:
     ctx = context.reader()
-    counts = gateway_data.table_counts(ctx)
-    cols = st.columns(4)
-    for col, (label, table) in zip(
-        cols,
-        (
-            ("Battles", "battles"),
-            ("Messages", "messages"),
-            ("Corrections", "corrections"),
-            ("Votes", "votes"),
-        ),
-        strict=True,
-    ):
-        col.metric(label, f"{counts.get(table, 0):,}")
+    cols = st.columns(len(METRICS))  # filled once the filters below are known: they count the download
     st.subheader("Download")
     chosen = _filters(ctx)
+    counts = gateway_data.dataset_counts(ctx, chosen)
+    for col, (label, table) in zip(cols, METRICS, strict=True):
+        col.metric(label, f"{counts.get(table, 0):,}", help="in the download with the filters below")
     delay = ctx.settings.public_export_delay_hours
     st.caption(
-        f"{gateway_data.dataset_count(ctx, chosen):,} battles match these filters. Open battles are never "
-        f"published, and a closed battle appears {delay:g} hours after it ended."
+        f"{counts.get('battles', 0):,} battles match these filters. Open battles and battles flagged by "
+        f"moderation are never published, and a closed battle appears {delay:g} hours after it ended."
     )
     for i, (label, fmt, view, name) in enumerate(DOWNLOADS):
         st.download_button(

@@ -34,8 +34,12 @@ def all_contestants(ctx: Context) -> list[Any]:
     return list(db_repo.list_contestants(ctx.engine))
 
 
-def set_enabled(ctx: Context, *, slug: str, enabled: bool) -> None:
-    db_repo.set_contestant_enabled(ctx.engine, slug=slug, enabled=enabled)
+def set_enabled(ctx: Context, *, slug: str, enabled: bool, admin_session: str = "") -> None:
+    """An admin's toggle: stored with its moderation-log row, and logged for the operator."""
+    db_repo.set_contestant_enabled(ctx.engine, slug=slug, enabled=enabled, admin_session=admin_session,
+                                   reason="admin toggle")
+    _LOG.warning("admin %s contestant %s (admin session %s)", "enabled" if enabled else "disabled", slug,
+                 admin_session or "-")
 
 
 def flag(ctx: Context, *, battle_id: str, reason: str, undo: bool, admin_session: str) -> str:
@@ -86,7 +90,8 @@ def public_filters(
     now: dt.datetime | None = None,
     modes: tuple[str, ...] | None = None,
 ) -> ExportFilters:
-    """The Dataset page's filters: never an open battle, and only battles closed at least
+    """The Dataset page's filters: never an open battle, never a flagged one (those stay in the
+    operator's ``python -m db export``), and only battles closed at least
     ``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago (0: closed battles at once). The cut-off is rounded down to
     the minute, so one filter set keeps one cache key for a while instead of a new one per click."""
     from db.export import ExportFilters
@@ -99,6 +104,7 @@ def public_filters(
         until=until,
         corrections_only=corrections_only,
         include_open=False,
+        include_flagged=False,
         closed_before=cutoff,
         modes=modes,
     )
@@ -109,6 +115,14 @@ def dataset_count(ctx: Context, filters: ExportFilters) -> int:
 
     with snapshot(ctx.engine) as conn:
         return count_battles(conn, filters)
+
+
+def dataset_counts(ctx: Context, filters: ExportFilters) -> dict[str, int]:
+    """Battles, messages, corrections and votes a download with ``filters`` holds (one snapshot)."""
+    from db.export.read import count_selection, snapshot
+
+    with snapshot(ctx.engine) as conn:
+        return count_selection(conn, filters)
 
 
 _BUILD_LOCK = threading.Lock()  # one public export build at a time in this process

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from db.export.categories import ERROR_CATEGORIES
 from db.export.columns import column_docs
 
 MARKER = "# fixit-arena dataset card: written by python -m db export"
@@ -58,6 +59,27 @@ def _front_matter(files: Mapping[str, int], licence: str) -> list[str]:
     return [*lines, "---"]
 
 
+FORMAT_NOTES = (
+    "JSONL and Parquet hold every value exactly as stored. In CSV, a text cell that begins with `=`, `+`,",
+    "`-`, `@`, a tab or a carriage return was written with one leading `'` added (OWASP's rule against",
+    "formula injection), so a spreadsheet shows it as text instead of running it: drop that first `'`",
+    "to get the original text. Numbers are never changed (`-1.5` stays `-1.5`).",
+)
+
+
+def _chosen_filters(filters: Mapping[str, Any]) -> dict[str, Any]:
+    """The filters worth naming: set ones, and ``include_flagged`` only when it leaves flagged out."""
+    return {k: v for k, v in filters.items()
+            if (v is False if k == "include_flagged" else v not in (None, False))}
+
+
+def _flagged_line(filters: Mapping[str, Any]) -> str:
+    if filters.get("include_flagged", True) is False:
+        return "Battles flagged by moderation are left out."
+    return ("Battles flagged by moderation are included with `status = flagged` (the operator's export; "
+            "the public download leaves them out).")
+
+
 def _column_lines(view: str, flat_csv: bool) -> list[str]:
     lines = []
     for path, typ, meaning in column_docs(view, flat_csv=flat_csv):
@@ -83,7 +105,7 @@ def render_card(
     """The card's Markdown. ``files`` maps each output file name to its row count."""
     when = (generated_at or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
     flat_csv = fmt == "csv" and view == "dialogues"
-    chosen = {k: v for k, v in filters.items() if v not in (None, False)}
+    chosen = _chosen_filters(filters)
     lines = [
         *_front_matter(files, licence),
         "",
@@ -115,7 +137,13 @@ def render_card(
         "Visitors appear only as a salted HMAC-SHA256 hash of their anonymous browser id: stable across",
         "exports made with the same salt, meaningless without it. Network addresses (and their hashes) are",
         "never exported. Free text was typed by members of the public and may still contain anything they",
-        "chose to write; flagged battles keep `status = flagged`.",
+        "chose to write. " + _flagged_line(filters),
+        "A failed reply's `error` holds only a category (" + ", ".join(f"`{c}`" for c in ERROR_CATEGORIES)
+        + "), never the engine's own error text, which can name the model, its endpoint or an account.",
+        "",
+        "## Formats",
+        "",
+        *FORMAT_NOTES,
         "",
         "## Licence",
         "",

@@ -73,11 +73,12 @@ def _from_status(status: int) -> str:
 
 
 def error_category(text: str | None) -> str | None:
-    """The category of a stored error text (one of :data:`ERROR_CATEGORIES`); None when there is none.
+    """The category of a stored error text (one of :data:`ERROR_CATEGORIES`); None only for None (the
+    reply did not fail). An empty text is still a failure: ``error``.
 
     The result is always one of our constants, whatever the text says: it never carries a word of it.
     """
-    if text is None or not text.strip():
+    if text is None:
         return None
     lowered = " ".join(text.lower().split())
     public = _PUBLIC_FORM.match(lowered)

@@ -37,6 +37,9 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--corrections-only", action="store_true", help="only battles with a correction")
     p.add_argument("--include-open", action="store_true",
                    help="also battles still open (left out by default: their contestants are not public yet)")
+    p.add_argument("--exclude-flagged", action="store_true",
+                   help="leave out battles flagged by moderation (kept by default, with status flagged; "
+                   "the public Dataset page always leaves them out)")
     p.add_argument("--view", default=DEFAULT_VIEW, metavar="{" + ",".join(VIEWS) + "}",
                    help="dialogues: nested battles (default; CSV: flat tables); battles: one row per counted "
                    "vote for `python -m ranking fit --battles`; preferences / corrections: training views")
@@ -75,6 +78,7 @@ def _filters(args: argparse.Namespace) -> ExportFilters:
         until=parse_date(args.until, end=True) if args.until else None,
         corrections_only=args.corrections_only,
         include_open=args.include_open,
+        include_flagged=not args.exclude_flagged,
         modes=tuple(m.strip() for m in args.mode.split(",") if m.strip()) if args.mode is not None else None,
     )
 

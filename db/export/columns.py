@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from db.export.categories import ERROR_CATEGORIES
 from db.export.schema import SCHEMAS, TABLE_COLUMNS
 from db.models import GRADER_LABELS, MODES
 from db.vote_features import STYLE_COLUMNS, STYLE_NOTES
@@ -29,7 +30,8 @@ SHARED: dict[str, str] = {
     "mode": " | ".join(MODES) + " (anonymous: identities hidden until the vote; named: shown; direct: "
             "one model; auto: the automatic arena replaying the scenario)",
     "scenario": "scenario slug (e.g. `calendar`, the founding study's calendar API task)",
-    "status": "open | voted | abandoned | flagged",
+    "status": "open | voted | abandoned | flagged (flagged: only in the operator's export, never in the "
+              "public download)",
     "revealed_before_vote": "identities were shown before the vote (such a vote is stored, not counted)",
     "revealed_at": "when identities were shown (UTC)",
     "visitor": "salted hash of the visitor's anonymous id (null when none)",
@@ -49,7 +51,8 @@ SHARED: dict[str, str] = {
     "ttft_ms": "time to first token (ms)", "total_ms": "total generation time (ms)",
     "prompt_tokens": "prompt length in tokens", "completion_tokens": "reply length in tokens",
     "finish_reason": "why generation stopped (stop | length | error ...)",
-    "error": "the engine's error text when the reply failed",
+    "error": "why the reply failed, as a category only (null when it did not): "
+             + " | ".join(ERROR_CATEGORIES) + "; the engine's own error text is never exported",
     "grader_label": f"{_LABELS}: the grader's label, graded in the dialogue's context (a fact the dialogue "
                     "had not given yet, e.g. turn 1's year, is an assumption, not a mistake)",
     "grader_mistakes": "the typed mistakes found (e.g. wrong_year, missing_argument, chatty; `regression`: "

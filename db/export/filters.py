@@ -29,7 +29,9 @@ class ExportFilters:
     ``corrections_only`` keeps battles in which at least one correction was sent (either side).
     Open battles are left out unless ``include_open``: a live anonymous battle's contestants would be
     public before its visitor voted. ``closed_before`` (the public page's delay) also leaves out battles
-    closed at or after that time.
+    closed at or after that time. Flagged battles (``status = flagged``) are kept unless
+    ``include_flagged`` is False: the operator's export (``python -m db export``) keeps them, marked, and
+    the public Dataset page leaves them out (``webapp.gateway_data.public_filters``).
     """
 
     scenario: str | None = None
@@ -39,6 +41,7 @@ class ExportFilters:
     include_open: bool = False
     closed_before: dt.datetime | None = None
     modes: tuple[str, ...] | None = None  # battle modes to keep (None: every mode)
+    include_flagged: bool = True  # False: flagged battles are left out (every public download)
 
     def __post_init__(self) -> None:
         for name in ("since", "until", "closed_before"):
@@ -64,6 +67,7 @@ class ExportFilters:
             "include_open": self.include_open,
             "closed_before": self.closed_before.isoformat() if self.closed_before else None,
             "modes": list(self.modes) if self.modes is not None else None,
+            "include_flagged": self.include_flagged,
         }
 
 
@@ -111,6 +115,8 @@ def conditions(filters: ExportFilters) -> list[Any]:
         conditions.append(exists().where(Correction.battle_id == Battle.id))
     if not filters.include_open:
         conditions.append(Battle.status != "open")
+    if not filters.include_flagged:  # db.moderation sets the status and the vote's flag together
+        conditions.append(Battle.status != "flagged")
     if filters.closed_before is not None:
         # closed_at is set by every close (vote, skip, expiry); updated_at covers rows from before that.
         closed = func.coalesce(Battle.closed_at, Battle.updated_at)

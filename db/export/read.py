@@ -15,7 +15,8 @@ battle appears without its vote because the vote landed between two pages. The t
 :mod:`db.export.source`'s: an ADBC connection on PostgreSQL, the engine's own connection on SQLite.
 
 Visitors are exported only as stable salted hashes of their anonymous id; network addresses (and their
-hashes) are never selected at all.
+hashes) are never selected at all. A message's ``error`` is exported as its category only
+(:func:`db.export.categories.error_category`): the stored text can name a model, an endpoint or an account.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ from sqlalchemy import (
     tuple_,
     type_coerce,
 )
+from sqlalchemy.orm import aliased
 from sqlalchemy.types import NullType
 
+from db.export.categories import error_category
 from db.export.filters import ExportError, ExportFilters, conditions
 from db.export.schema import ROWS
 from db.export.source import Source, open_source
@@ -105,6 +108,28 @@ def count_battles(src: Source, filters: ExportFilters) -> int:
     return int(src.rows(query)[0][0] or 0)
 
 
+SELECTION_COUNTS = ("battles", "messages", "corrections", "votes")
+
+
+def count_selection(src: Source, filters: ExportFilters) -> dict[str, int]:
+    """Rows of each kind an export with ``filters`` covers (:data:`SELECTION_COUNTS`): what a page shows
+    next to a download is then what the download holds. Corrections are counted through an alias, so
+    ``corrections_only``'s ``EXISTS`` on the table is not correlated with the counted rows."""
+    corrections = aliased(Correction)
+    selected = conditions(filters)
+    queries = {
+        "battles": select(func.count()).select_from(Battle).where(*selected),
+        "messages": select(func.count()).select_from(Message)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .join(Battle, Battle.id == Conversation.battle_id).where(*selected),
+        "corrections": select(func.count()).select_from(corrections)
+        .join(Battle, Battle.id == corrections.battle_id).where(*selected),
+        "votes": select(func.count()).select_from(Vote)
+        .join(Battle, Battle.id == Vote.battle_id).where(*selected),
+    }
+    return {name: int(src.rows(query)[0][0] or 0) for name, query in queries.items()}
+
+
 def listed(src: Source, values: list[str] | list[int]) -> Select[Any]:
     """``SELECT`` of a list of ids passed as ONE parameter (a JSON array on SQLite, an array on
     PostgreSQL). Expanding a thousand ids into bound parameters cost SQLAlchemy more than the query,
@@ -123,6 +148,17 @@ def among(src: Source, column: Any, values: list[int]) -> Any:
     if src.dialect.name == "postgresql":
         return column == any_(literal(values, ARRAY(Integer())))
     return column.in_(listed(src, values))
+
+
+def error_categories(messages: pa.Table) -> pa.Table:
+    """``messages`` with its ``error`` column replaced by each text's category (null stays null).
+
+    Categorised once per distinct text (a dictionary encoding), not once per message."""
+    index = messages.schema.get_field_index("error")
+    encoded = messages.column(index).combine_chunks().dictionary_encode()
+    categories = pa.array([error_category(text) for text in encoded.dictionary.to_pylist()], pa.string())
+    mapped = pa.DictionaryArray.from_arrays(encoded.indices, categories).cast(pa.string())
+    return messages.set_column(index, messages.schema.field(index), mapped)
 
 
 def _related(src: Source, battle_ids: list[str], salt: str) -> dict[str, pa.Table]:
@@ -153,6 +189,7 @@ def _related(src: Source, battle_ids: list[str], salt: str) -> dict[str, pa.Tabl
             Message.error, Message.grader_label)), _json_or_null(src.dialect.name, Message.grader_mistakes))
         .where(among(src, Message.conversation_id, conversation_ids))
         .order_by(Message.conversation_id, Message.position), ROWS["messages"])
+    messages = error_categories(messages)
     corrections = src.table(
         select(*(raw(c) for c in (
             Correction.id, Correction.battle_id, Correction.conversation_id, Correction.faulty_message_id,

