@@ -216,7 +216,8 @@ def measure_thread_votes_per_s(
     return result
 
 
-_BATTLE_COLS = ("id", "mode", "scenario", "status", "revealed_before_vote", "created_at", "updated_at")
+_BATTLE_COLS = ("id", "mode", "scenario", "status", "revealed_before_vote", "created_at", "updated_at",
+                "closed_at")
 _VOTE_COLS = ("battle_id", "choice", "created_at", "model_a_id", "model_b_id", "mode", "scenario", "revealed",
               "flagged", "with_corrections")
 
@@ -284,7 +285,7 @@ def _bulk_votes(
         choice = CHOICES[rng.choice(4, size=size, p=[0.42, 0.42, 0.1, 0.06])]
         battle_ids = [str(uuid.uuid4()) for _ in range(size)]
         _load(engine, "battles", _BATTLE_COLS,
-              [(bid, "anonymous", "bench", "voted", False, now, now) for bid in battle_ids])
+              [(bid, "anonymous", "bench", "voted", False, now, now, now) for bid in battle_ids])
         _load(engine, "votes", _VOTE_COLS, [
             (bid, str(c), now, int(ids[x]), int(ids[y]), "anonymous", "bench", False, False, k % 5 == 0)
             for k, (bid, c, x, y) in enumerate(zip(battle_ids, choice, a, b, strict=True))

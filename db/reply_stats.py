@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, inspect, select
 from sqlalchemy.orm import Session
 
 from db.models import SIDE_COUNTS, Battle, Conversation, Correction, Message, SideStats
@@ -193,6 +193,8 @@ def refill_side_stats(conn: Connection, *, chunk: int = 5_000) -> int:
     Returns the rows written."""
     conn.execute(delete(SideStats))
     table = SideStats.__table__
+    # The columns the table has now: migration 0005 runs this before 0006 adds ``closed_at`` (0006 fills it).
+    present = {column["name"] for column in inspect(conn).get_columns(SideStats.__tablename__)}
     last = -1
     written = 0
     while True:
@@ -212,8 +214,9 @@ def refill_side_stats(conn: Connection, *, chunk: int = 5_000) -> int:
         in_chunk = Correction.conversation_id.between(low, high)
         for c in conn.execute(select(*_CORRECTION_COLUMNS).where(in_chunk).order_by(Correction.id)):
             corrections.setdefault(c[0], []).append(_correction(c))
-        rows = [_row(side, replies.get(side[0], []), corrections.get(side[0], []))
-                for side in sides if side[0] in replies or side[0] in corrections]
+        built = [_row(side, replies.get(side[0], []), corrections.get(side[0], []))
+                 for side in sides if side[0] in replies or side[0] in corrections]
+        rows = [{name: value for name, value in row.items() if name in present} for row in built]
         if rows:
             conn.execute(insert(table), rows)  # type: ignore[arg-type]
             written += len(rows)

@@ -115,6 +115,7 @@ def test_fix_counts(arena, engine: Engine) -> None:
     corr = repo.record_correction(engine, battle_id=flagged.id, side="a", content="x")
     repo.append_message(engine, battle_id=flagged.id, side="a", kind="reply", content="y")
     repo.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="grader")
+    assert arena.close_all() == 5  # skipped: a battle counts once closed
     repo.flag_battle(engine, battle_id=flagged.id, reason="test")
 
     fixes = repo.fix_counts(engine)
@@ -137,6 +138,7 @@ def test_first_try_counts(arena, engine: Engine) -> None:
                                 grader_label="correct")
     unlabelled = arena.battle("m3", "m1")  # replies without grader labels do not count as graded
     assert unlabelled.sides["a"].replies[0].first_try
+    assert arena.close_all() == 3
     counts = repo.first_try_counts(engine)
     assert counts.successes.tolist() == [1, 2, 0] and counts.trials.tolist() == [2, 2, 0]
     auto = repo.first_try_counts(engine, modes=["auto"])

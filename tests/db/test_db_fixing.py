@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from db import fixing, vote_features
 from db import repository as repo
+from db.views import ModelCounts
 from ranking.fixing import count_recurrences, fix_episodes, turns_to_fix
 from tests.db.conftest import Arena
 
@@ -48,6 +49,7 @@ def populated(engine: Engine) -> Engine:
     auto = repo.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m2")
     repo.append_message(engine, battle_id=auto.id, side="a", kind="request", content="x")
     _reply(engine, auto.id, "a", "garbage", [])
+    assert arena.close_all() == 1  # the visitor skips it: only a closed battle is public
     return engine
 
 
@@ -147,31 +149,46 @@ def test_reply_flags_aggregate_and_long_conversations_only(populated: Engine) ->
     assert {r.model for r in long_ones} == {"m1"} and len(long_ones) == 4
 
 
-def test_roll_up_follows_retries_and_relabels(arena: Arena) -> None:
-    """The per-conversation roll-up the aggregates sum is rewritten by a retry and by a late label."""
+def _retried_dialogue(arena: Arena, scenario: str, *, retry: bool) -> int:
+    """m1 (side a): a reply with ``wrong_year``, corrected (fixed), corrected again (the mistake is back,
+    with a regression); with ``retry`` that last reply is retried with a clean one. The visitor then
+    skips the battle (the boards count closed battles only). Returns the first try's message id."""
     engine = arena.engine
-    arena.contestants("m1", "m2")
-    battle = arena.battle("m1", "m2", replies=False)
+    battle = arena.battle("m1", "m2", scenario=scenario, replies=False)
     repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
     first = _reply(engine, battle.id, "a", "partial", ["wrong_year"])
     _correct(engine, battle.id, "a", label="correct", mistakes=[], person=None)
     back = _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_year", "regression"],
                     person=None)
-    flags = fixing.reply_flags(engine)
+    if retry:  # retrying the last reply (it is superseded) with a clean one
+        side = repo.get_battle(engine, battle_id=battle.id).sides["a"]
+        (answer,) = [c.next_reply_message_id for c in side.corrections if c.id == back]
+        assert answer == side.replies[-1].id
+        repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
+                            grader_label="correct", grader_mistakes=[], replaces_message_id=answer)
+    arena.close_all()
+    return first
+
+
+def test_roll_up_follows_retries_and_relabels(arena: Arena) -> None:
+    """The per-conversation roll-up the aggregates sum is rewritten by a retry and by a late label."""
+    engine = arena.engine
+    arena.contestants("m1", "m2")
+    _retried_dialogue(arena, "calendar", retry=False)
+    first = _retried_dialogue(arena, "chess", retry=True)
+    flags = fixing.reply_flags(engine, scenario="calendar")
     assert (flags.graded[0], flags.regressions[0], flags.recurrences[0]) == (3, 1, 1)
-    assert list(repo.first_try_counts(engine, modes=None, models=("m1", "m2")).trials) == [1, 0]
-    # Retrying the last reply (it is superseded) with a clean one removes the recurrence and regression.
-    last = fixing.correction_links(engine, judge="grader")[-1]
-    assert back and last.next_reply_message_id
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
-                        grader_label="correct", grader_mistakes=[],
-                        replaces_message_id=last.next_reply_message_id)
-    flags = fixing.reply_flags(engine)
+    assert list(repo.first_try_counts(engine, modes=None, models=("m1", "m2")).trials) == [2, 0]
+    # The same dialogue with its last reply retried: no recurrence and no regression.
+    flags = fixing.reply_flags(engine, scenario="chess")
     assert (flags.graded[0], flags.regressions[0], flags.recurrences[0]) == (3, 0, 0)
-    # Relabelling the first try changes first-try accuracy at once.
-    assert list(repo.first_try_counts(engine, modes=None, models=("m1", "m2")).successes) == [0, 0]
+    # Relabelling a first try after the battle closed changes first-try accuracy at once.
+    def chess() -> ModelCounts:
+        return repo.first_try_counts(engine, scenario="chess", modes=None, models=("m1", "m2"))
+
+    assert list(chess().successes) == [0, 0]
     repo.set_grader_label(engine, message_id=first, label="correct", mistakes=[])
-    assert list(repo.first_try_counts(engine, modes=None, models=("m1", "m2")).successes) == [1, 0]
+    assert (list(chess().successes), list(chess().trials)) == ([1, 0], [1, 0])
 
 
 def _turns_one_by_one(links: list[fixing.CorrectionLink], model: str) -> dict[str, int]:
@@ -201,7 +218,7 @@ def test_chains_follow_corrections_of_corrections(arena: Arena) -> None:
     repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
     _reply(engine, battle.id, "a", "partial", ["wrong_time"])
     _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_time"], person="not_fixed")
-    retried = fixing.correction_links(engine, judge="person")[-1].next_reply_message_id
+    retried = repo.get_battle(engine, battle_id=battle.id).sides["a"].corrections[-1].next_reply_message_id
     repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
                         grader_label="partial", grader_mistakes=["wrong_time"], replaces_message_id=retried)
     _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_time"], person="not_fixed")
@@ -209,6 +226,7 @@ def test_chains_follow_corrections_of_corrections(arena: Arena) -> None:
     repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Another one")
     _reply(engine, battle.id, "a", "partial", ["wrong_year"])
     _correct(engine, battle.id, "a", label="correct", mistakes=[], person="fixed")
+    arena.close_all()
     counted = fixing.turns_to_fix_counts(engine, judge="person", models=("m1",))
     assert counted.buckets == ({"1": 1, "2": 0, "3+": 1, "never": 0},)
 
@@ -271,6 +289,10 @@ def test_the_bulk_loader_stores_what_the_orm_would(tmp_path: Path) -> None:
             assert vote.created_at.tzinfo is not None and vote.revealed is False
             assert isinstance(message.grader_mistakes, list) and message.superseded is False
             assert request.grader_mistakes is None and side.params == {}
+        # A voted battle is closed at its vote's time, as record_vote writes it (the boards count closed
+        # battles only: without it the seeded Fixing figures are all zero).
+        voted = repo.get_battle(engine, battle_id=vote.battle_id)
+        assert voted.status == "voted" and voted.closed_at == vote.created_at
     finally:
         engine.dispose()
 

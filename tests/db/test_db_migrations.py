@@ -155,10 +155,12 @@ def test_0005_fills_side_stats_from_stored_rows(db_url: str) -> None:
                     repo.set_correction_outcome(engine, correction_id=correction.id,
                                                 outcome="fixed" if label == "correct" else "not_fixed",
                                                 judged_by="person")
+        closed = repo.abandon_battle(engine, battle_id=battle.id).closed_at
         read = text("SELECT * FROM side_stats ORDER BY conversation_id")
         with engine.connect() as conn:
             before = [dict(row._mapping) for row in conn.execute(read)]
         a = before[0]
+        assert closed is not None and all(row["closed_at"] is not None for row in before)
         assert (a["graded_replies"], a["recurrence_replies"], a["person_judged"], a["person_fixed"],
                 a["grader_judged"], a["person_turns_2"], a["grader_turns_2"], a["first_try_label"]) == \
             (3, 0, 2, 1, 2, 1, 1, "partial")
@@ -167,7 +169,15 @@ def test_0005_fills_side_stats_from_stored_rows(db_url: str) -> None:
         engine.dispose()
     command.downgrade(alembic_config(db_url), "0004")
     assert "side_stats" not in _tables(db_url)
-    upgrade_to_head(db_url)
+    command.upgrade(alembic_config(db_url), "0005")  # the roll-up, before 0006 adds the closing time
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rolled_up = [dict(row._mapping) for row in conn.execute(read)]
+        assert rolled_up == [{k: v for k, v in row.items() if k != "closed_at"} for row in before]
+    finally:
+        engine.dispose()
+    upgrade_to_head(db_url)  # 0006 copies each battle's closing time
     engine = make_engine(db_url)
     try:
         with engine.connect() as conn:

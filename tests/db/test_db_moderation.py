@@ -48,3 +48,26 @@ def test_recent_battles_list_ids_models_and_first_request(arena, engine: Engine)
     assert (by_id[first.id].contestant_a, by_id[first.id].contestant_b) == ("m1", "m2")
     assert by_id[single.id].contestant_b is None and by_id[single.id].first_request == "hi"
     assert len(repo.recent_battles(engine, limit=1)) == 1
+
+
+def test_contestant_toggles_are_logged_and_a_no_op_writes_nothing(arena, engine: Engine) -> None:
+    """Probe of the old code: enabling or disabling a contestant left no moderation row."""
+    battle = arena.battle()
+    repo.flag_battle(engine, battle_id=battle.id, reason="spam", admin_session="s0")
+    off = repo.set_contestant_enabled(engine, slug="m2", enabled=False, reason="names itself",
+                                      admin_session="s1")
+    assert not off.enabled
+    repo.set_contestant_enabled(engine, slug="m2", enabled=False, reason="again", admin_session="s2")
+    repo.set_contestant_enabled(engine, slug="m1", enabled=True, reason="already on", admin_session="s2")
+    with pytest.raises(InvalidInput):
+        repo.set_contestant_enabled(engine, slug="m2", enabled=True, reason="x" * 2_001, admin_session="s3")
+    assert not repo.get_contestant(engine, slug="m2").enabled, "a refused toggle changes nothing"
+    assert repo.set_contestant_enabled(engine, slug="m2", enabled=True, admin_session="s3").enabled
+    log = repo.moderation_log(engine)
+    rows = [(e.action, e.contestant, e.battle_id, e.reason, e.admin_session, e.prior_status) for e in log]
+    assert rows == [
+        ("enable", "m2", None, "", "s3", None),
+        ("disable", "m2", None, "names itself", "s1", None),
+        ("flag", None, battle.id, "spam", "s0", "open"),
+    ]
+    assert log[0].created_at >= log[1].created_at >= log[2].created_at

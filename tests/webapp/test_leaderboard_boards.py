@@ -4,6 +4,7 @@ automatic arena's emoji tables from stored runs."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pandas as pd
@@ -17,8 +18,11 @@ from db.migrate import upgrade_to_head
 from scenarios.premade import load_premade
 from scenarios.runner import RunnerConfig, run_arena
 from scenarios.storage import ensure_contestant, store_run
+from tests.db.conftest import back_date
 from tests.scenarios.scripted import CALENDAR, ScriptedModel, always_chatty, guesses_durations, perfect
 
+DELAY_HOURS = 24  # the publication delay (the default of ARENA_PUBLIC_EXPORT_DELAY_HOURS)
+PAST_DELAY = dt.timedelta(hours=DELAY_HOURS + 1)
 PAGE = str(Path(__file__).resolve().parents[2] / "webapp" / "pages" / "leaderboard.py")
 GOOD = 'action.add_calendar_entry("Meeting with Fred", date="2024-11-11", time="17:00", duration=30)'
 LONG = "I'm sorry for the confusion! Here is the call:\n" + GOOD + "\nLet me know if you need more."
@@ -50,13 +54,18 @@ def _corrected(engine: Engine, model: str, *, fixed_by_grader: bool, person: str
                            grader_label="correct" if fixed_by_grader else "partial",
                            grader_mistakes=[] if fixed_by_grader else ["chatty"])
     db_repo.set_correction_outcome(engine, correction_id=correction.id, outcome=person, judged_by="person")
+    db_repo.abandon_battle(engine, battle_id=battle.id)  # the visitor leaves: the chat closes
 
 
 def _fresh_db(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *slugs: str) -> Engine:
-    """A migrated SQLite file the page will read (through the environment), with these contestants."""
+    """A migrated SQLite file the page will read (through the environment), with these contestants.
+
+    The page shows battles closed more than ``DELAY_HOURS`` ago: a test ages what it stored with
+    ``back_date(engine, PAST_DELAY)`` before opening the page."""
     url = f"sqlite:///{(tmp_path / 'arena.db').as_posix()}"
     monkeypatch.setenv("ARENA_DATABASE_URL", url)
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ARENA_PUBLIC_EXPORT_DELAY_HOURS", str(DELAY_HOURS))
     upgrade_to_head(url)
     engine = make_engine(url)
     for slug in slugs:
@@ -81,6 +90,7 @@ def board_db(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engine:
     run_arena(scenario=CALENDAR, models=models, cases=load_premade(),
               config=RunnerConfig(repeats=5, max_fix_attempts=2, correction_styles=("fix", "hint")),
               sink=lambda record: ids.append(store_run(engine, record)))
+    back_date(engine, PAST_DELAY)
     return engine
 
 
@@ -170,6 +180,7 @@ def test_anomalous_voters_can_be_dropped(monkeypatch: pytest.MonkeyPatch, tmp_pa
                 db_repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="hi")
                 db_repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="ok")
             db_repo.record_vote(engine, battle_id=battle.id, choice=choice, visitor_id=visitor.id)
+    back_date(engine, PAST_DELAY)
     at = _open()
     assert _frame_with(at, "Votes")["Votes"].tolist() == [68, 68]
     at.toggle(key="lb_outliers").set_value(True).run()

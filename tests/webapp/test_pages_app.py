@@ -8,10 +8,12 @@ import json
 from collections.abc import Callable
 
 import pyarrow.parquet as pq
+import streamlit as st
 from sqlalchemy import create_engine
 
 from db import repository as db_repo
 from settings import DEV_ADMIN_PASSWORD
+from tests.db.conftest import back_date
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import TURN_1, _texts
 
@@ -61,9 +63,14 @@ def test_chat_with_one_model_records_corrections(arena_env: Callable[..., str]) 
 
 
 def test_leaderboard_filters(arena_env: Callable[..., str]) -> None:
-    url = arena_env()
+    url = arena_env(public_export_delay_hours="24")
     first = _anonymous_battle("a")
     _anonymous_battle("b")
+    at = open_app("pages/leaderboard.py")
+    assert any("Computed over 0 votes" in c for c in _texts(at.caption)), "closed just now: not public"
+    engine = create_engine(url)
+    back_date(engine, dt.timedelta(hours=25))  # a day (the publication delay) and an hour later
+    st.cache_data.clear()  # the board's 60 s cache runs out
     at = open_app("pages/leaderboard.py")
     assert any("Computed over 2 votes" in c for c in _texts(at.caption))
     table = at.dataframe[0].value
@@ -79,15 +86,17 @@ def test_leaderboard_filters(arena_env: Callable[..., str]) -> None:
     at.selectbox(key="lb_scenario").set_value("calendar").run()
     assert any("Computed over 2 votes" in c for c in _texts(at.caption))
 
-    db_repo.flag_battle(create_engine(url), battle_id=first, reason="test")
+    db_repo.flag_battle(engine, battle_id=first, reason="test")
     at.toggle(key="lb_anonymous").set_value(False).run()  # a filter combination not cached yet
     assert any("Computed over 1 vote at" in c for c in _texts(at.caption)), "flagged votes leave the board"
 
-    today = dt.datetime.now(dt.UTC).date()
-    yesterday = today - dt.timedelta(days=1)
-    at.date_input(key="lb_dates").set_value((yesterday, yesterday)).run()
-    assert any("Computed over 0 votes" in c for c in _texts(at.caption)), "nothing was voted yesterday"
-    at.date_input(key="lb_dates").set_value((yesterday, today)).run()
+    vote = db_repo.get_battle(engine, battle_id=first).vote
+    assert vote is not None
+    voted_on = vote.created_at.date()
+    day_before = voted_on - dt.timedelta(days=1)
+    at.date_input(key="lb_dates").set_value((day_before, day_before)).run()
+    assert any("Computed over 0 votes" in c for c in _texts(at.caption)), "nothing was voted the day before"
+    at.date_input(key="lb_dates").set_value((day_before, voted_on)).run()
     assert any("Computed over 1 vote at" in c for c in _texts(at.caption))
 
 
