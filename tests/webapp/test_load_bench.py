@@ -23,7 +23,8 @@ def test_a_short_load_run_loses_no_row(monkeypatch: pytest.MonkeyPatch, data_dir
     assert rows["requests_told"] == rows["requests_stored"] and rows["replies_told"] == rows["replies_stored"]
     assert report["ttft_ms"]["p50"] is not None and report["ttft_ms"]["p95"] >= report["ttft_ms"]["p50"]
     assert set(report["refusals"]) <= {"rate_per_visitor", "rate_per_address", "generation_in_flight",
-                                       "in_flight_per_address", "model_line_full", "turn_limit", "battles_per_hour", "other"}
+                                       "in_flight_per_address", "model_line_full", "turn_limit",
+                                       "battles_per_hour", "other"}
 
 
 def test_refusal_sentences_have_names() -> None:
