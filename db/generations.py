@@ -35,6 +35,7 @@ __all__ = [
     "GenerationLimits",
     "GenerationRefused",
     "count_generations_since",
+    "count_side_generations",
     "finish_generations",
     "generations_in_flight",
     "start_generations",
@@ -185,3 +186,13 @@ def generations_in_flight(
     """Generations of the visitor, or of the address hash, neither finished nor past their lease."""
     with read_session(engine) as session:
         return _count(session, _whose(visitor_id, address_hash), _in_flight(utcnow()))
+
+
+@retry_read
+def count_side_generations(engine: Engine, *, battle_id: str, side: str) -> int:
+    """Generations ever started for one side of a battle (stored, failed or cut short): what the
+    per-side retry cap counts, so a retry interrupted before its reply was stored still counts."""
+    require_battle_id(battle_id)
+    require_choice(side, SIDES, what="side")
+    with read_session(engine) as session:
+        return _count(session, Generation.battle_id == battle_id, Generation.side == side)

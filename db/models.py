@@ -314,6 +314,19 @@ class Generation(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
 
+class AdminLoginFailure(Base):
+    """One failed admin login under one throttle key: a session, an address hash, or the global key that
+    every failure also gets (``db.admin_logins``). The back-off is read from these rows, so it holds
+    across every server process on the database; a key's rows go on a successful login, and rows older
+    than a day are pruned."""
+
+    __tablename__ = "admin_login_failures"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(80), index=True)
+    failed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
 SIDE_COUNTS: tuple[str, ...] = (
     "graded_replies", "regression_replies", "recurrence_replies", "chatty_replies",
     "judged", "judged_fixed", "person_fixed", "person_judged", "grader_fixed", "grader_judged",

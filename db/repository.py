@@ -152,6 +152,13 @@ def get_or_create_visitor(engine: Engine, *, anon_id: str, address_hash: str | N
 
 
 # Battle actions and aggregations, re-exported so callers import one module.
+from db.admin_logins import (  # noqa: E402
+    AdminFailureState,
+    KeyFailures,
+    admin_failure_state,
+    clear_admin_failures,
+    record_admin_failure,
+)
 from db.aggregates import (  # noqa: E402
     admin_battles_per_hour,
     admin_latency,
@@ -178,6 +185,7 @@ from db.generations import (  # noqa: E402
     GenerationLimits,
     GenerationRefused,
     count_generations_since,
+    count_side_generations,
     finish_generations,
     generations_in_flight,
     start_generations,
@@ -188,13 +196,17 @@ from db.votes import record_vote, utc_day_start  # noqa: E402
 
 __all__ += [
     "abandon_battle",
+    "admin_failure_state",
+    "AdminFailureState",
     "abandon_stale_battles",
     "admin_battles_per_hour",
     "admin_latency",
     "append_message",
     "append_turn",
+    "clear_admin_failures",
     "count_battles_since",
     "count_generations_since",
+    "count_side_generations",
     "count_messages_since",
     "count_votes_since",
     "first_try_counts",
@@ -205,12 +217,14 @@ __all__ += [
     "GenerationRefused",
     "generations_in_flight",
     "get_battle",
+    "KeyFailures",
     "mark_revealed",
     "moderation_log",
     "open_battle",
     "pairwise_counts",
     "record_correction",
     "recent_battles",
+    "record_admin_failure",
     "record_vote",
     "resume_open_battle",
     "set_correction_outcome",

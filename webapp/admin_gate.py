@@ -15,22 +15,27 @@ unknown address shares one key): two free tries, then 2, 4, 8 … seconds (at mo
 the next attempt is even checked. On top of that a global budget: after ``ARENA_ADMIN_FAILURES_PER_HOUR``
 failures in the last hour, from everyone together, every attempt waits until the oldest of them is an
 hour old, so many sessions or addresses cannot share out a brute force. Every failure and every refusal
-is logged for the operator.
+is logged for the operator. The failures live in the database (:class:`DatabaseLoginThrottle`, on
+``db.admin_logins``), so the back-off and the budget hold across every server process on it, not once
+per replica; a key's failures older than a day no longer count.
 """
 
 from __future__ import annotations
 
-import collections
+import datetime as dt
 import hmac
 import ipaddress
 import logging
 import math
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from sqlalchemy import Engine
+
+from db import repository as db_repo
+from db.models import utcnow
+from db.repository import AdminFailureState, KeyFailures
 from settings import DEV_ADMIN_PASSWORD, LOCAL_ENVIRONMENTS, Settings, SettingsProblem, load_settings
 
 _LOG = logging.getLogger(__name__)
@@ -182,66 +187,66 @@ def wait_words(wait_s: float) -> str:
     return f"{seconds} second" if seconds == 1 else f"{seconds} seconds"
 
 
-class LoginThrottle:
-    """Consecutive failed logins per key (a session, an address hash) and when the last one happened,
-    and every failure of the last hour from everyone (the global budget).
+def key_wait_s(failures: KeyFailures, now: dt.datetime) -> float:
+    """Seconds one key still waits: the back-off after its consecutive failures, counted from the
+    latest (0: now)."""
+    if failures.last is None:
+        return 0.0
+    return max(0.0, wait_after(failures.failures) - (now - failures.last).total_seconds())
 
-    Process-wide and thread-safe (the app keeps one in ``st.cache_resource``). With several replicas
-    each keeps its own counts: an attacker gets at most one back-off schedule and one global budget
-    per replica.
-    """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._lock = threading.Lock()
-        self._failures: dict[str, tuple[int, float]] = {}
-        self._recent: collections.deque[float] = collections.deque()  # every failure, oldest first
-        self._now = clock
+def global_wait_s(state: AdminFailureState, now: dt.datetime, *, budget: int) -> float:
+    """Seconds everyone waits once the window's failures (``state`` read since ``now`` less
+    :data:`GLOBAL_WINDOW_S`) have used the budget: until the oldest of them leaves the window."""
+    if state.global_failures < budget or state.global_oldest is None:
+        return 0.0
+    return max(0.0, (state.global_oldest - now).total_seconds() + GLOBAL_WINDOW_S)
+
+
+def throttle_wait_s(state: AdminFailureState, now: dt.datetime, *, failures_per_hour: int | None) -> float:
+    """Seconds before an attempt may be checked: the longest of its keys' back-offs and, with
+    ``failures_per_hour``, the global budget's (0: now)."""
+    waits = [key_wait_s(failures, now) for failures in state.keys.values()]
+    if failures_per_hour is not None:
+        waits.append(global_wait_s(state, now, budget=failures_per_hour))
+    return max([0.0, *waits])
+
+
+class DatabaseLoginThrottle:
+    """The login back-off read from and written to the arena's database (``db.admin_logins``), so
+    every server process on that database shares one back-off per key and one global budget. Times
+    are the repository's clock (``db.models.utcnow``), the one that stamps the failures."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def _state(self, keys: Iterable[str]) -> tuple[AdminFailureState, dt.datetime]:
+        now = utcnow()
+        since = now - dt.timedelta(seconds=GLOBAL_WINDOW_S)
+        return db_repo.admin_failure_state(self._engine, keys=tuple(keys), since_global=since), now
 
     def wait_s(self, keys: Iterable[str], *, failures_per_hour: int | None = None) -> float:
-        """Seconds before an attempt under ``keys`` may be checked: the longest of the keys' back-offs
-        and, with ``failures_per_hour``, the global budget's (0: now)."""
-        now = self._now()
-        with self._lock:
-            waits = [
-                wait_after(count) - (now - last)
-                for count, last in (self._failures.get(k, (0, now)) for k in keys)
-            ]
-            if failures_per_hour is not None:
-                waits.append(self._global_wait(now, failures_per_hour))
-        return max([0.0, *waits])
-
-    def _global_wait(self, now: float, budget: int) -> float:
-        while self._recent and now - self._recent[0] >= GLOBAL_WINDOW_S:
-            self._recent.popleft()
-        if len(self._recent) < budget:
-            return 0.0
-        # Wait until so many have aged out of the window that one more stays within the budget.
-        return self._recent[len(self._recent) - budget] + GLOBAL_WINDOW_S - now
+        """Seconds before an attempt under ``keys`` may be checked (0: now)."""
+        state, now = self._state(keys)
+        return throttle_wait_s(state, now, failures_per_hour=failures_per_hour)
 
     def failed(self, keys: Iterable[str]) -> int:
-        now = self._now()
-        worst = 0
-        with self._lock:
-            self._recent.append(now)
-            for key in keys:
-                count = self._failures.get(key, (0, now))[0] + 1
-                self._failures[key] = (count, now)
-                worst = max(worst, count)
-        return worst
+        """Record a failure under every key (and the global key); the most consecutive failures of any."""
+        keys = tuple(keys)
+        db_repo.record_admin_failure(self._engine, keys=keys)
+        state, _ = self._state(keys)
+        return max([0, *(failures.failures for failures in state.keys.values())])
 
     def failures_last_hour(self) -> int:
-        now = self._now()
-        with self._lock:
-            return sum(1 for t in self._recent if now - t < GLOBAL_WINDOW_S)
+        state, _ = self._state(())
+        return state.global_failures
 
     def succeeded(self, keys: Iterable[str]) -> None:
-        with self._lock:
-            for key in keys:
-                self._failures.pop(key, None)
+        db_repo.clear_admin_failures(self._engine, keys=tuple(keys))
 
 
 def check_password(
-    settings: Settings, attempt: str, *, throttle: LoginThrottle, keys: tuple[str, ...]
+    settings: Settings, attempt: str, *, throttle: DatabaseLoginThrottle, keys: tuple[str, ...]
 ) -> GateDecision:
     """The password check, refused without looking while a key or the global budget is backing off;
     logs every failure."""

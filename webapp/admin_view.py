@@ -13,7 +13,7 @@ import streamlit as st
 
 from webapp import context as run
 from webapp import gateway_data, resources
-from webapp.admin_gate import LoginThrottle, admin_available, check_password
+from webapp.admin_gate import DatabaseLoginThrottle, admin_available, check_password
 from webapp.context import Context
 
 _OK = "admin_ok"
@@ -21,10 +21,10 @@ _SESSION = "admin_session"  # a random id per login: who did what in the moderat
 _TAB = "admin_tab_id"  # a random id per browser session: the key of its login back-off
 
 
-@st.cache_resource(show_spinner=False)
-def _throttle(database_url: str) -> LoginThrottle:
-    """The login back-off of the arena stored at ``database_url`` (one per process and arena)."""
-    return LoginThrottle()
+def _throttle(database_url: str) -> DatabaseLoginThrottle:
+    """The login back-off of the arena stored at ``database_url``: kept in its database, so it holds
+    across every server process on it."""
+    return DatabaseLoginThrottle(resources.engine(database_url))
 
 
 def _throttle_keys() -> tuple[str, ...]:

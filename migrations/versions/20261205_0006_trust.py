@@ -7,6 +7,8 @@
   public boards count only closed battles past the publication delay; filled in from ``battles``.
 - ``moderation_events``: enabling or disabling a contestant is logged too (``contestant_id``, actions
   ``enable``/``disable``); such an event names no battle and has no prior status.
+- ``admin_login_failures``: one row per failed admin login and throttle key (session, address hash,
+  the global key), so the login back-off and the global failure budget hold across server processes.
 
 Revision ID: 0006
 Revises: 0005
@@ -41,7 +43,9 @@ def upgrade() -> None:
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.CheckConstraint("side IN ('a', 'b')", name=op.f("ck_generations_side")),
-        sa.ForeignKeyConstraint(["visitor_id"], ["visitors.id"], name=op.f("fk_generations_visitor_id_visitors")),
+        sa.ForeignKeyConstraint(
+            ["visitor_id"], ["visitors.id"], name=op.f("fk_generations_visitor_id_visitors")
+        ),
         sa.ForeignKeyConstraint(["battle_id"], ["battles.id"], name=op.f("fk_generations_battle_id_battles")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_generations")),
     )
@@ -49,6 +53,16 @@ def upgrade() -> None:
     op.create_index("ix_generations_visitor_started", "generations", ["visitor_id", "started_at"])
     op.create_index("ix_generations_address_started", "generations", ["address_hash", "started_at"])
     op.create_index("ix_generations_started", "generations", ["started_at"])
+
+    op.create_table(
+        "admin_login_failures",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("key", sa.String(length=80), nullable=False),
+        sa.Column("failed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_admin_login_failures")),
+    )
+    op.create_index(op.f("ix_admin_login_failures_key"), "admin_login_failures", ["key"])
+    op.create_index(op.f("ix_admin_login_failures_failed_at"), "admin_login_failures", ["failed_at"])
 
     with op.batch_alter_table("side_stats") as batch:
         batch.add_column(sa.Column("closed_at", sa.DateTime(timezone=True), nullable=True))
@@ -70,6 +84,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_admin_login_failures_failed_at"), table_name="admin_login_failures")
+    op.drop_index(op.f("ix_admin_login_failures_key"), table_name="admin_login_failures")
+    op.drop_table("admin_login_failures")
     op.execute("DELETE FROM moderation_events WHERE contestant_id IS NOT NULL")
     with op.batch_alter_table("moderation_events") as batch:
         batch.drop_constraint(op.f("ck_moderation_events_one_target"), type_="check")

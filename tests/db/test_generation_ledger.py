@@ -147,3 +147,15 @@ def test_a_turn_started_by_another_process_holds_this_one(arena, engine: Engine,
     with pytest.raises(repo.GenerationRefused) as refused:
         _start(engine, me, battle.id)
     assert refused.value.reason == "busy"
+
+
+def test_a_sides_generations_count_for_its_retry_cap(arena, engine: Engine) -> None:
+    me = _visitor(engine, "me")
+    battle = arena.battle(visitor_id=me, replies=False)
+    for _ in range(3):  # three retries of side a, each cut short before a reply was stored
+        repo.finish_generations(engine, ids=_start(engine, me, battle.id, "a"))
+    repo.finish_generations(engine, ids=_start(engine, me, battle.id, "b"))
+    assert repo.count_side_generations(engine, battle_id=battle.id, side="a") == 3
+    assert repo.count_side_generations(engine, battle_id=battle.id, side="b") == 1
+    with pytest.raises(InvalidInput):
+        repo.count_side_generations(engine, battle_id=battle.id, side="c")

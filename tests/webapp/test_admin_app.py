@@ -7,22 +7,39 @@ could not be undone and left no record of who, when or why; flagging needed a pa
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from sqlalchemy import create_engine
+from sqlalchemy import Engine, create_engine, select
 
 from db import repository as db_repo
+from db.engine import make_engine, write_session
+from db.migrate import REPO_ROOT
+from db.models import AdminLoginFailure, Base
+from db.repository import AdminFailureState, KeyFailures
 from settings import DEV_ADMIN_PASSWORD, Settings
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import _texts
 from tests.webapp.test_pages_app import _anonymous_battle, _submit
-from webapp.admin_gate import LoginThrottle, check_password, wait_words
+from webapp import admin_view
+from webapp.admin_gate import (
+    MAX_WAIT_S,
+    DatabaseLoginThrottle,
+    check_password,
+    global_wait_s,
+    key_wait_s,
+    throttle_wait_s,
+    wait_after,
+    wait_words,
+)
 
 PASSWORD = "a-long-admin-password-1"
 
@@ -96,41 +113,96 @@ def _strong(**values: Any) -> Settings:
                     hash_salt=SecretStr("a-long-hashing-salt-2"), **values)
 
 
-def test_many_sessions_and_addresses_together_meet_the_global_budget() -> None:
+def _throttle(tmp_path: Path) -> tuple[DatabaseLoginThrottle, Engine]:
+    engine = make_engine(f"sqlite:///{(tmp_path / 'logins.db').as_posix()}")
+    Base.metadata.create_all(engine)
+    return DatabaseLoginThrottle(engine), engine
+
+
+def _age_failures(engine: Engine, delta: dt.timedelta) -> None:
+    """Every stored login failure as if it had happened ``delta`` earlier."""
+    with write_session(engine) as session:
+        for row in session.scalars(select(AdminLoginFailure)):
+            row.failed_at -= delta
+
+
+def test_many_sessions_and_addresses_together_meet_the_global_budget(tmp_path: Path) -> None:
     """The probe: the back-off was per session and per address only, so an attacker with many sessions
     and addresses (two free tries each) guessed without ever waiting."""
-    now = [1000.0]
-    throttle = LoginThrottle(clock=lambda: now[0])
+    throttle, engine = _throttle(tmp_path)
     settings = _strong(admin_failures_per_hour=5)
     for n in range(5):  # five attackers, one guess each: no key of theirs backs off
         keys = (f"session:s{n}", f"address:a{n}")
         assert check_password(settings, "wrong", throttle=throttle, keys=keys).reason == "Wrong password."
-        now[0] += 1.0
     fresh = ("session:new", "address:new")
     refused = check_password(settings, PASSWORD, throttle=throttle, keys=fresh)
     assert not refused.allowed and "Too many failed attempts" in refused.reason, "everyone waits"
-    now[0] = 1000.0 + 3600.0  # the oldest failure has left the hour
+    _age_failures(engine, dt.timedelta(seconds=3600))  # the oldest failure has left the hour
     assert check_password(settings, PASSWORD, throttle=throttle, keys=fresh).allowed
 
 
-def test_the_wait_is_rounded_up_and_never_zero_seconds() -> None:
+def test_the_wait_is_rounded_up_and_never_zero_seconds(tmp_path: Path) -> None:
     """The probe: a back-off with under half a second left said "Try again in 0 seconds."."""
-    start = 1000.0
-    now = [start]
-    throttle = LoginThrottle(clock=lambda: now[0])
+    throttle, _ = _throttle(tmp_path)
     settings = _strong()
     keys = ("session:s",)
     for _ in range(3):  # two free failures, then a 2 s back-off
         check_password(settings, "wrong", throttle=throttle, keys=keys)
-    reasons = []
-    for step in range(40):  # every moment of the 2 s wait
-        now[0] = start + step * 0.05
-        reasons.append(check_password(settings, PASSWORD, throttle=throttle, keys=keys).reason)
-    assert all(re.search(r"Try again in [12] seconds?\.$", r) for r in reasons), set(reasons)
-    assert any(r.endswith("Try again in 1 second.") for r in reasons)
-    assert not any(re.search(r"\b0 seconds", r) for r in reasons)
-    words = [wait_words(s) for s in (0.0, 0.001, 1.0, 2.01)]
-    assert words == ["1 second", "1 second", "1 second", "3 seconds"]
+    refused = check_password(settings, PASSWORD, throttle=throttle, keys=keys).reason
+    assert re.search(r"Try again in [12] seconds?\.$", refused), refused
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    state = AdminFailureState(keys={"session:s": KeyFailures(3, start)}, global_failures=3,
+                              global_oldest=start)
+    waits = [  # every moment of the 2 s wait, by the same rule the throttle applies
+        throttle_wait_s(state, start + dt.timedelta(seconds=step * 0.05), failures_per_hour=50)
+        for step in range(40)
+    ]
+    words = {wait_words(w) for w in waits}
+    assert words == {"1 second", "2 seconds"}, words
+    assert throttle_wait_s(state, start + dt.timedelta(seconds=2), failures_per_hour=50) == 0.0
+    words_of = [wait_words(s) for s in (0.0, 0.001, 1.0, 2.01)]
+    assert words_of == ["1 second", "1 second", "1 second", "3 seconds"]
+
+
+def test_the_back_off_rules() -> None:
+    """Per key: two free failures, then 2, 4, 8 … s up to five minutes from the latest failure; for
+    everyone: once the hour holds the budget, until the oldest failure leaves the hour."""
+    assert [wait_after(n) for n in (0, 1, 2, 3, 4, 5, 60)] == [0, 0, 0, 2, 4, 8, MAX_WAIT_S]
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    ago = [now - dt.timedelta(seconds=s) for s in (0, 1, 600, 3599)]
+    assert key_wait_s(KeyFailures(4, ago[1]), now) == 3.0
+    assert key_wait_s(KeyFailures(60, ago[2]), now) == 0.0, "five minutes at most"
+    assert key_wait_s(KeyFailures(0, None), now) == 0.0
+    full = AdminFailureState(keys={}, global_failures=5, global_oldest=ago[3])
+    assert global_wait_s(full, now, budget=5) == 1.0
+    assert global_wait_s(full, now, budget=6) == 0.0
+    assert throttle_wait_s(full, now, failures_per_hour=None) == 0.0, "no budget given, none applied"
+
+
+def test_failures_in_another_process_make_this_one_back_off(tmp_path: Path) -> None:
+    """The probe: the back-off lived in process memory, so after three wrong passwords (and a budget
+    used up) in one server process, another process on the same database let the right one in."""
+    url = f"sqlite:///{(tmp_path / 'shared.db').as_posix()}"
+    script = (
+        "import sys\n"
+        "from pydantic import SecretStr\n"
+        "from settings import Settings\n"
+        "from webapp.admin_gate import check_password\n"
+        "from webapp.admin_view import _throttle\n"
+        "s = Settings(environment='production', admin_password=SecretStr(sys.argv[2]),\n"
+        "             hash_salt=SecretStr('a-long-hashing-salt-2'))\n"
+        "for keys in [('session:s1', 'address:a1')] * 3 + [('session:s2', 'address:a2')]:\n"
+        "    assert check_password(s, 'wrong', throttle=_throttle(sys.argv[1]), keys=keys).reason\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, url, PASSWORD], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    here = admin_view._throttle(url)
+    refused = check_password(_strong(), PASSWORD, throttle=here, keys=("session:s1", "address:a1"))
+    assert not refused.allowed and "Try again in" in refused.reason, "the other process's failures count"
+    budget = _strong(admin_failures_per_hour=4)
+    spent = check_password(budget, PASSWORD, throttle=here, keys=("session:new", "address:new"))
+    assert not spent.allowed and "Too many failed attempts" in spent.reason, "one budget for all processes"
 
 
 def test_the_global_budget_on_the_admin_page(arena_env: Callable[..., str], mixed_catalogue: Path) -> None:
@@ -144,3 +216,29 @@ def test_the_global_budget_on_the_admin_page(arena_env: Callable[..., str], mixe
     _login(third, PASSWORD)
     assert any("Too many failed attempts" in e for e in _texts(third.error)), _texts(third.error)
     assert not third.toggle
+
+
+# --- contestant toggles are moderation events ------------------------------------------------------------
+
+
+def test_a_contestant_toggle_leaves_a_row_in_the_moderation_log(
+    arena_env: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Probe of the old page: switching a contestant off left no moderation row and no log line."""
+    url = arena_env(admin_password=PASSWORD)
+    at = open_app("pages/admin.py")
+    _login(at, PASSWORD)
+    with caplog.at_level(logging.INFO, logger="webapp.gateway_data"):
+        at.toggle(key="admin_enable_tiny-llama").set_value(False).run()
+    assert not at.exception, [e.value for e in at.exception]
+    engine = create_engine(url)
+    assert not db_repo.get_contestant(engine, slug="tiny-llama").enabled
+    session = str(at.session_state["admin_session"])
+    (event,) = db_repo.moderation_log(engine)
+    assert (event.action, event.contestant, event.battle_id, event.admin_session) == \
+        ("disable", "tiny-llama", None, session)
+    assert any("tiny-llama" in r.getMessage() and session in r.getMessage() for r in caplog.records)
+    at.toggle(key="admin_enable_tiny-llama").set_value(True).run()
+    log = _frame(at, "contestant")
+    assert list(log["action"]) == ["enable", "disable"] and set(log["contestant"]) == {"tiny-llama"}
+    assert set(log["admin session"]) == {session}

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from pathlib import Path
+
 import pytest
 from pydantic import SecretStr
+from sqlalchemy import Engine, select
 
+from db.engine import make_engine, write_session
+from db.models import AdminLoginFailure, Base
 from settings import DEV_ADMIN_PASSWORD, Settings
 from webapp.admin_gate import (
     FREE_FAILURES,
-    LoginThrottle,
+    DatabaseLoginThrottle,
     admin_available,
     check_password,
     serving_problem,
@@ -42,24 +48,32 @@ STRONG_PASSWORD = "a-long-admin-password-1"
 STRONG_SALT = "a-long-hashing-salt-2"
 
 
-def _check(settings: Settings, attempt: str, throttle: LoginThrottle | None = None) -> bool:
-    keys = ("session:test",)
-    return check_password(settings, attempt, throttle=throttle or LoginThrottle(), keys=keys).allowed
+def _throttle(tmp_path: Path) -> tuple[DatabaseLoginThrottle, Engine]:
+    engine = make_engine(f"sqlite:///{(tmp_path / 'logins.db').as_posix()}")
+    Base.metadata.create_all(engine)
+    return DatabaseLoginThrottle(engine), engine
 
 
-def test_admin_gate() -> None:
+def _check(settings: Settings, attempt: str, throttle: DatabaseLoginThrottle) -> bool:
+    """One attempt with the key's earlier failures forgotten (no back-off in the way)."""
+    throttle.succeeded(("session:test",))
+    return check_password(settings, attempt, throttle=throttle, keys=("session:test",)).allowed
+
+
+def test_admin_gate(tmp_path: Path) -> None:
+    throttle, _ = _throttle(tmp_path)
     dev = Settings(environment="development")
-    assert _check(dev, DEV_ADMIN_PASSWORD), "development without a network server (AppTest) may"
-    assert not _check(dev, "wrong")
+    assert _check(dev, DEV_ADMIN_PASSWORD, throttle), "development without a network server (AppTest) may"
+    assert not _check(dev, "wrong", throttle)
     prod = Settings(
         environment="production", admin_password=SecretStr(STRONG_PASSWORD), hash_salt=SecretStr(STRONG_SALT)
     )
-    assert _check(prod, STRONG_PASSWORD)
-    assert not _check(prod, DEV_ADMIN_PASSWORD)
+    assert _check(prod, STRONG_PASSWORD, throttle)
+    assert not _check(prod, DEV_ADMIN_PASSWORD, throttle)
     # Even if a production object carries the default (built around the validator), the page stays shut.
     forced = prod.model_copy(update={"admin_password": SecretStr(DEV_ADMIN_PASSWORD)})
     assert not admin_available(forced).allowed
-    assert not _check(forced, DEV_ADMIN_PASSWORD)
+    assert not _check(forced, DEV_ADMIN_PASSWORD, throttle)
 
 
 @pytest.mark.parametrize(
@@ -86,10 +100,9 @@ def test_weak_secrets_fail_closed(
     assert problem in (serving_problem(weak, local=False) or ""), "development on a network may not"
 
 
-def test_login_backs_off_per_key_after_failures() -> None:
+def test_login_backs_off_per_key_after_failures(tmp_path: Path) -> None:
     """Probe: 60 wrong passwords, then the right one was accepted at once, with no delay or log."""
-    now = [1000.0]
-    throttle = LoginThrottle(clock=lambda: now[0])
+    throttle, engine = _throttle(tmp_path)
     prod = Settings(
         environment="production", admin_password=SecretStr(STRONG_PASSWORD), hash_salt=SecretStr(STRONG_SALT)
     )
@@ -103,6 +116,8 @@ def test_login_backs_off_per_key_after_failures() -> None:
         "a new session from the same address waits too"
     )
     assert check_password(prod, STRONG_PASSWORD, throttle=throttle, keys=("session:other",)).allowed
-    now[0] += 2.5
+    with write_session(engine) as db:  # 2.5 s later
+        for row in db.scalars(select(AdminLoginFailure)):
+            row.failed_at -= dt.timedelta(seconds=2.5)
     assert check_password(prod, STRONG_PASSWORD, throttle=throttle, keys=session).allowed
     assert [wait_after(n) for n in (1, 2, 3, 4, 5, 60)] == [0, 0, 2, 4, 8, 300]

@@ -204,3 +204,21 @@ def test_an_interrupted_generation_counts_and_frees_its_slot(arena_env: Callable
     assert not replies, "nothing was stored, and it still counted"
     problem = send_turn.send_problem(ctx, battle=battle, text="again", targets=("a",), correction=False)
     assert problem is not None and "Slow down" in problem
+
+
+def test_interrupted_retries_count_for_the_side_cap(arena_env: Callable[..., str]) -> None:
+    """A side may generate twice the turn limit: retries cut short before their reply was stored count."""
+    from webapp.flows import send_turn
+    from webapp.flows.open_battle import load_battle
+
+    url = arena_env(max_turns_per_battle="1")
+    ctx = _context(url, "retrier", "198.51.100.8")
+    opened = db_repo.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
+                                 contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
+    battle = load_battle(ctx, battle_id=opened.id)
+    for _ in range(2):
+        assert send_turn.retry_problem(ctx, battle=battle, side="b") is None
+        with pytest.raises(_Interrupted):
+            send_turn.generate(ctx, battle=battle, targets=("b",), placeholders={"b": _LeftPage()})
+    problem = send_turn.retry_problem(ctx, battle=load_battle(ctx, battle_id=opened.id), side="b")
+    assert problem is not None and "the most a battle allows (2)" in problem

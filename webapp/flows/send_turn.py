@@ -123,7 +123,8 @@ def retry_problem(ctx: Context, *, battle: ShownBattle, side: str) -> str | None
         return "This battle is closed. Start a new battle."
     view = battle.sides[side]
     problem = _generation_problem(ctx, planned=1, slugs=[view.contestant])
-    return problem or limits.retries_problem(view.generated, settings=ctx.settings)
+    started = db_repo.count_side_generations(ctx.engine, battle_id=battle.id, side=side)
+    return problem or limits.retries_problem(max(view.generated, started), settings=ctx.settings)
 
 
 def generate(
