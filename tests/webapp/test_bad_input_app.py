@@ -63,7 +63,7 @@ def test_an_unstorable_reply_is_reported_on_its_side_without_raising(
     assert len(_battle(url, at).sides["a"].replies) == 1
 
 
-def test_engine_error_text_is_plain_text_not_markdown(
+def test_engine_error_text_never_reaches_the_page(
     arena_env: Callable[..., str], mixed_catalogue: Path, engine_reply: Callable[[str | None], None]
 ) -> None:
     payload = "![x](http://127.0.0.1:9/pixel.png) **loud**"
@@ -71,10 +71,10 @@ def test_engine_error_text_is_plain_text_not_markdown(
     arena_env(catalogue=mixed_catalogue)
     at = open_app(ARENA)
     _send(at, TURN_1)
-    assert any("Generation failed" in e for e in _texts(at.error))
-    assert not any("![x]" in e or "http://" in e for e in _texts(at.error)), "no Markdown body from engines"
-    assert not any("![x]" in m for m in _texts(at.markdown))
-    assert any(payload in t for t in _texts(at.text)), "the engine's words are shown verbatim as text"
+    assert any("could not reply" in e for e in _texts(at.error))
+    shown = _texts(at.error) + _texts(at.markdown) + _texts(at.text)
+    assert not any("![x]" in t or "http://" in t or "loud" in t for t in shown), "the engine's words stay off"
+    assert any(t.startswith("refused (error ") for t in _texts(at.text)), "a category and an id instead"
 
 
 @pytest.mark.postgres
