@@ -79,7 +79,8 @@ class Settings(BaseSettings):
     # Votes one visitor may cast per UTC day (0: no cap); votes past it are refused before anything is
     # written (docs/DESIGN.md, "Daily vote caps").
     votes_per_visitor_per_day: int = Field(default=0, ge=0, le=1_000_000)
-    # Peers whose X-Forwarded-For is believed (the reverse proxy's own addresses or networks); see README.
+    # Peers whose X-Forwarded-For is believed (the reverse proxy's own addresses or networks); see
+    # docs/OPERATIONS.md, "Behind a reverse proxy".
     trusted_proxies: list[str] = Field(default_factory=list, max_length=1_000)
     show_grader_live: bool = False
     # Open battles idle this long are abandoned (at most 30 days).

@@ -1,10 +1,10 @@
 """The speed anchor: llama.cpp (through llama-cpp-python) on the same GGUF file, in the same bench run.
 
 llama-cpp-python is never a dependency of the app or of CI: it compiles for 7-12 minutes on 2 cores.
-Build it once per machine in a virtualenv of its own (README, "Benchmarks") and point the bench at that
-interpreter (``--anchor-python`` or ``ARENA_ANCHOR_PYTHON``); where ``llama_cpp`` imports in this
-interpreter, that is used. Either way it runs in a child process, so its threads and memory are its own,
-and both engines are measured in one command on the same token ids, their runs taking turns
+Build it once per machine in a virtualenv of its own (docs/CLI.md, ``bench --anchor``) and point the
+bench at that interpreter (``--anchor-python`` or ``ARENA_ANCHOR_PYTHON``); where ``llama_cpp`` imports
+in this interpreter, that is used. Either way it runs in a child process, so its threads and memory are
+its own, and both engines are measured in one command on the same token ids, their runs taking turns
 (:class:`AnchorSession`).
 
 The child runs :data:`WORKER` (standard library and ``llama_cpp`` only): it loads the file and warms up
@@ -82,7 +82,8 @@ def anchor_python(explicit: str | None = None) -> str:
     if importlib.util.find_spec("llama_cpp") is not None:
         return sys.executable
     raise AnchorUnavailable("llama-cpp-python is not importable here: build it in its own virtualenv "
-                            "(README, 'Benchmarks') and pass --anchor-python /path/to/venv/bin/python")
+                            "(docs/CLI.md, 'bench --anchor') and pass "
+                            "--anchor-python /path/to/venv/bin/python")
 
 
 class AnchorSession:

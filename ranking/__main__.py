@@ -1,4 +1,4 @@
-"""Command line: ``python -m ranking fit|bench`` (see README, "CLI reference")."""
+"""Command line: ``python -m ranking fit|bench`` (see docs/CLI.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every command and flag of every ``python -m <layer>`` CLI is documented in the README's CLI reference.
+"""Every command and flag of every ``python -m <layer>`` CLI is documented in docs/CLI.md, the CLI reference.
 
 The CLIs are contracts others script against; a flag that exists but is not documented fails here
 (the idea of sqlite-utils' ``tests/test_docs.py``). Flags are read from the real argparse parsers.
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+CLI_DOC = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text(encoding="utf-8")
 LAYERS = ("db", "inference", "ranking", "scenarios", "webapp")
 
 
 def _section(layer: str) -> str:
-    match = re.search(rf"^### python -m {layer}\n(.*?)(?=^##)", README, flags=re.S | re.M)
-    assert match, f"README has no '### python -m {layer}' section"
+    match = re.search(rf"^### python -m {layer}\n(.*?)(?=^##)", CLI_DOC, flags=re.S | re.M)
+    assert match, f"docs/CLI.md has no '### python -m {layer}' section"
     return match.group(1)
 
 
@@ -58,4 +58,4 @@ def test_every_command_and_flag_is_documented(layer: str) -> None:
         for flag in _flags(sub)
         if not re.search(rf"{re.escape(flag)}\b", section)
     ]
-    assert not missing, f"undocumented in README '### python -m {layer}': {missing}"
+    assert not missing, f"undocumented in docs/CLI.md '### python -m {layer}': {missing}"

@@ -20,7 +20,7 @@ from settings import Settings, SettingsProblem, get_settings_without_secrets, lo
 from webapp.admin_gate import startup_problem
 
 INT32 = 2**31
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+OPERATIONS = (Path(__file__).resolve().parents[1] / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
 PER_VISITOR_LIMITS = (
     "max_turns_per_battle", "battles_per_visitor_per_hour", "generations_per_minute",
     "votes_per_visitor_per_day", "generations_in_flight_per_address",
@@ -171,6 +171,6 @@ def test_weak_secrets_in_production_stay_a_one_line_problem(monkeypatch: pytest.
     assert load_settings(check_secrets=False).admin_password == SecretStr("short")
 
 
-def test_every_setting_is_in_the_readme_table() -> None:
-    missing = [name for name in Settings.model_fields if f"| `ARENA_{name.upper()}` |" not in README]
-    assert not missing, f"README's settings table lacks {missing}"
+def test_every_setting_is_in_the_operations_table() -> None:
+    missing = [name for name in Settings.model_fields if f"| `ARENA_{name.upper()}` |" not in OPERATIONS]
+    assert not missing, f"docs/OPERATIONS.md's settings table lacks {missing}"

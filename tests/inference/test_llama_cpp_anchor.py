@@ -1,7 +1,7 @@
 """llama.cpp, the speed anchor and a real OpenAI-compatible server, on the bundled SmolLM2 file.
 
 Slow, and skipped unless ``ARENA_ANCHOR_PYTHON`` names an interpreter with llama-cpp-python (a 7-12 minute
-build that is never a dependency of the app or CI: README, ``bench --anchor``). With it:
+build that is never a dependency of the app or CI: docs/CLI.md, ``bench --anchor``). With it:
 
 - ``bench --anchor llama.cpp`` runs both engines on the same file and prompt ids and reports ratios;
 - :class:`inference.remote.RemoteChatModel` talks to ``python -m llama_cpp.server``: replies stream,

@@ -1,6 +1,6 @@
 """Weak secrets only where nobody else can reach the app.
 
-Probe of the old app: ``make run`` (development, Streamlit on 127.0.0.1) is exactly the README's
+Probe of the old app: ``make run`` (development, Streamlit on 127.0.0.1) is exactly docs/OPERATIONS.md's
 reverse-proxy set-up, and "served locally" looked only at the bound address, so through a proxy on the
 same host the placeholder ``changethis`` opened the Admin page and the cookie key was the public
 placeholder salt. A request is local now only without proxy headers and with a loopback ``Host`` (and
