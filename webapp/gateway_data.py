@@ -95,9 +95,9 @@ def public_filters(
     ``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago (0: closed battles at once). The cut-off is rounded down to
     the minute, so one filter set keeps one cache key for a while instead of a new one per click."""
     from db.export import ExportFilters
+    from webapp.leaderboard_data import publication_cutoff
 
-    delay = dt.timedelta(hours=settings.public_export_delay_hours)
-    cutoff = ((now or dt.datetime.now(dt.UTC)) - delay).replace(second=0, microsecond=0) if delay else None
+    cutoff = publication_cutoff(settings.public_export_delay_hours, now=now)
     return ExportFilters(
         scenario=scenario,
         since=since,

@@ -70,10 +70,12 @@ class Filters:
         return {**self.battle_args(), "corrections_only": self.corrections_only}
 
 
-def publication_cutoff(delay_hours: float, now: dt.datetime | None = None) -> dt.datetime:
-    """Battles closed before this time are public (``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago, the same
-    delay the Dataset page applies), rounded down to the minute so that one set of choices keeps one
-    cache key for a while."""
+def publication_cutoff(delay_hours: float, now: dt.datetime | None = None) -> dt.datetime | None:
+    """Battles closed before this time are public: ``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago, rounded down to
+    the minute so that one set of choices keeps one cache key for a while. None for a delay of 0: every
+    closed battle at once. The Leaderboard and the Dataset page both take their cut-off from here."""
+    if not delay_hours:
+        return None
     moment = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(hours=delay_hours)
     return moment.replace(second=0, microsecond=0)
 

@@ -66,6 +66,9 @@ def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
         "ARENA_DATABASE_URL": db_url,
         "ARENA_DATA_DIR": str(tmp_path),
         "ARENA_CATALOGUE_PATH": str(REPO / "tests" / "data" / "tiny_catalogue.toml"),
+        # Boards count closed battles past the publication delay: 0 here, so the battle just voted on
+        # shows (tests/webapp/test_leaderboard_unmasking.py tests the delay itself).
+        "ARENA_PUBLIC_EXPORT_DELAY_HOURS": "0",
     }
     env.pop("XLA_FLAGS", None)  # one CPU device is enough for the app
     port = _free_port()

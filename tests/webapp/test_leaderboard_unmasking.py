@@ -84,7 +84,7 @@ def test_publication_cutoff_is_the_delay_ago_to_the_minute() -> None:
     now = dt.datetime(2026, 12, 5, 15, 29, 39, 123456, tzinfo=dt.UTC)
     assert publication_cutoff(24, now=now) == dt.datetime(2026, 12, 4, 15, 29, tzinfo=dt.UTC)
     assert publication_cutoff(0.5, now=now) == dt.datetime(2026, 12, 5, 14, 59, tzinfo=dt.UTC)
-    assert publication_cutoff(0, now=now) == dt.datetime(2026, 12, 5, 15, 29, tzinfo=dt.UTC)
+    assert publication_cutoff(0, now=now) is None, "no delay: every closed battle at once"
 
 
 def test_boards_show_a_battle_only_once_closed_past_the_delay(
