@@ -264,6 +264,6 @@ def estimate_memory_mb(entry: CatalogueEntry, *, cache_dir: Path) -> int:
 
 def gguf_parameter_count(path: Path) -> int:
     """Number of weights in a GGUF file, read from its header (memory-mapped, nothing dequantized)."""
-    from inference.gguf_reader import GGUFFile
+    from inference.formats.gguf_reader import GGUFFile
 
     return GGUFFile(path).parameter_count()

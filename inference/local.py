@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from inference.chat_template import ChatTemplate, fit_to_context
@@ -24,27 +24,19 @@ from inference.engine.batcher import DEFAULT_KEEP_ROWS, SlotScheduler, stream_al
 from inference.engine.fast_engine import SlotEngine
 from inference.engine.stored_weights import StoredWeights
 from inference.engine.weight_policy import choose_weights, min_batch_for, served_six_bit
-from inference.engine.weights import (
-    DecoderSpec,
-    SixBit,
-    UnsupportedModel,
-    WeightFormat,
-    decoder_spec,
-    extract_params,
-    matrix_formats,
-    native_serving,
-)
-from inference.families.base import LoadedModel
+from inference.engine.weights import decoder_spec, extract_params, matrix_formats, native_serving
+from inference.families.base import DecoderSpec, LoadedModel, UnsupportedModel
+from inference.formats.matrices import SixBit, WeightFormat
 from inference.protocol import (
     CancelToken,
     ChatMessage,
+    Emit,
     GenerationParams,
     StreamEvent,
     TextDelta,
     error_result,
 )
 
-Emit = Callable[[StreamEvent], None]
 log = logging.getLogger(__name__)
 
 
@@ -74,7 +66,7 @@ class LocalChatModel:
     None). Its decoder and continuous batcher serve :meth:`stream` and :meth:`submit`. A backbone the
     fast decoder does not know (``engine is None``; ``engine_note`` says why) is served by the same
     batcher over keras-hub's own cached forward pass (:class:`inference.engine.KerasEngine`), one row
-    at a time.
+    at a time. It is a :class:`~inference.protocol.BatchingChatModel`: what the pool's workers use.
     """
 
     def __init__(

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from inference.catalogue import CatalogueEntry
 from inference.protocol import (
+    BatchingChatModel,
     CancelToken,
     ChatMessage,
     ChatModel,
@@ -67,6 +68,17 @@ class ModelNotReadyError(LookupError):
     """``get`` on a model that is still loading, failed or was refused; the message says which."""
 
 
+@dataclass(frozen=True)
+class _Serving:
+    """How a pool serves its models (see :class:`ModelPool`), shared with its workers and their handles."""
+
+    warm_up_prompts: tuple[int, ...]
+    batching: bool
+    batch_window_s: float
+    max_outstanding: int | None
+    queue_deadline_s: float | None
+
+
 @dataclass
 class _Request:
     messages: Sequence[ChatMessage]
@@ -77,12 +89,24 @@ class _Request:
 
 
 class _Worker:
-    """One model's thread: build, compile, then serve requests in arrival order."""
+    """One model's thread: wait for its turn, have the pool load the model, then serve requests in
+    arrival order. ``load`` (the pool's) builds the model and sets :attr:`model` (False: refused or
+    failed); ``report`` hears every status change."""
 
-    def __init__(self, pool: ModelPool, entry: CatalogueEntry, *, turn: threading.Event) -> None:
-        self.pool = pool
+    def __init__(
+        self,
+        entry: CatalogueEntry,
+        *,
+        turn: threading.Event,
+        serving: _Serving,
+        load: Callable[[_Worker], bool],
+        report: ProgressCallback,
+    ) -> None:
         self.entry = entry
         self.turn = turn  # set when this worker may start loading (the previous one finished)
+        self.serving = serving
+        self._load = load
+        self._report = report
         self.done_loading = threading.Event()
         self.requests: queue.Queue[_Request | None] = queue.Queue()
         self.model: ChatModel | None = None
@@ -91,76 +115,43 @@ class _Worker:
         self.status = ModelStatus(slug=entry.slug, name=entry.name, state="queued")
         self.thread = threading.Thread(target=self._run, name=f"model-{entry.slug}", daemon=True)
 
-    def _set(self, **changes: Any) -> None:
+    def set_status(self, **changes: Any) -> None:
         self.status = replace(self.status, **changes)
-        self.pool._report(self.status)
+        self._report(self.status)
 
-    def _stage(self, stage: str, fraction: float) -> None:
+    def stage(self, stage: str, fraction: float) -> None:
         """A loading stage as the status message ("assemble 40%", "read", "convert")."""
-        self._set(message=stage_text(stage, fraction))
+        self.set_status(message=stage_text(stage, fraction))
 
     def _run(self) -> None:
         self.turn.wait()
         try:
-            if not self._load():
+            if not self._load(self):
                 return
         finally:
             self.done_loading.set()
         self._serve()
 
-    def _load(self) -> bool:
-        started = time.perf_counter()
-        try:
-            estimate = self.pool._estimate(self.entry)
-            peak, needed = (estimate, estimate) if isinstance(estimate, int) else (
-                estimate.peak_mb, estimate.resident_mb)
-            refusal = self.pool._reserve(self.entry.slug, needed, peak_mb=peak)
-            if refusal:
-                self._set(state="refused", message=refusal, memory_mb=peak)
-                return False
-            self._set(state="loading", memory_mb=needed)
-            model = self.pool._build(self.entry, self._stage)
-            warm_up = getattr(model, "warm_up", None)
-            if callable(warm_up):
-                self._set(state="compiling", message="")
-                new = self.entry.sampling.max_new_tokens
-                warm_up(requests=[(1, 1), *((n, new) for n in self.pool._warm_up_prompts)])
-                warm_batches = getattr(model, "warm_up_batches", None)
-                batches = self.pool._batching and getattr(model, "supports_batching", False)
-                if batches and callable(warm_batches):
-                    for n in self.pool._warm_up_prompts:
-                        warm_batches(prompt_tokens=n, new_tokens=new)
-                from inference.local import return_freed_memory
-
-                return_freed_memory()  # the compiler's temporaries: the pool's models stay resident for long
-        except BaseException as exc:  # isolate: one bad model must not stop the others; a library's
-            # SystemExit included (on this worker thread it would only end the thread, "loading" forever)
-            self.pool._release(self.entry.slug)
-            self._set(state="failed", message=f"{type(exc).__name__}: {exc}")
-            return False
-        self.model = model
-        self._set(state="ready", message="", load_seconds=round(time.perf_counter() - started, 2))
-        return True
-
     def _serve(self) -> None:
-        assert self.model is not None
-        if self.pool._batching and getattr(self.model, "supports_batching", False):
-            self._serve_batched(self.model)
+        model = self.model
+        assert model is not None
+        if self.serving.batching and isinstance(model, BatchingChatModel) and model.supports_batching:
+            self._serve_batched(model)
             return
         while True:
             request = self.requests.get()
             if request is None:
                 return
-            self._answer(self.model, request)
+            self._answer(model, request)
 
-    def _serve_batched(self, model: Any) -> None:
+    def _serve_batched(self, model: BatchingChatModel) -> None:
         """Dynamic batching: between decode steps, every request that arrived joins the batcher.
 
         When idle, the first arrival waits ``batch_window_s`` for company so that requests sent
         together (both sides of battles that start at once) share their prefill and every step.
         """
         batcher = model.batcher
-        window = self.pool._batch_window_s
+        window = self.serving.batch_window_s
         while True:
             arrived: list[_Request | None] = []
             if not batcher.busy:
@@ -186,10 +177,12 @@ class _Worker:
     def _answer(self, model: ChatModel, request: _Request) -> None:
         finished = False
         try:
-            kwargs: dict[str, Any] = {"cancel": request.cancel}
-            if hasattr(model, "runner"):  # LocalChatModel: count queue time in ttft/total
-                kwargs["submitted_at"] = request.submitted_at
-            for event in model.stream(request.messages, request.params, **kwargs):
+            if isinstance(model, BatchingChatModel):  # it counts the request's time in line in ttft/total
+                events = model.stream(request.messages, request.params, cancel=request.cancel,
+                                      submitted_at=request.submitted_at)
+            else:
+                events = model.stream(request.messages, request.params, cancel=request.cancel)
+            for event in events:
                 request.events.put(event)
                 if isinstance(event, GenerationResult):
                     finished = True
@@ -233,16 +226,17 @@ class PooledChatModel:
         cancel: CancelToken | None = None,
     ) -> Iterator[StreamEvent]:
         cancel = cancel or CancelToken()
-        worker, pool = self._worker, self._worker.pool
+        worker = self._worker
+        limit = worker.serving.max_outstanding
         with worker.line_lock:
-            if pool._max_outstanding is not None and worker.outstanding >= pool._max_outstanding:
+            if limit is not None and worker.outstanding >= limit:
                 raise ModelBusyError(f"model {self.slug!r} has {worker.outstanding} requests in line")
             worker.outstanding += 1
         request = _Request(list(messages), params, cancel, queue.Queue(), time.perf_counter())
         worker.requests.put(request)
         done = False
         started = False  # a first event arrived: the request left the line
-        deadline = pool._queue_deadline_s
+        deadline = worker.serving.queue_deadline_s
         try:
             while True:
                 poll = 1.0
@@ -331,16 +325,14 @@ class ModelPool:
         self._estimator = estimator
         self._distributions = dict(distributions or {})
         self._mesh = mesh
-        self._warm_up_prompts = tuple(warm_up_prompts)
-        self._batching = batching
-        self._batch_window_s = batch_window_s
         self._keep_keras_weights = keep_keras_weights
         if max_outstanding is not None and max_outstanding < 1:
             raise ValueError("max_outstanding must be >= 1")
         if queue_deadline_s is not None and queue_deadline_s <= 0:
             raise ValueError("queue_deadline_s must be > 0")
-        self._max_outstanding = max_outstanding
-        self._queue_deadline_s = queue_deadline_s
+        self._serving = _Serving(warm_up_prompts=tuple(warm_up_prompts), batching=batching,
+                                 batch_window_s=batch_window_s, max_outstanding=max_outstanding,
+                                 queue_deadline_s=queue_deadline_s)
         self._lock = threading.Lock()
         self._reserved: dict[str, int] = {}
         self._changed = threading.Condition()
@@ -352,7 +344,8 @@ class ModelPool:
                 continue
             if entry.slug in self._workers:
                 raise ValueError(f"model {entry.slug!r} appears twice")
-            worker = _Worker(self, entry, turn=previous)
+            worker = _Worker(entry, turn=previous, serving=self._serving, load=self._load,
+                             report=self._report)
             self._workers[entry.slug] = worker
             previous = worker.done_loading
         self._started = False
@@ -436,6 +429,47 @@ class ModelPool:
                     return ready
                 self._changed.wait(remaining)
 
+    # ---- loading (on each worker's thread) ------------------------------------------------------
+
+    def _load(self, worker: _Worker) -> bool:
+        """Book ``worker``'s model's memory, build it and compile it; False if it was refused or failed
+        (its status says why), True once :attr:`_Worker.model` is set and the status is ``ready``."""
+        entry = worker.entry
+        started = time.perf_counter()
+        try:
+            estimate = self._estimate(entry)
+            peak, needed = (estimate, estimate) if isinstance(estimate, int) else (
+                estimate.peak_mb, estimate.resident_mb)
+            refusal = self._reserve(entry.slug, needed, peak_mb=peak)
+            if refusal:
+                worker.set_status(state="refused", message=refusal, memory_mb=peak)
+                return False
+            worker.set_status(state="loading", memory_mb=needed)
+            model = self._build(entry, worker.stage)
+            if isinstance(model, BatchingChatModel):
+                worker.set_status(state="compiling", message="")
+                self._warm_up(model, new_tokens=entry.sampling.max_new_tokens)
+        except BaseException as exc:  # isolate: one bad model must not stop the others; a library's
+            # SystemExit included (on this worker thread it would only end the thread, "loading" forever)
+            self._release(entry.slug)
+            worker.set_status(state="failed", message=f"{type(exc).__name__}: {exc}")
+            return False
+        worker.model = model
+        worker.set_status(state="ready", message="", load_seconds=round(time.perf_counter() - started, 2))
+        return True
+
+    def _warm_up(self, model: BatchingChatModel, *, new_tokens: int) -> None:
+        """Compile the buckets of the first requests (``warm_up_prompts``) now, batched ones too where
+        the model serves them, then hand the compiler's temporaries back (the models stay resident)."""
+        prompts = self._serving.warm_up_prompts
+        model.warm_up(requests=[(1, 1), *((n, new_tokens) for n in prompts)])
+        if self._serving.batching and model.supports_batching:
+            for n in prompts:
+                model.warm_up_batches(prompt_tokens=n, new_tokens=new_tokens)
+        from inference.local import return_freed_memory
+
+        return_freed_memory()
+
     # ---- worker callbacks -----------------------------------------------------------------------
 
     def _report(self, status: ModelStatus) -> None:
@@ -507,31 +541,3 @@ def enable_compilation_cache(directory: Path) -> None:
 
     directory.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(directory))
-
-
-_SHARED: dict[tuple[Any, ...], ModelPool] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_pool(
-    entries: Sequence[CatalogueEntry],
-    *,
-    memory_budget_mb: int,
-    cache_dir: Path,
-    api_keys: Mapping[str, str] | None = None,
-    on_progress: ProgressCallback | None = None,
-) -> ModelPool:
-    """The process-wide pool for this catalogue (created, and loading started, on first call)."""
-    key = (tuple(entries), memory_budget_mb, str(cache_dir))
-    with _SHARED_LOCK:
-        pool = _SHARED.get(key)
-        if pool is None:
-            pool = ModelPool(
-                entries,
-                memory_budget_mb=memory_budget_mb,
-                cache_dir=cache_dir,
-                api_keys=api_keys,
-                on_progress=on_progress,
-            )
-            _SHARED[key] = pool
-        return pool

@@ -3,6 +3,7 @@
 A model streams a reply as a sequence of events: zero or more :class:`TextDelta` followed by exactly one
 :class:`GenerationResult` (also when generation failed or was cancelled: ``finish_reason`` says so).
 Local keras-hub models, the pool and remote OpenAI-compatible engines all implement :class:`ChatModel`.
+Models that run in this process also implement :class:`BatchingChatModel`, what the pool's workers use.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -77,6 +78,7 @@ class GenerationResult:
 
 
 StreamEvent = TextDelta | GenerationResult
+Emit = Callable[[StreamEvent], None]
 
 
 def error_text(exc: BaseException) -> str:
@@ -131,6 +133,60 @@ class ChatModel(Protocol):
         *,
         cancel: CancelToken | None = None,
     ) -> Iterator[StreamEvent]: ...
+
+
+class StepBatcher(Protocol):
+    """The decode loop a model's concurrent requests share (:class:`inference.engine.batcher.SlotScheduler`):
+    its owner thread ticks it with ``run_until`` while requests are ``busy`` in it."""
+
+    @property
+    def busy(self) -> bool: ...
+
+    def run_until(self, done: Callable[[], bool]) -> None: ...
+
+    def cancel_all(self) -> None: ...
+
+
+@runtime_checkable
+class BatchingChatModel(ChatModel, Protocol):
+    """A chat model that runs in this process (:class:`inference.local.LocalChatModel`): what the pool's
+    worker uses beyond :class:`ChatModel`.
+
+    ``warm_up`` compiles the shapes of these (prompt, new tokens) requests while the model loads, not
+    during a visitor's request; ``warm_up_batches`` the decode step at several rows. ``submitted_at``
+    (a ``time.perf_counter()`` stamp) is when the request arrived, so ttft and total count its wait in
+    line. Where ``supports_batching``, concurrent requests are ``submit``-ted to its ``batcher`` and
+    share each decode step (their events go to ``emit``); else it serves one request at a time.
+    """
+
+    @property
+    def supports_batching(self) -> bool: ...
+
+    @property
+    def batcher(self) -> StepBatcher: ...
+
+    def warm_up(self, *, requests: Sequence[tuple[int, int]] = ((1, 1),)) -> None: ...
+
+    def warm_up_batches(self, *, prompt_tokens: int, new_tokens: int) -> None: ...
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        params: GenerationParams,
+        *,
+        cancel: CancelToken | None = None,
+        submitted_at: float | None = None,
+    ) -> Iterator[StreamEvent]: ...
+
+    def submit(
+        self,
+        messages: Sequence[ChatMessage],
+        params: GenerationParams,
+        *,
+        emit: Emit,
+        cancel: CancelToken | None = None,
+        submitted_at: float | None = None,
+    ) -> None: ...
 
 
 def complete(

@@ -4,9 +4,9 @@ keras-hub's own layout maps shard fixed dimensions (the head count, the vocabula
 ``IndivisibleError`` when the mesh axis does not divide them: SmolLM2 has 9 query / 3 key-value heads,
 Gemma 3 270M has 4 / 1; Gemma 3 and Mistral have no map at all. Here each family declares, next to its
 loader (``families/<family>/layout.py``, its record's ``weight_rules``), its large weights as
-:class:`WeightRule` rows: the variable-path pattern, the shape computed from the backbone config, and
-the dimensions it may be split on in order of preference. :func:`plan_layout` picks, per weight, the
-first dimension the ``model`` axis divides, or replicates the weight and logs why.
+:class:`~inference.families.base.WeightRule` rows: the variable-path pattern, the shape computed from the
+backbone config, and the dimensions it may be split on in order of preference. :func:`plan_layout` picks,
+per weight, the first dimension the ``model`` axis divides, or replicates the weight and logs why.
 Norm scales and other small vectors are always replicated.
 
 Usage (the pool does this on the thread that owns the model, because keras' distribution state is
@@ -32,32 +32,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+# Defined with the family contract (a family's layout builds WeightRule rows); ShardingError is this module's
+# error all the same: callers catch inference.sharding.ShardingError.
+from inference.families.base import ShardingError, WeightRule
+
 logger = logging.getLogger(__name__)
 
 BATCH_AXIS = "batch"
 MODEL_AXIS = "model"
-
-class ShardingError(ValueError):
-    """Bad input to the sharding helpers: unknown family, mesh that does not fit the devices, bad config."""
-
-
-@dataclass(frozen=True, slots=True)
-class WeightRule:
-    """One kind of large weight: ``pattern`` fullmatches ``variable.path`` (regex, as in ``LayoutMap``).
-
-    ``split_dims`` lists every dimension of ``shape`` in order of preference; ``dim_names`` names them
-    (``"num_query_heads"``) so the log says which config value blocked a split.
-    """
-
-    name: str
-    pattern: str
-    shape: tuple[int, ...]
-    dim_names: tuple[str, ...]
-    split_dims: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        if len(self.dim_names) != len(self.shape) or sorted(self.split_dims) != list(range(len(self.shape))):
-            raise ShardingError(f"weight rule {self.name!r}: dim_names/split_dims must cover every dimension")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +68,6 @@ class ShardingRow:
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "shape": list(self.shape), "dtype": self.dtype,
                 "spec": list(self.spec), "shard_shape": list(self.shard_shape)}
-
-
-def weight_rule(
-    name: str, pattern: str, dims: Sequence[tuple[str, int]], *, prefer: Sequence[str]
-) -> WeightRule:
-    """A :class:`WeightRule` from named dimensions; ``prefer`` names the split order, the rest follow."""
-    names = tuple(n for n, _ in dims)
-    order = [names.index(n) for n in prefer] + [i for i, n in enumerate(names) if n not in prefer]
-    return WeightRule(name, pattern, tuple(int(s) for _, s in dims), names, tuple(order))
 
 
 def shardable_families() -> tuple[str, ...]:

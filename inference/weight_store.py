@@ -29,9 +29,8 @@ from pathlib import Path
 
 from inference.engine import stored_weights, turns
 from inference.engine.stored_weights import StoredWeights
-from inference.engine.weights import DecoderSpec
-from inference.families.base import LoadedModel
-from inference.gguf_reader import GGUFFile
+from inference.families.base import DecoderSpec, LoadedModel
+from inference.formats.gguf_reader import GGUFFile
 from inference.split_weights import Progress
 
 ENV = "ARENA_WEIGHT_STORE"
@@ -39,9 +38,11 @@ FOLDER = "converted"
 _PACKAGE = Path(__file__).resolve().parent
 # The source the stored weights depend on: a change to any of it converts the model again. (Not the
 # kernels' wrapper, engine/kernels/__init__.py: the conversion has not used it since the block formats
-# moved to engine/block_formats.py, and a change there converted every model again for nothing.)
-_CODE = ("families", "gguf_reader.py", "engine/weights.py", "engine/block_formats.py",
-         "engine/stored_weights.py", "weight_store.py")
+# moved out of it, and a change there converted every model again for nothing.) The formats' names and
+# containers (formats/matrices.py) were part of engine/weights.py, the decoder spec (families/base.py)
+# too: both still count.
+_CODE = ("families", "formats/gguf_reader.py", "formats/matrices.py", "formats/block_formats.py",
+         "engine/weights.py", "engine/stored_weights.py", "weight_store.py")
 log = logging.getLogger(__name__)
 
 

@@ -165,7 +165,7 @@ class SlotScheduler:
         self.cache: Any = None
         self.slots = 0
         self.steps = 0  # decode device calls so far
-        self.keep_rows = keep_rows if getattr(engine, "reuses_prefixes", False) else 0
+        self.keep_rows = keep_rows if engine.reuses_prefixes else 0
         self._kept: list[_Kept] = []  # oldest first
         self.prefilled_tokens = 0  # prompt tokens run through the model so far
         self.reused_tokens = 0  # prompt tokens copied from another row's cache instead

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from inference.engine import kernels
+import inference.engine.kernels as kernels
 from inference.engine.buckets import cache_bucket, prompt_bucket
 from inference.engine.forward import Cache, empty_cache, forward, output_logits
 from inference.engine.sampling import Candidates
-from inference.engine.weights import DecoderSpec
+from inference.families.base import DecoderSpec
 
 CANDIDATES = 64
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from inference.engine.weights import SixBit, WeightFormat
+from inference.formats.matrices import SixBit, WeightFormat
 
 PRODUCT_TOLERANCE = 1e-2  # relative RMS error of a product (bfloat16 rounding gives ~3e-3)
 BATCHES = (1, 8)
@@ -100,7 +100,7 @@ def measure(
     import jax.numpy as jnp
     import numpy as np
 
-    from inference.engine import kernels
+    import inference.engine.kernels as kernels
 
     rng = np.random.default_rng(0)
     dense = [jnp.asarray(rng.normal(0, 0.05, size=(size, size)).astype("float32")) for _ in range(matrices)]
@@ -147,8 +147,8 @@ def block_workloads(dense: list[Any]) -> dict[WeightFormat, Workload]:
     that multiplies it (the copy bound later) and its dequantization."""
     import jax
 
-    from inference.engine import kernels
-    from inference.engine.block_formats import (
+    import inference.engine.kernels as kernels
+    from inference.formats.block_formats import (
         q4_dequantize,
         q4_quantize,
         q6_dequantize,
@@ -192,7 +192,7 @@ def time_rounds(runs: list[Run], inputs: dict[int, Any], repeats: int) -> list[d
     import jax
     import numpy as np
 
-    from inference.engine import kernels
+    import inference.engine.kernels as kernels
 
     steps = [jax.jit(lambda x, ws, products=tuple(m.product for m in run.workload):
                      [product(x, w) for product, w in zip(products, ws, strict=True)]) for run in runs]

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from inference.engine import block_formats, kernels
-from inference.engine.weights import (
-    DecoderSpec,
-    LayerSpec,
+import inference.engine.kernels as kernels
+from inference.families.base import DecoderSpec, LayerSpec
+from inference.formats import block_formats
+from inference.formats.matrices import (
     Q4Blocks,
     Q6Blocks,
     Q8Blocks,

@@ -37,7 +37,8 @@ def run_kernel_bench(
     import jax.numpy as jnp
     import numpy as np
 
-    from inference.engine import block_formats, kernels
+    import inference.engine.kernels as kernels
+    from inference.formats import block_formats
 
     shapes = shapes or SHAPES
     rows = rows or ROWS

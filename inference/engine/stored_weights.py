@@ -2,7 +2,7 @@
 every later start instead of dequantizing the file into keras-hub and converting it again.
 
 A store is one folder: ``weights.bin`` (every array of the params pytree, raw, 64-byte aligned) and
-``manifest.json`` (the :class:`~inference.engine.weights.DecoderSpec`, the pytree's shape with each
+``manifest.json`` (the :class:`~inference.families.base.DecoderSpec`, the pytree's shape with each
 array's dtype, shape and offset, and what the caller wants back beside them). The manifest names only
 the block containers this module knows (:data:`CONTAINERS`); nothing in it is ever executed. A folder
 is written under a temporary name and renamed into place, so a store is either whole or absent; one
@@ -24,16 +24,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from inference.engine import weights
-from inference.engine.weights import DecoderSpec, LayerSpec
+from inference.families.base import DecoderSpec, LayerSpec
+from inference.formats import matrices
 
 STORE_VERSION = 1  # bump when the folder's layout changes
 MANIFEST = "manifest.json"
 DATA = "weights.bin"
 ALIGN = 64
 CONTAINERS: dict[str, type[tuple[Any, ...]]] = {
-    cls.__name__: cls for cls in (weights.Q8Blocks, weights.Q4Blocks, weights.Q6Blocks,
-                                  weights.QuantizedMatrix, weights.StackedBlocks)
+    cls.__name__: cls for cls in (matrices.Q8Blocks, matrices.Q4Blocks, matrices.Q6Blocks,
+                                  matrices.QuantizedMatrix, matrices.StackedBlocks)
 }
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 from inference.engine.format_timing import Candidate, measure
 from inference.engine.turns import taking_turns
-from inference.engine.weights import BLOCK_FORMATS, SIX_BIT_FORMATS, WEIGHT_FORMATS, SixBit, WeightFormat
+from inference.formats.matrices import BLOCK_FORMATS, SIX_BIT_FORMATS, WEIGHT_FORMATS, SixBit, WeightFormat
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def native_blocker() -> str | None:
     import jax
     import keras
 
-    from inference.engine import kernels
+    import inference.engine.kernels as kernels
 
     if jax.default_backend() != "cpu":
         return f"XLA on {jax.default_backend()} (the native kernels are CPU-only)"
@@ -220,7 +220,7 @@ def auto_verdict(*, measure_fn: Callable[..., tuple[Candidate, ...]] | None = No
 def _measured_verdict(path: Path, native: bool, isas: tuple[str, ...], blocked: str | None,
                       measure_fn: Callable[..., tuple[Candidate, ...]] | None) -> Verdict:
     """Measure the candidates and decide; cache the verdict at ``path`` unless the kernels' build failed."""
-    from inference.engine import kernels
+    import inference.engine.kernels as kernels
 
     candidates = (measure_fn or measure)(native=native, isas=isas)
     best, why = decide(candidates)
@@ -242,7 +242,7 @@ def _measured_verdict(path: Path, native: bool, isas: tuple[str, ...], blocked: 
 def copies_to_measure() -> tuple[str, ...]:
     """The kernel copies ``auto`` times: the forced one, else every copy the CPU runs that decodes weights
     with vector instructions (the scalar copy only where there is no other)."""
-    from inference.engine import kernels
+    import inference.engine.kernels as kernels
 
     forced = kernels.forced_isa()
     if forced is not None:
@@ -270,7 +270,7 @@ def _use_measured_kernels(verdict: Verdict) -> None:
     """The kernels use the copy and the tile width that served the verdict's fastest block format; q4's
     6-bit matrices are served as it measured them fastest there."""
     global _six_bit_in_force
-    from inference.engine import kernels
+    import inference.engine.kernels as kernels
 
     kernels.prefer_isa(verdict.isa)
     kernels.set_narrow_rows(verdict.narrow_rows)
@@ -288,7 +288,7 @@ def _prefer_measured_copy() -> None:
 def _verdict_path(isas: tuple[str, ...]) -> Path:
     import jax
 
-    from inference.engine import kernels
+    import inference.engine.kernels as kernels
 
     key = hashlib.sha256()
     # the whole kernel source: a verdict measured on other kernels is measured again

@@ -1,5 +1,6 @@
-"""The fast engine's view of a keras-hub backbone: one spec of the architecture, and its weights as plain
-2-D matrices in the chosen format.
+"""The fast engine's view of a keras-hub backbone: one spec of the architecture (a
+:class:`~inference.families.base.DecoderSpec`, from its family's decoder recipe), and its weights as plain
+2-D matrices in the chosen format (the names and containers: :mod:`inference.formats.matrices`).
 
 keras-hub's layers hold their kernels in einsum layouts (``(d, heads, head_dim)``, Gemma's ``(heads, d,
 head_dim)``…); the fast decoder (:mod:`inference.engine.forward`) wants every projection as one
@@ -25,112 +26,29 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
-WeightFormat = Literal["float32", "bfloat16", "int8", "q8", "q4", "q8a8", "q4a8"]
-WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("float32", "bfloat16", "int8", "q8", "q4", "q8a8", "q4a8")
-BLOCK_FORMATS: tuple[WeightFormat, ...] = ("q8", "q4", "q8a8", "q4a8")
-# The same blocks as q8/q4, multiplied with activations rounded to int8 per block of 32 (W4A8, W8A8).
-INT8_ACTIVATION_FORMATS: tuple[WeightFormat, ...] = ("q8a8", "q4a8")
-# What a q4 model's 6-bit matrices are served in: q6 (7 bits a weight, their values as they are) or q8
-# (8.5 bits, re-quantized), whichever weight_policy measured the kernels multiply faster on this CPU.
-SixBit = Literal["q6", "q8"]
-SIX_BIT_FORMATS: tuple[SixBit, ...] = ("q6", "q8")
+from inference.families.base import DecoderSpec, UnsupportedModel
+from inference.formats.matrices import (
+    BLOCK_FORMATS,
+    INT8_ACTIVATION_FORMATS,
+    SIX_BIT_FORMATS,
+    WEIGHT_FORMATS,
+    Q4Blocks,
+    Q6Blocks,
+    Q8Blocks,
+    QuantizedMatrix,
+    SixBit,
+    StackedBlocks,
+    WeightFormat,
+)
+
 # q4 is used for a matrix only if it reproduces it to this fraction of the matrix's largest weight: twice
 # float16's unit roundoff (2^-11), what rounding a block's scale and offset to float16 alone can cost
 # (|Δw| ≤ u·(15·|d| + |m|)). A Q4_K file's sub-blocks need it (d = its float16 scale × a 6-bit scale);
 # anything that is not a 4-bit grid misses it by far (a Q6_K or Q8_0 matrix by ~3e-2).
 Q4_TOLERANCE = 2.0**-10
 GRID_SAMPLE_ROWS = 64  # rows a matrix's q4 grid fit is tried on before the whole matrix
-
-
-class QuantizedMatrix(NamedTuple):
-    """An int8 ``(in, out)`` matrix and its float32 per-output-column scale (a pytree: jit passes it)."""
-
-    values: Any
-    scale: Any
-
-
-class Q8Blocks(NamedTuple):
-    """An ``(out, in)`` matrix as int8 ``values`` and float16 ``scales`` ``(out, in/32)`` (Q8_0)."""
-
-    values: Any
-    scales: Any
-
-
-class Q4Blocks(NamedTuple):
-    """An ``(out, in)`` matrix as packed nibbles ``(out, in/2)`` uint8, float16 ``scales`` and
-    ``offsets`` ``(out, in/32)`` (Q4_1)."""
-
-    packed: Any
-    scales: Any
-    offsets: Any
-
-
-class Q6Blocks(NamedTuple):
-    """An ``(out, in)`` matrix as 6-bit ``q``: ``low`` nibbles ``(out, in/2)`` uint8 (as Q4Blocks'),
-    ``high`` 2 bits ``(out, in/4)`` uint8 and float16 ``scales`` ``(out, in/16)``; w = scale·(q − 32)."""
-
-    low: Any
-    high: Any
-    scales: Any
-
-
-class StackedBlocks(NamedTuple):
-    """An ``(out, in)`` matrix whose output rows are served in consecutive parts of different block
-    formats: a fused ``qkv`` whose v rows are Q6_K in the file and q, k Q4_K is q4 for q|k and q6 for v,
-    where one format for all of it would be q8 (a re-quantization, and more bytes). Its product is the
-    parts' products side by side."""
-
-    parts: tuple[Q8Blocks | Q4Blocks | Q6Blocks, ...]
-
-
-class UnsupportedModel(ValueError):
-    """A backbone the fast decoder cannot run exactly; the caller falls back to keras-hub's own path."""
-
-
-@dataclass(frozen=True)
-class LayerSpec:
-    """What differs between a model's layers: Gemma 3 interleaves local (sliding) and global layers."""
-
-    sliding_window: int | None
-    rope_wavelength: float
-    rope_scaling: float
-
-
-@dataclass(frozen=True)
-class DecoderSpec:
-    """Everything static about a decoder-only transformer, enough to run it from its weights."""
-
-    family: str  # the record in inference.families whose decoder recipe reads the weights
-    vocabulary_size: int
-    hidden_dim: int
-    num_query_heads: int
-    num_kv_heads: int
-    head_dim: int
-    norm_eps: float
-    layers: tuple[LayerSpec, ...]
-    query_scale: float
-    embedding_scale: float
-    norm_offset: float  # Gemma's RMSNorm multiplies by (1 + scale)
-    qk_norm: bool
-    post_norms: bool
-    activation: Literal["silu", "gelu_tanh"]
-    attention_soft_cap: float | None
-    final_soft_cap: float | None
-    weight_format: WeightFormat
-    native_kernels: bool = False  # block formats: multiply through the native CPU kernels, not XLA
-    int8_activations: bool = False  # q8a8/q4a8: activations rounded to int8 blocks in every product
-    qkv_bias: bool = False  # Qwen2: the q/k/v projections add a bias (params' per-layer "qkv_bias")
-    kv_dtype: Literal["float32", "float16"] = "float32"  # the KV cache's element type (native_serving)
-    # q4: the format of the matrices a 6-bit grid reproduces (a file's Q6_K ones): q6 as they are, or q8
-    # where the kernels multiply q8 that much faster on this CPU (weight_policy's measured verdict)
-    six_bit: SixBit = "q6"
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.layers)
 
 
 def decoder_spec(backbone: Any, weight_format: WeightFormat, *, native_kernels: bool = False,
@@ -334,7 +252,7 @@ def _program(kind: str, arg: Any) -> Any:
         values = jnp.clip(jnp.round(w / scale), -127, 127).astype("int8")
         return values, jnp.squeeze(scale, arg)
 
-    from inference.engine import block_formats
+    from inference.formats import block_formats
 
     def q4_error(w: Any, *q4: Any) -> Any:
         """The largest q4 round-trip error of any weight."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inference.families.base import Family, LoadedModel, TextTokenizer
-from inference.gguf_reader import GGUFError, GGUFFile
+from inference.formats.gguf_reader import GGUFError, GGUFFile
 
 if TYPE_CHECKING:
     from inference.chat_template import ChatTemplate

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from inference.gguf_reader import GGUFError, GGUFFile
+from inference.formats.gguf_reader import GGUFError, GGUFFile
 
 ALLOWED_DTYPES = ("float32", "bfloat16", "float16")
 

@@ -11,7 +11,7 @@ import pytest
 from inference.engine import IncrementalDecoder
 from inference.families.gemma3.tokenizer import SentencePieceTokenizer
 from inference.families.llama.tokenizer import ByteLevelBPETokenizer
-from inference.gguf_reader import GGUFFile
+from inference.formats.gguf_reader import GGUFFile
 from inference.sources import resolve_source
 
 pytestmark = pytest.mark.slow

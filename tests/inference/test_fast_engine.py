@@ -14,14 +14,9 @@ import pytest
 from inference.engine import KerasEngine, TokenTrace, generate_stream
 from inference.engine.forward import empty_cache, forward, matmul, output_logits
 from inference.engine.sampling import Candidates, sample_from_candidates, sample_row, sample_token
-from inference.engine.weights import (
-    QuantizedMatrix,
-    UnsupportedModel,
-    decoder_spec,
-    extract_params,
-    matrix_formats,
-    weight_bytes,
-)
+from inference.engine.weights import decoder_spec, extract_params, matrix_formats, weight_bytes
+from inference.families.base import UnsupportedModel
+from inference.formats.matrices import QuantizedMatrix
 from inference.local import LocalChatModel
 from inference.protocol import ChatMessage, GenerationParams, GenerationResult
 

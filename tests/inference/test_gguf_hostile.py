@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference.gguf_reader import GGUFError, GGUFFile
+from inference.formats.gguf_reader import GGUFError, GGUFFile
 
 U8, I32, U32, F32, BOOL, STRING, ARRAY, U64 = 0, 5, 4, 6, 7, 8, 9, 10
 F32_TENSOR = 0  # GGMLQuantizationType.F32

@@ -15,7 +15,7 @@ import pytest
 from inference.families import UnsupportedArchitectureError, load_gguf
 from inference.families.gguf_weights import WeightLayoutError
 from inference.families.llama.loader import unpermute_rotary
-from inference.gguf_reader import GGUFError, GGUFFile
+from inference.formats.gguf_reader import GGUFError, GGUFFile
 from tests.inference import gguf_tiny
 
 TOKENS = np.array([[5, 40, 77, 130, 9, 200, 31, 64, 250, 12, 3, 99]], dtype=np.int32)

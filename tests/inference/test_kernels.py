@@ -26,7 +26,7 @@ import pytest
 
 from inference.builder import build_chat_model
 from inference.catalogue import load_catalogue
-from inference.engine import TokenTrace, block_formats, kernels
+from inference.engine import TokenTrace, kernels
 from inference.engine.batcher import SlotScheduler
 from inference.engine.forward import (
     attend,
@@ -36,7 +36,9 @@ from inference.engine.forward import (
     output_logits,
     write_rows,
 )
-from inference.engine.weights import Q4_TOLERANCE, Q4Blocks, Q6Blocks, Q8Blocks, _blocks
+from inference.engine.weights import Q4_TOLERANCE, _blocks
+from inference.formats import block_formats
+from inference.formats.matrices import Q4Blocks, Q6Blocks, Q8Blocks
 from inference.local import LocalChatModel
 from inference.protocol import GenerationParams
 from tests.inference.conftest import TINY_CATALOGUE, reordered_sum_bound

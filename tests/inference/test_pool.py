@@ -15,6 +15,7 @@ from inference.catalogue import CatalogueEntry, load_catalogue
 from inference.local import LocalChatModel
 from inference.pool import ModelNotReadyError, ModelPool, ModelStatus
 from inference.protocol import (
+    BatchingChatModel,
     CancelToken,
     ChatMessage,
     ChatModel,
@@ -161,6 +162,21 @@ def test_failures_are_isolated_to_the_request_and_the_model(tmp_path: Path) -> N
         assert bad.finish_reason == "error" and "TemplateError" in (bad.error or "")
         fine = complete(model, MESSAGES, GREEDY)
         assert fine.finish_reason != "error" and fine.new_tokens > 0
+
+
+def test_without_batching_a_local_model_answers_one_request_at_a_time(tmp_path: Path) -> None:
+    """``batching=False``: the worker streams each request through the model, passing its time in line
+    (the model declares :class:`BatchingChatModel`; keras-hub's weights released, as the pool does, a
+    probe of its ``runner`` raised instead). A wrapper that declares only ``ChatModel`` is streamed
+    plainly."""
+    with ModelPool(ENTRIES[:1], memory_budget_mb=1000, cache_dir=tmp_path, batching=False) as p:
+        assert p.wait_ready(timeout=300) == ["tiny-llama"]
+        model = p._workers["tiny-llama"].model
+        assert isinstance(model, BatchingChatModel) and model.supports_batching
+        assert not isinstance(_Exploding(model), BatchingChatModel)
+        result = complete(p.get("tiny-llama"), MESSAGES, GREEDY)
+        assert result.finish_reason != "error", result.error
+        assert result.new_tokens > 0
 
 
 def test_a_library_exiting_during_a_load_marks_the_model_failed(tmp_path: Path) -> None:

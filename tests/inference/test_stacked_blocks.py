@@ -1,4 +1,4 @@
-"""Fused matrices whose parts need different block formats (inference.engine.weights.StackedBlocks):
+"""Fused matrices whose parts need different block formats (inference.formats.matrices.StackedBlocks):
 a qkv whose q and k lie on a 4-bit grid and v on a 6-bit one is served q4 + q6, not all of it in q8."""
 
 from __future__ import annotations
@@ -10,14 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inference.engine import block_formats, kernels
+from inference.engine import kernels
 from inference.engine.forward import empty_cache, forward, matmul, output_logits
 from inference.engine.weights import (
     Q4_TOLERANCE,
-    Q4Blocks,
-    Q6Blocks,
-    Q8Blocks,
-    StackedBlocks,
     _as_matrix,
     _attribute,
     decoder_spec,
@@ -26,6 +22,8 @@ from inference.engine.weights import (
     weight_bytes,
 )
 from inference.families import family
+from inference.formats import block_formats
+from inference.formats.matrices import Q4Blocks, Q6Blocks, Q8Blocks, StackedBlocks
 from inference.tiny import load_tiny
 
 PROMPT = [int(t) for t in np.random.default_rng(4).integers(3, 200, 24)]

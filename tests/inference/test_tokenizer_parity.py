@@ -26,7 +26,7 @@ import pytest
 
 from inference.families.gemma3.tokenizer import SentencePieceTokenizer
 from inference.families.llama.tokenizer import ByteLevelBPETokenizer
-from inference.gguf_reader import GGUFFile
+from inference.formats.gguf_reader import GGUFFile
 from tests.inference.gguf_golden import GEMMA3_SOURCE, GOLDEN_DIR, SMOLLM2_SOURCE, bundled_gguf
 
 pytestmark = pytest.mark.slow

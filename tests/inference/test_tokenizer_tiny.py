@@ -12,7 +12,7 @@ from inference.families.base import TextTokenizer
 from inference.families.gemma3.tokenizer import SentencePieceTokenizer
 from inference.families.gemma3.tokenizer import TokenizerBuildError as SentencePieceBuildError
 from inference.families.llama.tokenizer import ByteLevelBPETokenizer, TokenizerBuildError
-from inference.gguf_reader import GGUFFile
+from inference.formats.gguf_reader import GGUFFile
 from tests.inference import gguf_tiny
 
 

@@ -17,17 +17,10 @@ import pytest
 
 from inference.builder import build_chat_model, estimate_memory
 from inference.catalogue import parse_catalogue
-from inference.engine import TokenTrace, block_formats, stored_weights
-from inference.engine.weights import (
-    Q4Blocks,
-    Q6Blocks,
-    Q8Blocks,
-    QuantizedMatrix,
-    StackedBlocks,
-    decoder_spec,
-    extract_params,
-    weight_bytes,
-)
+from inference.engine import TokenTrace, stored_weights
+from inference.engine.weights import decoder_spec, extract_params, weight_bytes
+from inference.formats import block_formats
+from inference.formats.matrices import Q4Blocks, Q6Blocks, Q8Blocks, QuantizedMatrix, StackedBlocks
 from inference.local import LocalChatModel
 from inference.protocol import GenerationParams, GenerationResult
 from inference.tiny import load_tiny

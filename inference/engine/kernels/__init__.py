@@ -20,7 +20,7 @@ the source, the compiler command, jaxlib's version and the architecture; each co
 under its own names. The copy used is the most capable one the CPU runs (:func:`selected_isa`), or the one
 ``ARENA_KERNEL_ISA`` forces, so tests exercise every path on any CPU that runs it. Where nothing can be
 built (no compiler, another OS) or the forced copy cannot run here, :func:`kernel_status` says why and
-callers use :mod:`inference.engine.block_formats`' ``*_reference`` products: the same arithmetic in plain
+callers use :mod:`inference.formats.block_formats`' ``*_reference`` products: the same arithmetic in plain
 XLA, on any backend and sharding.
 """
 
@@ -313,7 +313,7 @@ _FORMAT_BITS = {"q8": 1, "q4": 2, "q6": 4}  # fixit_int16_rows' bit of each bloc
 
 def int16_rows(isa: str | None = None, fmt: str = "q4") -> bool:
     """Whether a decode batch's ``fmt`` products round each row to int16 per block of 32
-    (:func:`~inference.engine.block_formats.quantize_activations` with ``levels=32767``) and multiply the
+    (:func:`~inference.formats.block_formats.quantize_activations` with ``levels=32767``) and multiply the
     weights' integers exactly: q4, q6 and q8 on the ``avx2`` copy, whose float32 products were bound by
     widening the weights to floats; q8 on the ``avx512`` copy."""
     return bool(_library(isa)[1].fixit_int16_rows() & _FORMAT_BITS[fmt])
@@ -352,7 +352,7 @@ def q8_matmul(x: Any, values: Any, scales: Any, *, rows: Any = None, isa: str | 
     ``rows`` (an int32 scalar, may be traced): only the first ``rows`` rows are real (a prompt padded
     to its bucket); the rest are skipped and come back zero. ``isa``: which compiled copy (default
     :func:`selected_isa`). ``int8_activations``: each row's blocks of 32 are rounded to int8 with one
-    float scale (:func:`~inference.engine.block_formats.quantize_activations`) and multiplied as integers, as
+    float scale (:func:`~inference.formats.block_formats.quantize_activations`) and multiplied as integers, as
     llama.cpp does."""
     import jax
     import jax.numpy as jnp

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inference.families.base import DecoderRecipe
+from inference.families.base import DecoderRecipe, DecoderSpec, LayerSpec, UnsupportedModel
 
 GEMMA3_LAYER: dict[str, tuple[str, str]] = {
     "attn_norm": ("pre_attention_norm.scale", "vector"),
@@ -24,9 +24,7 @@ GEMMA3_LAYER: dict[str, tuple[str, str]] = {
 }
 
 
-def gemma3_spec(backbone: Any, config: dict[str, Any], weight_format: str) -> Any:
-    from inference.engine.weights import DecoderSpec, LayerSpec, UnsupportedModel
-
+def gemma3_spec(backbone: Any, config: dict[str, Any], weight_format: str) -> DecoderSpec:
     if config.get("vision_encoder") is not None or config.get("use_bidirectional_attention"):
         raise UnsupportedModel("the fast decoder runs text-only, causal Gemma 3")
     layers = []

@@ -21,7 +21,7 @@ import numpy as np
 from inference.families.base import LoadedModel
 from inference.families.gemma3.tokenizer import SentencePieceTokenizer
 from inference.families.gguf_weights import assign, check_dtype, file_metadata, heads_first
-from inference.gguf_reader import GGUFError, GGUFFile
+from inference.formats.gguf_reader import GGUFError, GGUFFile
 
 _KERAS_GLOBAL_ROPE_BASE = 1_000_000.0
 _KERAS_SLIDING_PATTERN = 6  # keras-hub: layer i is local when i % 6 < 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inference.families.base import DecoderRecipe
+from inference.families.base import DecoderRecipe, DecoderSpec, LayerSpec, UnsupportedModel
 
 # our name -> (attribute path from the decoder block, einsum layout). Attributes, not variable paths:
 # the paths depend on where keras built the model; the attributes are keras-hub's code.
@@ -23,10 +23,8 @@ LLAMA_LAYER: dict[str, tuple[str, str]] = {
 
 
 def llama_spec(backbone: Any, config: dict[str, Any], weight_format: str, *, family: str = "llama",
-               qkv_bias: bool = False) -> Any:
+               qkv_bias: bool = False) -> DecoderSpec:
     """The :class:`DecoderSpec` of a Llama-shaped backbone built from ``config``."""
-    from inference.engine.weights import DecoderSpec, LayerSpec, UnsupportedModel
-
     if config.get("rope_frequency_adjustment_factor") is not None:
         raise UnsupportedModel("Llama 3.1 RoPE frequency adjustment is not implemented in the fast decoder")
     heads, hidden = int(config["num_query_heads"]), int(config["hidden_dim"])

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inference.sharding import WeightRule, weight_rule
+from inference.families.base import WeightRule, weight_rule
 
 _LAYER = r"transformer_layer_\d+"
 

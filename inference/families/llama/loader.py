@@ -18,7 +18,7 @@ import numpy as np
 from inference.families.base import LoadedModel
 from inference.families.gguf_weights import assign, check_dtype, file_metadata
 from inference.families.llama.tokenizer import ByteLevelBPETokenizer
-from inference.gguf_reader import GGUFError, GGUFFile
+from inference.formats.gguf_reader import GGUFError, GGUFFile
 
 
 def unpermute_rotary(weight: np.ndarray, *, heads: int) -> np.ndarray:

@@ -18,7 +18,7 @@ from inference.families.base import LoadedModel
 from inference.families.gguf_weights import check_dtype, file_metadata
 from inference.families.llama.loader import copy_weights, llama_config
 from inference.families.qwen2.tokenizer import qwen2_tokenizer
-from inference.gguf_reader import GGUFError, GGUFFile
+from inference.formats.gguf_reader import GGUFError, GGUFFile
 
 
 def qwen2_config(gguf: GGUFFile) -> dict[str, Any]:

@@ -5,7 +5,7 @@ model's own ``tokenizer.json`` normalizes; llama.cpp's ``qwen2`` pre-type uses t
 from __future__ import annotations
 
 from inference.families.llama.tokenizer import PRE_TOKENIZER_SPLITS, ByteLevelBPETokenizer
-from inference.gguf_reader import GGUFFile
+from inference.formats.gguf_reader import GGUFFile
 
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
