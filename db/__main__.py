@@ -30,8 +30,8 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
+    from db.boards.aggregates import table_counts
     from db.engine import make_engine
-    from db.repository import table_counts
 
     engine = make_engine(args.url)
     try:

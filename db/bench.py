@@ -2,12 +2,12 @@
 
 0. The disk's fsync rate (8 kB write + fdatasync per round): the ceiling of fsync-per-commit writes.
 1. Votes/s: ``writers`` processes each record ``votes_per_writer`` votes through the real
-   :func:`db.repository.record_vote` (one committed transaction each, the plain path) on battles prepared
+   :func:`db.actions.record_vote` (one committed transaction each, the plain path) on battles prepared
    beforehand; wall time from a shared start barrier to the last commit; for both durability modes of
    :func:`db.engine.make_engine`. Then ``writers`` threads of one process (the web app's shape), durable
-   (fsync), on the plain path and through :mod:`db.group_commit`. Target >= 2,000 votes/s.
+   (fsync), on the plain path and through :mod:`db.actions.group_commit`. Target >= 2,000 votes/s.
 2. Aggregation: ``aggregate_votes`` votes (and their battles) bulk-loaded, then
-   :func:`db.repository.pairwise_counts` timed (best of 3). Target <= 0.5 s.
+   :func:`db.boards.pairwise_counts` timed (best of 3). Target <= 0.5 s.
 
 Measured on SQLite (a fresh file) and, when a URL is given, on PostgreSQL (a fresh schema, dropped after).
 """
@@ -113,8 +113,8 @@ def _analyze(engine: Engine) -> None:
 
 
 def _writer(url: str, durability: Durability, battle_ids: list[str], barrier: Any, out: Any) -> None:
-    from db.group_commit import configure_group_commit
-    from db.repository import record_vote
+    from db.actions.group_commit import configure_group_commit
+    from db.actions.votes import record_vote
 
     engine = make_engine(url, durability=durability)
     configure_group_commit(engine, enabled=False)  # one vote per process at a time: nothing to group
@@ -132,7 +132,7 @@ def _writer(url: str, durability: Durability, battle_ids: list[str], barrier: An
 def measure_votes_per_s(
     url: str, *, writers: int, votes_per_writer: int, models: int, durability: Durability = "fsync"
 ) -> dict[str, Any]:
-    """Concurrent vote throughput through the real repository function."""
+    """Concurrent vote throughput through the real ``db.actions.record_vote``."""
     engine = make_engine(url)
     Base.metadata.create_all(engine)
     ids = prepare_vote_battles(engine, seed_contestants(engine, models), writers * votes_per_writer)
@@ -167,10 +167,11 @@ def measure_thread_votes_per_s(
     """Vote throughput of ``writers`` threads of ONE process (the web app's shape) on one engine.
 
     ``group_commit=False``: every vote its own transaction and flush (the plain path);
-    ``True``: through :mod:`db.group_commit` (votes of concurrent threads share a transaction and a flush).
+    ``True``: through :mod:`db.actions.group_commit` (votes of concurrent threads share a transaction and a
+    flush).
     """
-    from db.group_commit import configure_group_commit
-    from db.repository import record_vote
+    from db.actions.group_commit import configure_group_commit
+    from db.actions.votes import record_vote
 
     setup = make_engine(url)
     Base.metadata.create_all(setup)
@@ -266,7 +267,7 @@ def _load(engine: Engine, table: str, cols: tuple[str, ...], rows: list[tuple[An
                                _sqlite_values(engine, table, cols, rows))
 
 
-def _bulk_votes(
+def bulk_votes(
     engine: Engine,
     contestant_ids: list[int],
     n: int,
@@ -315,12 +316,12 @@ def measure_fsync_per_s(folder: str | None, *, seconds: float = 1.0) -> float:
 
 def measure_aggregation(url: str, *, votes: int, models: int) -> dict[str, Any]:
     """Seed ``votes`` votes over ``models`` contestants, then time :func:`pairwise_counts`."""
-    from db.repository import pairwise_counts
+    from db.boards.aggregates import pairwise_counts
 
     engine = make_engine(url, durability="none")
     Base.metadata.create_all(engine)
     t0 = time.perf_counter()
-    _bulk_votes(engine, seed_contestants(engine, models), votes)
+    bulk_votes(engine, seed_contestants(engine, models), votes)
     seed_s = time.perf_counter() - t0
     timings, cpu = [], []
     counts = None

@@ -5,7 +5,7 @@ correction (a chain of two), reply, request, reply, request, reply: five graded 
 corrections per side,
 mistakes drawn at random (the study's kinds plus ``regression`` and ``chatty``), the person's verdict on
 each correction random as well. Rows are inserted with explicit ids in chunks, then every conversation's
-side's roll-up is computed by :func:`db.reply_stats.refill_side_stats`, exactly as migration 0005 does.
+side's roll-up is computed by :func:`db.boards.reply_stats.refill_side_stats`, exactly as migration 0005 does.
 SQLite only (the web app's benchmark file): the rows go through one executemany per chunk.
 """
 
@@ -19,8 +19,8 @@ import numpy as np
 from sqlalchemy import Engine, func, select
 
 from db.bench import _load
+from db.boards.reply_stats import refill_side_stats
 from db.models import Conversation, Message, Vote, utcnow
-from db.reply_stats import refill_side_stats
 
 REPLIES_PER_SIDE = 5
 # (kind, role) in order; a correction corrects the reply before it and is answered by the one after.
@@ -99,7 +99,7 @@ def seed_graded_replies(
         if progress is not None:
             progress(f"replies: {written:,} of {replies:,} loaded")
     if progress is not None:
-        progress("replies: rolling up side_stats (db.reply_stats.refill_side_stats)")
+        progress("replies: rolling up side_stats (db.boards.reply_stats.refill_side_stats)")
     with engine.begin() as conn:
         refill_side_stats(conn)
         conn.exec_driver_sql("ANALYZE")

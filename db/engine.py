@@ -14,7 +14,7 @@ Durability (``durability=``): ``"fsync"`` (default) flushes every commit to disk
 ``"crash_safe"`` (SQLite ``synchronous=NORMAL`` in WAL; PostgreSQL ``synchronous_commit=off``) still
 survives a killed process and a server restart, but an OS crash may drop the last fraction of a second
 of commits. It exists because one fsync costs ~5.5 ms on the reference machine, which caps durable
-commits per second whatever the code does (see docs/BENCHMARKS.md, ``## db``).
+commits per second whatever the code does (see docs/BENCHMARKS-HISTORY.md, ``## db``).
 
 SQLite writers queue on a lock file (``<db>.writers``, ``flock``) before ``BEGIN IMMEDIATE``. SQLite
 allows one writer at a time and its busy handler *polls* with sleeps of up to 100 ms, so eight busy
@@ -171,7 +171,7 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, busy_timeout_ms: int)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
-    """Sessions that keep loaded values after commit (the repository hands out plain views anyway)."""
+    """Sessions that keep loaded values after commit (``db``'s functions hand out plain views anyway)."""
     return sessionmaker(bind=engine, expire_on_commit=False)
 
 

@@ -1,4 +1,4 @@
-"""Typed errors of the repository. Every refusal leaves the database exactly as it was."""
+"""Typed errors of ``db``. Every refusal leaves the database exactly as it was."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class VoteRefused(DBError):
     (identities shown before the vote and the caller did not accept an uncounted vote), ``not_ready``
     (a side has no reply yet), ``single_side`` (a one-model chat has nothing to compare), ``not_owner``
     (another visitor's battle), ``daily_cap`` (the voter has cast the day's allowance, see
-    :func:`db.votes.record_vote`), ``address_cap`` (everyone from the voter's address has cast the
+    :func:`db.actions.votes.record_vote`), ``address_cap`` (everyone from the voter's address has cast the
     address's daily allowance).
     """
 

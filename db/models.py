@@ -7,7 +7,7 @@ easy to extend in a migration). Timestamps are timezone-aware UTC in Python; SQL
 the flags that decide whether it counts (revealed before the vote, flagged, had corrections). This is
 deliberate: the leaderboard aggregation is then one indexed ``GROUP BY`` over one table, so its cost
 grows with the number of model pairs, not with joins over millions of battles and conversations.
-The repository keeps those copies in step inside the same transactions that change the battle.
+``db.actions`` keeps those copies in step inside the same transactions that change the battle.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ NAMING_CONVENTION = {
 
 
 def utcnow() -> dt.datetime:
-    """Now, timezone-aware UTC (the only clock the repository uses)."""
+    """Now, timezone-aware UTC (the only clock ``db`` uses)."""
     return dt.datetime.now(dt.UTC)
 
 
@@ -268,7 +268,7 @@ class ModerationEvent(Base):
     """One admin action, appended and never changed: who (the admin's login session), when, why.
 
     A flag or unflag names its battle and the status the battle had before (an unflag restores it); an
-    enable or disable names its contestant (``prior_status`` empty). The repository has no update or
+    enable or disable names its contestant (``prior_status`` empty). ``db`` has no update or
     delete for this table."""
 
     __tablename__ = "moderation_events"
@@ -316,7 +316,7 @@ class Generation(Base):
 
 class AdminLoginFailure(Base):
     """One failed admin login under one throttle key: a session, an address hash, or the global key that
-    every failure also gets (``db.admin_logins``). The back-off is read from these rows, so it holds
+    every failure also gets (``db.actions.admin_logins``). The back-off is read from these rows, so it holds
     across every server process on the database; a key's rows go on a successful login, and rows older
     than a day are pruned."""
 
@@ -337,7 +337,7 @@ SIDE_COUNTS: tuple[str, ...] = (
 
 
 class SideStats(Base):
-    """One side's Fixing figures rolled up (``db.reply_stats`` rewrites the row on every write that
+    """One side's Fixing figures rolled up (``db.boards.reply_stats`` rewrites the row on every write that
     changes them; migration 0005 filled it in), with copies of the battle's facts the board filters on,
     as ``Vote`` has: the Fixing board is one scan of this narrow table, never of replies or corrections.
 

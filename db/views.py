@@ -1,4 +1,4 @@
-"""Plain, frozen values the repository returns: no ORM objects (and no open session) leak out of ``db``.
+"""Plain, frozen values ``db``'s functions return: no ORM objects (and no open session) leak out of ``db``.
 
 The count types hold plain numpy arrays so that ``ranking`` consumes them without importing ``db``
 (and ``db`` never imports ``ranking``).

@@ -1,10 +1,13 @@
-"""The leaderboard filters, in one value, and the model axis every leaderboard array is indexed by.
+"""The filters, in one value, and the model axis every leaderboard array is indexed by.
 
-``VoteFilters`` validates itself when built and turns into the SQL predicates of the counted votes
-(:meth:`VoteFilters.vote_conditions`), of battles (:meth:`VoteFilters.battle_conditions`) and of the
-battle facts copied into ``side_stats`` (:meth:`VoteFilters.side_conditions`). The public queries of
-``db.aggregates``, ``db.vote_features``, ``db.side_totals`` and ``db.fixing`` keep their keyword
-arguments (typed by ``VoteFilterArgs`` / ``BattleFilterArgs``) and build one ``VoteFilters`` from them.
+``VoteFilters`` is the one filter value of ``db``: the boards (:mod:`db.boards`), the export
+(:mod:`db.export`) and the web app's Leaderboard and Dataset pages pass it around. It validates itself
+when built and turns into the SQL predicates of the counted votes (:meth:`VoteFilters.vote_conditions`),
+of battles (:meth:`VoteFilters.battle_conditions`) and of the battle facts copied into ``side_stats``
+(:meth:`VoteFilters.side_conditions`); the export builds its own battle selection from the same value
+(``db.export.filters.conditions``). The public board queries keep their keyword arguments (typed by
+``VoteFilterArgs`` / ``BattleFilterArgs``; :meth:`VoteFilters.vote_args` and
+:meth:`VoteFilters.battle_args` give them from a value) and build one ``VoteFilters`` from them.
 
 Only published battles count, in every one of these predicates (:meth:`VoteFilters.published`): a
 visitor's battle counts once it is closed (voted or abandoned) and, when ``closed_before`` is given (the
@@ -14,10 +17,13 @@ learn which model sits on which side before voting. Automatic-arena battles (mod
 operator's runs, stored whole by ``python -m scenarios run``, and count as soon as they are stored.
 
 Fields: ``scenario`` (one slug or None for all), ``modes`` (None for all modes), ``since``/``until`` (UTC,
-half-open ``[since, until)``: the vote time for votes, the battle start for battles and sides),
-``exclude_flagged``. Votes also take ``corrections_only`` (battles in which someone sent a correction)
-and ``exclude_revealed`` (votes cast after identities were shown); the battle and side predicates leave
-those two out, as those queries never took them.
+half-open ``[since, until)``: the vote time for votes, the battle start for battles, sides and the
+export), ``exclude_flagged``, ``corrections_only`` (battles in which someone sent a correction) and
+``closed_before``. Votes also take ``exclude_revealed`` (votes cast after identities were shown); the
+battle and side predicates leave it and ``corrections_only`` out, as those queries never took them.
+``include_open`` is the export's alone (``python -m db export --include-open``): no board counts an open
+battle. The defaults are the public leaderboard's (anonymous battles, flagged and revealed left out);
+the operator's export starts from ``db.export.EXPORT_DEFAULTS`` (every mode, flagged battles kept).
 """
 
 from __future__ import annotations
@@ -59,7 +65,8 @@ class VoteFilterArgs(BattleFilterArgs, total=False):
 
 @dataclass(frozen=True)
 class VoteFilters:
-    """Which votes (battles, sides) a leaderboard query counts; invalid values raise ``InvalidInput``."""
+    """Which votes (battles, sides) a board counts and which battles an export holds; invalid values
+    raise ``InvalidInput``."""
 
     scenario: str | None = None
     modes: Sequence[str] | None = DEFAULT_MODES  # stored as a tuple
@@ -69,6 +76,7 @@ class VoteFilters:
     exclude_flagged: bool = True
     exclude_revealed: bool = True
     closed_before: dt.datetime | None = None  # the publication delay's cutoff (None: closed is enough)
+    include_open: bool = False  # the export only: also battles still open (no board ever counts them)
 
     def __post_init__(self) -> None:
         if self.modes is not None:
@@ -102,6 +110,16 @@ class VoteFilters:
                 raise TypeError(f"unexpected keyword argument {name!r}")
         given: BattleFilterArgs = {"modes": modes, **args}
         return cls(**given)
+
+    def battle_args(self) -> BattleFilterArgs:
+        """These filters as the keyword arguments of a battle- or side-level board query."""
+        return {"scenario": self.scenario, "modes": self.modes, "since": self.since, "until": self.until,
+                "exclude_flagged": self.exclude_flagged, "closed_before": self.closed_before}
+
+    def vote_args(self) -> VoteFilterArgs:
+        """These filters as the keyword arguments of a counted-vote board query."""
+        return {**self.battle_args(), "corrections_only": self.corrections_only,
+                "exclude_revealed": self.exclude_revealed}
 
     def window(self, column: Any) -> list[ColumnElement[bool]]:
         """``since <= column < until``, each bound only when given."""

@@ -146,8 +146,7 @@ def _database(settings: Settings) -> Any:
 
 
 def _database_at(url: str) -> Any:
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
+    from db import make_engine, upgrade_to_head
 
     upgrade_to_head(url)
     return make_engine(url)
@@ -209,7 +208,7 @@ def stored_report(*, url: str, scenario: Scenario, all_runs: bool = False) -> tu
     """The study's tables from the ``auto`` battles stored at ``url`` (what the Leaderboard's Automatic
     arena tab shows): each model's latest run per protocol, or every stored run with ``all_runs``; the
     report and its Markdown."""
-    from db.fixing import auto_battle_ids
+    from db.boards import auto_battle_ids
     from scenarios.storage import load_runs
 
     engine = _database_at(url)

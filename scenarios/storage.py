@@ -22,11 +22,15 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from db.battles import append_message, get_battle, open_battle, record_correction, set_correction_outcome
-from db.checks import storable_text
-from db.models import GRADER_LABELS
-from db.repository import upsert_contestant
-from db.views import BattleView
+from db import GRADER_LABELS, BattleView, storable_text
+from db.actions import (
+    append_message,
+    get_battle,
+    open_battle,
+    record_correction,
+    set_correction_outcome,
+    upsert_contestant,
+)
 from inference.protocol import GenerationParams, GenerationResult
 from scenarios.base import Scenario
 from scenarios.dialogue import DialogueGrader, DialogueMessage

@@ -33,9 +33,9 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import Engine
 
-from db import repository as db_repo
-from db.models import utcnow
-from db.repository import AdminFailureState, KeyFailures
+from db import actions as db_actions
+from db import utcnow
+from db.actions import AdminFailureState, KeyFailures
 from settings import DEV_ADMIN_PASSWORD, LOCAL_ENVIRONMENTS, Settings, SettingsProblem, load_settings
 
 _LOG = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ def throttle_wait_s(state: AdminFailureState, now: dt.datetime, *, failures_per_
 class DatabaseLoginThrottle:
     """The login back-off read from and written to the arena's database (``db.admin_logins``), so
     every server process on that database shares one back-off per key and one global budget. Times
-    are the repository's clock (``db.models.utcnow``), the one that stamps the failures."""
+    are db's clock (``db.utcnow``), the one that stamps the failures."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -223,7 +223,7 @@ class DatabaseLoginThrottle:
     def _state(self, keys: Iterable[str]) -> tuple[AdminFailureState, dt.datetime]:
         now = utcnow()
         since = now - dt.timedelta(seconds=GLOBAL_WINDOW_S)
-        return db_repo.admin_failure_state(self._engine, keys=tuple(keys), since_global=since), now
+        return db_actions.admin_failure_state(self._engine, keys=tuple(keys), since_global=since), now
 
     def wait_s(self, keys: Iterable[str], *, failures_per_hour: int | None = None) -> float:
         """Seconds before an attempt under ``keys`` may be checked (0: now)."""
@@ -233,7 +233,7 @@ class DatabaseLoginThrottle:
     def failed(self, keys: Iterable[str]) -> int:
         """Record a failure under every key (and the global key); the most consecutive failures of any."""
         keys = tuple(keys)
-        db_repo.record_admin_failure(self._engine, keys=keys)
+        db_actions.record_admin_failure(self._engine, keys=keys)
         state, _ = self._state(keys)
         return max([0, *(failures.failures for failures in state.keys.values())])
 
@@ -242,7 +242,7 @@ class DatabaseLoginThrottle:
         return state.global_failures
 
     def succeeded(self, keys: Iterable[str]) -> None:
-        db_repo.clear_admin_failures(self._engine, keys=tuple(keys))
+        db_actions.clear_admin_failures(self._engine, keys=tuple(keys))
 
 
 def check_password(

@@ -34,9 +34,8 @@ def progress(line: str) -> None:
 
 def seed(url: str, *, votes: int, models: int) -> float:
     """Create the schema and bulk-load ``votes`` voted battles; returns seconds taken."""
-    from db.bench import _bulk_votes, seed_contestants  # db's own bulk loader
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
+    from db import make_engine, upgrade_to_head
+    from db.bench import bulk_votes, seed_contestants  # db's own bulk loader
 
     upgrade_to_head(url)
     engine = make_engine(url, durability="none")
@@ -46,7 +45,7 @@ def seed(url: str, *, votes: int, models: int) -> float:
         elapsed = time.perf_counter() - started
         progress(f"votes: {done:,} of {votes:,} loaded ({elapsed:.0f} s, {done / elapsed:,.0f}/s)")
 
-    _bulk_votes(engine, seed_contestants(engine, models), votes, progress=loaded)
+    bulk_votes(engine, seed_contestants(engine, models), votes, progress=loaded)
     engine.dispose()
     return time.perf_counter() - started
 
@@ -88,18 +87,18 @@ def render_leaderboard(url: str, *, rounds: int, board: str = "votes") -> dict[s
 
 def board_breakdown(url: str) -> dict[str, float]:
     """Where the cold render's time goes, without Streamlit: SQL counts, the fit, the whole board."""
-    from db import repository as db_repo
-    from db.engine import make_engine
+    from db import VoteFilters, make_engine
+    from db import boards as db_boards
     from ranking.leaderboard import leaderboard
-    from webapp.leaderboard_data import Filters, build_board
+    from webapp.leaderboard_data import build_board
 
     engine = make_engine(url)
     started = time.perf_counter()
-    pairs = db_repo.pairwise_counts(engine)
+    pairs = db_boards.pairwise_counts(engine)
     counted = time.perf_counter()
     leaderboard(pairs.models, pairs.wins, pairs.ties, pairs.both_bad, interval="sandwich", bootstrap=0)
     fitted = time.perf_counter()
-    board = build_board(engine, Filters())
+    board = build_board(engine, VoteFilters())
     done = time.perf_counter()
     engine.dispose()
     return {
@@ -112,17 +111,16 @@ def board_breakdown(url: str) -> dict[str, float]:
 
 def fixing_breakdown(url: str) -> dict[str, float]:
     """The Fixing board's two queries, then the whole board per judge."""
-    from db import repository as db_repo
-    from db.engine import make_engine
-    from db.side_totals import HUMAN_MODES, fixing_totals
-    from webapp.leaderboard_data import Filters, build_fixing_board
+    from db import HUMAN_MODES, VoteFilters, make_engine
+    from db import boards as db_boards
+    from webapp.leaderboard_data import build_fixing_board
 
     engine = make_engine(url)
     steps: dict[str, Any] = {
-        "fixing_totals_s": lambda: fixing_totals(engine),
-        "first_try_counts_s": lambda: db_repo.first_try_counts(engine, modes=HUMAN_MODES),
-        "board_people_s": lambda: build_fixing_board(engine, Filters(), "people"),
-        "board_grader_s": lambda: build_fixing_board(engine, Filters(), "grader"),
+        "fixing_totals_s": lambda: db_boards.fixing_totals(engine),
+        "first_try_counts_s": lambda: db_boards.first_try_counts(engine, modes=HUMAN_MODES),
+        "board_people_s": lambda: build_fixing_board(engine, VoteFilters(), "people"),
+        "board_grader_s": lambda: build_fixing_board(engine, VoteFilters(), "grader"),
     }
     report: dict[str, float] = {}
     for name, step in steps.items():
@@ -180,8 +178,8 @@ def streaming_overlap(
 
 def seed_replies(url: str, *, replies: int) -> float:
     """Add ``replies`` graded replies (five per side, two corrections each) to the voted battles."""
+    from db import make_engine
     from db.bench_replies import seed_graded_replies
-    from db.engine import make_engine
 
     engine = make_engine(url, durability="none")
     started = time.perf_counter()

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from db import repository as db_repo
-from db.views import ContestantView
+from db import ContestantView
+from db import actions as db_actions
 from inference.catalogue import CatalogueEntry
 from inference.protocol import ChatModel, GenerationParams
 from ranking import sample_pair as ranked_pair
@@ -64,7 +64,7 @@ def address_digest(settings: Settings) -> str:
     known, e.g. AppTest or a proxy missing from ``ARENA_TRUSTED_PROXIES``, the one key all such visitors
     share, so the per-address limits fail closed). Never None."""
     key = current_address_key(trusted_proxies=settings.trusted_proxies)
-    return db_repo.hash_address(key, salt=settings.hash_salt.get_secret_value())
+    return db_actions.hash_address(key, salt=settings.hash_salt.get_secret_value())
 
 
 def _visitor(engine: Any, anon: str, digest: str | None) -> int:
@@ -72,7 +72,7 @@ def _visitor(engine: Any, anon: str, digest: str | None) -> int:
     cached = st.session_state.get("visitor_row")
     if cached and cached[0] == anon:
         return int(cached[1])
-    view = db_repo.get_or_create_visitor(engine, anon_id=anon, address_hash=digest)
+    view = db_actions.get_or_create_visitor(engine, anon_id=anon, address_hash=digest)
     st.session_state["visitor_row"] = (anon, view.id)
     return view.id
 
@@ -88,7 +88,7 @@ def ready_contestants(ctx: Context) -> list[ContestantView]:
     """Enabled contestants (admin's choice, in the database) whose model is loaded and compiled."""
     ensure_contestants(ctx)
     ready = set(ctx.pool.ready_slugs())
-    return [c for c in db_repo.list_contestants(ctx.engine, enabled_only=True) if c.slug in ready]
+    return [c for c in db_actions.list_contestants(ctx.engine, enabled_only=True) if c.slug in ready]
 
 
 def sample_pair(ctx: Context) -> list[str]:
@@ -164,7 +164,7 @@ def pool_snapshot(ctx: Context) -> PoolSnapshot:
     ensure_contestants(ctx)
     status = ctx.pool.status()
     ready = {slug for slug, s in status.items() if s.state == "ready"}
-    enabled = db_repo.list_contestants(ctx.engine, enabled_only=True)
+    enabled = db_actions.list_contestants(ctx.engine, enabled_only=True)
     return PoolSnapshot(
         rows=tuple((s.name, s.state, s.message) for s in status.values()),
         usable=tuple(c.slug for c in enabled if c.slug in ready),

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from typing import Any
 
 import streamlit as st
 
+from db import VoteFilters
 from webapp import context, gateway_data
 from webapp.flows import open_battle
 
-EXPORT_MODES = ("anonymous", "named", "direct", "auto")  # db.models.MODES, as the export CLI lists them
+EXPORT_MODES = ("anonymous", "named", "direct", "auto")  # db.MODES, as the export CLI lists them
 DOWNLOADS = (
     # (label, format, view, file name)
     ("Dialogues (JSONL)", "jsonl", "dialogues", "fixit-arena-dialogues.jsonl"),
@@ -24,7 +24,7 @@ DOWNLOADS = (
 )
 
 
-def _filters(ctx: context.Context) -> Any:
+def _filters(ctx: context.Context) -> VoteFilters:
     choices = {"": "All scenarios", **open_battle.scenario_choices()}
     c1, c2, c3, c4 = st.columns([2, 2, 1, 2])
     scenario = c1.selectbox("Scenario", list(choices), format_func=choices.__getitem__, key="ds_scenario")

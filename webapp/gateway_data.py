@@ -10,20 +10,18 @@ import datetime as dt
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import streamlit as st
 
-from db import errors as db_errors
-from db import repository as db_repo
+from db import DBError, VoteFilters
+from db import actions as db_actions
+from db import boards as db_boards
 from settings import Settings
 from webapp import context as run
 from webapp.context import Context
 
 _LOG = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from db.export import ExportFilters
 
 
 # --- admin --------------------------------------------------------------------------------------------
@@ -31,13 +29,13 @@ if TYPE_CHECKING:
 
 def all_contestants(ctx: Context) -> list[Any]:
     run.ensure_contestants(ctx)
-    return list(db_repo.list_contestants(ctx.engine))
+    return list(db_actions.list_contestants(ctx.engine))
 
 
 def set_enabled(ctx: Context, *, slug: str, enabled: bool, admin_session: str = "") -> None:
     """An admin's toggle: stored with its moderation-log row, and logged for the operator."""
-    db_repo.set_contestant_enabled(ctx.engine, slug=slug, enabled=enabled, admin_session=admin_session,
-                                   reason="admin toggle")
+    db_actions.set_contestant_enabled(ctx.engine, slug=slug, enabled=enabled, admin_session=admin_session,
+                                      reason="admin toggle")
     _LOG.warning("admin %s contestant %s (admin session %s)", "enabled" if enabled else "disabled", slug,
                  admin_session or "-")
 
@@ -46,35 +44,35 @@ def flag(ctx: Context, *, battle_id: str, reason: str, undo: bool, admin_session
     """Flag (or unflag) a battle, logged with the admin's session; returns a sentence for the admin."""
     try:
         if undo:
-            view = db_repo.unflag_battle(
+            view = db_actions.unflag_battle(
                 ctx.engine, battle_id=battle_id, reason=reason, admin_session=admin_session
             )
             return f"Battle {view.id} unflagged (now {view.status})."
-        view = db_repo.flag_battle(
+        view = db_actions.flag_battle(
             ctx.engine, battle_id=battle_id, reason=reason, admin_session=admin_session
         )
-    except db_errors.DBError as exc:
+    except DBError as exc:
         return f"Refused: {exc}"
     return f"Battle {view.id} flagged: its vote no longer counts."
 
 
 def recent_battles(ctx: Context, *, limit: int = 20) -> list[Any]:
-    return list(db_repo.recent_battles(ctx.engine, limit=limit))
+    return list(db_actions.recent_battles(ctx.engine, limit=limit))
 
 
 def moderation_log(ctx: Context, *, limit: int = 50) -> list[Any]:
-    return list(db_repo.moderation_log(ctx.engine, limit=limit))
+    return list(db_actions.moderation_log(ctx.engine, limit=limit))
 
 
 def admin_figures(ctx: Context, *, since: dt.datetime) -> tuple[list[Any], list[Any]]:
     return (
-        db_repo.admin_battles_per_hour(ctx.engine, since=since),
-        db_repo.admin_latency(ctx.engine, since=since),
+        db_boards.admin_battles_per_hour(ctx.engine, since=since),
+        db_boards.admin_latency(ctx.engine, since=since),
     )
 
 
 def table_counts(ctx: Context) -> dict[str, int]:
-    return dict(db_repo.table_counts(ctx.engine))
+    return dict(db_boards.table_counts(ctx.engine))
 
 
 # --- dataset ------------------------------------------------------------------------------------------
@@ -89,37 +87,37 @@ def public_filters(
     corrections_only: bool,
     now: dt.datetime | None = None,
     modes: tuple[str, ...] | None = None,
-) -> ExportFilters:
-    """The Dataset page's filters: never an open battle, never a flagged one (those stay in the
-    operator's ``python -m db export``), and only battles closed at least
+) -> VoteFilters:
+    """The Dataset page's filters, as the one filter value: never an open battle, never a flagged one
+    (those stay in the operator's ``python -m db export``), and only battles closed at least
     ``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago (0: closed battles at once). The cut-off is rounded down to
-    the minute, so one filter set keeps one cache key for a while instead of a new one per click."""
-    from db.export import ExportFilters
+    the minute, so one filter set keeps one cache key for a while instead of a new one per click.
+    ``modes`` None: every mode."""
     from webapp.leaderboard_data import publication_cutoff
 
     cutoff = publication_cutoff(settings.public_export_delay_hours, now=now)
-    return ExportFilters(
+    return VoteFilters(
         scenario=scenario,
         since=since,
         until=until,
         corrections_only=corrections_only,
         include_open=False,
-        include_flagged=False,
+        exclude_flagged=True,
         closed_before=cutoff,
         modes=modes,
     )
 
 
-def dataset_count(ctx: Context, filters: ExportFilters) -> int:
-    from db.export.read import count_battles, snapshot
+def dataset_count(ctx: Context, filters: VoteFilters) -> int:
+    from db.export import count_battles, snapshot
 
     with snapshot(ctx.engine) as conn:
         return count_battles(conn, filters)
 
 
-def dataset_counts(ctx: Context, filters: ExportFilters) -> dict[str, int]:
+def dataset_counts(ctx: Context, filters: VoteFilters) -> dict[str, int]:
     """Battles, messages, corrections and votes a download with ``filters`` holds (one snapshot)."""
-    from db.export.read import count_selection, snapshot
+    from db.export import count_selection, snapshot
 
     with snapshot(ctx.engine) as conn:
         return count_selection(conn, filters)
@@ -129,7 +127,7 @@ _BUILD_LOCK = threading.Lock()  # one public export build at a time in this proc
 BUILDS = collections.Counter[str]()  # builds per format/view since start (the cache's misses)
 
 
-def dataset_bytes(ctx: Context, filters: ExportFilters, *, fmt: str, view: str) -> bytes:
+def dataset_bytes(ctx: Context, filters: VoteFilters, *, fmt: str, view: str) -> bytes:
     """One public download, built once per filter set and kept for ``DOWNLOAD_TTL_S``.
 
     Every visitor clicking the same download shares one build (the export runs on the models' CPU
@@ -145,7 +143,7 @@ DOWNLOAD_TTL_S = 600
 
 @st.cache_data(ttl=DOWNLOAD_TTL_S, max_entries=32, show_spinner="Preparing the download…")
 def _cached_export(
-    url: str, filters: ExportFilters, fmt: str, view: str, *, _engine: Any, _salt: str
+    url: str, filters: VoteFilters, fmt: str, view: str, *, _engine: Any, _salt: str
 ) -> bytes:
     from db.export import export_bytes
 
@@ -158,9 +156,9 @@ def _cached_export(
     return data
 
 
-def dataset_card(filters: ExportFilters) -> str:
+def dataset_card(filters: VoteFilters) -> str:
     """The export's dataset card (schema, privacy, licence) as Markdown, for the page."""
-    from db.export.card import card_body, render_card
+    from db.export import card_body, describe_filters, render_card
 
-    card = render_card(fmt="jsonl", view="dialogues", files={}, counts={}, filters=filters.describe())
+    card = render_card(fmt="jsonl", view="dialogues", files={}, counts={}, filters=describe_filters(filters))
     return card_body(card)

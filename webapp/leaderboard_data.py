@@ -3,12 +3,16 @@
 Three boards: Votes (Bradley-Terry, optionally style-controlled), Fixing (``ranking.fixing`` over the
 judgments of people, of the grader, or of the automatic arena) and the automatic arena's emoji tables.
 
-Everything here takes plain values (an engine, filter values) so the bench and the tests can call it
-without Streamlit.
+Everything here takes plain values (an engine, a ``db.VoteFilters``) so the bench and the tests can call it
+without Streamlit. The page turns its widgets into that one value once (:func:`board_filters`), with the
+publication cut-off (:func:`publication_cutoff`); every board query takes its arguments from it
+(``VoteFilters.vote_args`` / ``battle_args``), so none can forget the cut-off: a battle counts once closed
+before ``closed_before`` (``db.VoteFilters.published``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from dataclasses import dataclass
@@ -18,12 +22,9 @@ import pandas as pd
 from sqlalchemy import Engine
 
 import scenarios
-from db import fixing as db_fixing
-from db import repository as db_repo
-from db import side_totals as db_side
-from db import vote_features as db_votes
-from db.views import ModelCounts, PairCounts
-from db.vote_filters import BattleFilterArgs, VoteFilterArgs
+from db import HUMAN_MODES, ModelCounts, PairCounts, VoteFilters
+from db import actions as db_actions
+from db import boards as db_boards
 from ranking import fit_style_bt, fixing_table, leaderboard, tally, wilson_interval
 from ranking.fixing import (
     TURN_BUCKETS,
@@ -39,35 +40,24 @@ from scenarios.records import RunRecord
 from scenarios.report import build_report, latest_runs, render_markdown
 from scenarios.storage import load_runs
 
-STYLE_COLUMNS = db_votes.STYLE_COLUMNS
+STYLE_COLUMNS = db_boards.STYLE_COLUMNS
 HEATMAP_MODELS = 15  # heatmaps show the top models only: a 100 x 100 grid is unreadable
+VOTE_MODES: dict[bool, tuple[str, ...]] = {True: ("anonymous",), False: ("anonymous", "named")}
 
 
-@dataclass(frozen=True)
-class Filters:
-    """The visitor's leaderboard choices and the publication cut-off. Every board query takes its
-    arguments from :meth:`battle_args` / :meth:`vote_args`, so none can forget the cut-off: a battle
-    counts once closed before ``closed_before`` (``db.vote_filters.VoteFilters.published``)."""
-
-    scenario: str | None = None
-    anonymous_only: bool = True
-    corrections_only: bool = False
-    since: dt.datetime | None = None
-    until: dt.datetime | None = None
-    closed_before: dt.datetime | None = None
-
-    @property
-    def modes(self) -> tuple[str, ...]:
-        return ("anonymous",) if self.anonymous_only else ("anonymous", "named")
-
-    def battle_args(self, modes: tuple[str, ...] | None = None) -> BattleFilterArgs:
-        """The battle- and side-level query filters (``modes`` defaults to the board's own)."""
-        return {"scenario": self.scenario, "modes": self.modes if modes is None else modes,
-                "since": self.since, "until": self.until, "closed_before": self.closed_before}
-
-    def vote_args(self) -> VoteFilterArgs:
-        """The counted-vote query filters."""
-        return {**self.battle_args(), "corrections_only": self.corrections_only}
+def board_filters(
+    *,
+    scenario: str | None = None,
+    anonymous_only: bool = True,
+    corrections_only: bool = False,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    closed_before: dt.datetime | None = None,
+) -> VoteFilters:
+    """The Leaderboard's choices as the one filter value: "Anonymous only" picks the Votes board's modes
+    (anonymous, or anonymous and named); ``closed_before`` is the publication cut-off."""
+    return VoteFilters(scenario=scenario, modes=VOTE_MODES[anonymous_only], since=since, until=until,
+                       corrections_only=corrections_only, closed_before=closed_before)
 
 
 def publication_cutoff(delay_hours: float, now: dt.datetime | None = None) -> dt.datetime | None:
@@ -92,10 +82,9 @@ class Board:
     tested_visitors: int = 0
 
 
-def _without_anomalous_voters(engine: Engine, filters: Filters) -> tuple[PairCounts, OutlierResult]:
+def _without_anomalous_voters(engine: Engine, filters: VoteFilters) -> tuple[PairCounts, OutlierResult]:
     """Pair counts from the counted votes less those of visitors the sequential test flags."""
-    f = filters
-    votes = db_votes.counted_votes(engine, **f.vote_args())
+    votes = db_boards.counted_votes(engine, **filters.vote_args())
     known = votes.visitor >= 0
     result = anomalous_visitors(votes.model_a[known], votes.model_b[known], votes.outcome[known],
                                 votes.visitor[known])
@@ -121,22 +110,21 @@ def _interval_text(rate: float, low: float, high: float, trials: int) -> str:
 
 
 def build_board(
-    engine: Engine, filters: Filters, *, bootstrap: int = 0, drop_outliers: bool = False
+    engine: Engine, filters: VoteFilters, *, bootstrap: int = 0, drop_outliers: bool = False
 ) -> Board:
     """Counts (SQL) -> Bradley-Terry fit (sandwich intervals unless ``bootstrap`` rounds are asked).
 
     ``drop_outliers`` reads the counted votes one by one and leaves out those of visitors that
     ``ranking.outliers.anomalous_visitors`` flags (visitors with at least 5 votes are tested).
     """
-    f = filters
     outliers: OutlierResult | None = None
     if drop_outliers:
-        pairs, outliers = _without_anomalous_voters(engine, f)
+        pairs, outliers = _without_anomalous_voters(engine, filters)
     else:
-        pairs = db_repo.pairwise_counts(engine, **f.vote_args())
-    fixes = db_repo.fix_counts(engine, models=pairs.models, **f.battle_args())
-    first = db_repo.first_try_counts(engine, models=pairs.models, **f.battle_args())
-    names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
+        pairs = db_boards.pairwise_counts(engine, **filters.vote_args())
+    fixes = db_boards.fix_counts(engine, models=pairs.models, **filters.battle_args())
+    first = db_boards.first_try_counts(engine, models=pairs.models, **filters.battle_args())
+    names = {c.slug: c.display_name for c in db_actions.list_contestants(engine)}
     now = dt.datetime.now(dt.UTC)
     dropped = {} if outliers is None else {
         "dropped_votes": int(outliers.dropped.sum()), "dropped_visitors": len(outliers.flagged),
@@ -200,12 +188,11 @@ def _rank_change(before: int, after: int) -> str:
     return f"▼{after - before}" if after > before else "="
 
 
-def build_style_board(engine: Engine, filters: Filters) -> StyleBoard:
+def build_style_board(engine: Engine, filters: VoteFilters) -> StyleBoard:
     """The contextual Bradley-Terry (``ranking.fit_style_bt``) on the votes the plain board counts, and each
     model's rank with and without style control (ranks by interval overlap, as on the plain board)."""
-    f = filters
-    battles = db_votes.vote_style_features(engine, **f.vote_args())
-    names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
+    battles = db_boards.vote_style_features(engine, **filters.vote_args())
+    names = {c.slug: c.display_name for c in db_actions.list_contestants(engine)}
     empty = StyleBoard(pd.DataFrame(), pd.DataFrame(), 0)
     if battles.outcome.size == 0:
         return empty
@@ -251,25 +238,23 @@ class FixingBoard:
     computed_at: dt.datetime
 
 
-def _human_modes(filters: Filters) -> tuple[str, ...]:
+def _human_modes(filters: VoteFilters) -> VoteFilters:
     """Corrections of every human mode count (anonymous, named, direct): a fix is judged on the reply,
     whoever wrote it, so the vote board's "Anonymous only" toggle does not apply here."""
-    del filters
-    return db_fixing.HUMAN_MODES
+    return dataclasses.replace(filters, modes=HUMAN_MODES)
 
 
-def _totals(engine: Engine, filters: Filters) -> db_side.FixingTotals:
-    f = filters
-    return db_side.fixing_totals(engine, **f.battle_args(_human_modes(f)))
+def _totals(engine: Engine, filters: VoteFilters) -> db_boards.FixingTotals:
+    return db_boards.fixing_totals(engine, **_human_modes(filters).battle_args())
 
 
 def _judged_counts(
-    totals: db_side.FixingTotals, first: ModelCounts, judge: db_fixing.Judge
+    totals: db_boards.FixingTotals, first: ModelCounts, judge: db_boards.Judge
 ) -> list[FixingCounts]:
     """One model's row from the per-side roll-up (one scan) and first-try counts (one scan)."""
     fixed, judged = totals.column(f"{judge}_fixed"), totals.column(f"{judge}_judged")
-    flags = db_fixing.flags_from_totals(totals)
-    turns = db_fixing.turns_from_totals(totals, judge)
+    flags = db_boards.flags_from_totals(totals)
+    turns = db_boards.turns_from_totals(totals, judge)
     counts = []
     for m, model in enumerate(totals.models):
         correct, attempts = int(first.successes[m]), int(first.trials[m])
@@ -282,18 +267,18 @@ def _judged_counts(
     return counts
 
 
-def _kappas(totals: db_side.FixingTotals) -> dict[str, str]:
+def _kappas(totals: db_boards.FixingTotals) -> dict[str, str]:
     cells = [totals.column(name) for name in ("both_fixed", "person_only_fixed", "grader_only_fixed",
                                               "neither_fixed")]
     return {model: kappa_from_table(*(c[m] for c in cells)).text() for m, model in enumerate(totals.models)}
 
 
-def auto_records(engine: Engine, filters: Filters) -> list[RunRecord]:
+def auto_records(engine: Engine, filters: VoteFilters) -> list[RunRecord]:
     """Stored automatic-arena runs of the filtered scenario (the calendar when none is chosen)."""
     scenario = scenarios.get_scenario(filters.scenario or "calendar")
     if not scenario.gradable:
         return []
-    ids = db_fixing.auto_battle_ids(engine, scenario=scenario.slug, since=filters.since, until=filters.until)
+    ids = db_boards.auto_battle_ids(engine, scenario=scenario.slug, since=filters.since, until=filters.until)
     return load_runs(engine, battle_ids=ids, scenario=scenario)
 
 
@@ -305,11 +290,11 @@ def _auto_counts(totals: list[RunTotals]) -> list[FixingCounts]:
     ) for t in totals]
 
 
-def build_fixing_board(engine: Engine, filters: Filters, source: str) -> FixingBoard:
+def build_fixing_board(engine: Engine, filters: VoteFilters, source: str) -> FixingBoard:
     """The Fixing board for one source of judgments: ``people``, ``grader`` or ``auto``."""
     if source not in FIXING_SOURCES:
         raise ValueError(f"unknown source {source!r}; expected one of {', '.join(FIXING_SOURCES)}")
-    names = {c.slug: c.display_name for c in db_repo.list_contestants(engine)}
+    names = {c.slug: c.display_name for c in db_actions.list_contestants(engine)}
     styles = pd.DataFrame()
     kappas: dict[str, str] = {}
     if source == "auto":
@@ -322,8 +307,8 @@ def build_fixing_board(engine: Engine, filters: Filters, source: str) -> FixingB
         ])
     else:
         totals = _totals(engine, filters)
-        f = filters
-        first = db_repo.first_try_counts(engine, models=totals.models, **f.battle_args(_human_modes(f)))
+        human = _human_modes(filters).battle_args()
+        first = db_boards.first_try_counts(engine, models=totals.models, **human)
         counts = _judged_counts(totals, first, "person" if source == "people" else "grader")
         kappas = _kappas(totals)
     rows = [r for r in fixing_table(counts, k=PASS_K) if r.fix_rate.n or r.pass_at_1.n]
@@ -362,7 +347,7 @@ def build_fixing_board(engine: Engine, filters: Filters, source: str) -> FixingB
 # --- Automatic arena tab ---------------------------------------------------------------------------
 
 
-def automatic_arena_markdown(engine: Engine, filters: Filters) -> str:
+def automatic_arena_markdown(engine: Engine, filters: VoteFilters) -> str:
     """The study's three emoji tables from stored runs, as ``python -m scenarios report`` prints them
     (empty when no run is stored)."""
     records = auto_records(engine, filters)

@@ -13,15 +13,16 @@ import datetime as dt
 
 import streamlit as st
 
+from db import VoteFilters
 from webapp import charts, context, resources
 from webapp.flows import open_battle
 from webapp.leaderboard_data import (
     FIXING_SOURCES,
     Board,
-    Filters,
     FixingBoard,
     StyleBoard,
     automatic_arena_markdown,
+    board_filters,
     build_board,
     build_fixing_board,
     build_style_board,
@@ -35,7 +36,7 @@ INTERVALS = {"sandwich": "Sandwich (analytic)", "bootstrap": f"Bootstrap ({BOOTS
 _CHART_COLUMNS = {"Model": "model", "Rating": "rating", "95% low": "lower", "95% high": "upper"}
 
 
-def filters() -> Filters:
+def filters() -> VoteFilters:
     choices = {"": "All scenarios", **open_battle.scenario_choices()}
     c1, c2, c3, c4 = st.columns([2, 1, 1, 2])
     scenario = c1.selectbox("Scenario", list(choices), format_func=choices.__getitem__, key="lb_scenario")
@@ -52,26 +53,27 @@ def filters() -> Filters:
         since = dt.datetime.combine(dates[0], dt.time(), tzinfo=dt.UTC)
         until = dt.datetime.combine(dates[1], dt.time(), tzinfo=dt.UTC) + dt.timedelta(days=1)
     cutoff = publication_cutoff(resources.settings().public_export_delay_hours)
-    return Filters(scenario or None, anonymous, corrections, since, until, closed_before=cutoff)
+    return board_filters(scenario=scenario or None, anonymous_only=anonymous, corrections_only=corrections,
+                         since=since, until=until, closed_before=cutoff)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Computing the leaderboard…")
-def compute(url: str, chosen: Filters, bootstrap: int = 0, drop_outliers: bool = False) -> Board:
+def compute(url: str, chosen: VoteFilters, bootstrap: int = 0, drop_outliers: bool = False) -> Board:
     return build_board(resources.engine(url), chosen, bootstrap=bootstrap, drop_outliers=drop_outliers)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Fitting the style-controlled board…")
-def compute_style(url: str, chosen: Filters) -> StyleBoard:
+def compute_style(url: str, chosen: VoteFilters) -> StyleBoard:
     return build_style_board(resources.engine(url), chosen)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Computing the Fixing board…")
-def compute_fixing(url: str, chosen: Filters, source: str) -> FixingBoard:
+def compute_fixing(url: str, chosen: VoteFilters, source: str) -> FixingBoard:
     return build_fixing_board(resources.engine(url), chosen, source)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Reading the automatic arena's runs…")
-def compute_auto(url: str, chosen: Filters) -> str:
+def compute_auto(url: str, chosen: VoteFilters) -> str:
     return automatic_arena_markdown(resources.engine(url), chosen)
 
 
@@ -94,7 +96,7 @@ def show() -> None:
                    "before anything is written, so none is stored to be set aside.")
 
 
-def _votes(url: str, chosen: Filters) -> None:
+def _votes(url: str, chosen: VoteFilters) -> None:
     left, middle, right = st.columns(3)
     style = left.toggle("Style control", value=False, key="lb_style",
                         help="Bradley-Terry with reply length, chatty text, apologies and multi-line replies "
@@ -136,7 +138,7 @@ def _votes(url: str, chosen: Filters) -> None:
         _style(url, chosen)
 
 
-def _style(url: str, chosen: Filters) -> None:
+def _style(url: str, chosen: VoteFilters) -> None:
     styled = compute_style(url, chosen)
     st.subheader("Style-controlled ratings")
     if styled.table.empty:
@@ -149,7 +151,7 @@ def _style(url: str, chosen: Filters) -> None:
     st.dataframe(styled.coefficients, hide_index=True, key="lb_style_coefficients")
 
 
-def _fixing(url: str, chosen: Filters) -> None:
+def _fixing(url: str, chosen: VoteFilters) -> None:
     source = st.radio("Judged by", list(FIXING_SOURCES), format_func=FIXING_SOURCES.__getitem__,
                       horizontal=True, key="lb_fix_source")
     board = compute_fixing(url, chosen, source)
@@ -177,7 +179,7 @@ def _fixing(url: str, chosen: Filters) -> None:
     )
 
 
-def _automatic(url: str, chosen: Filters) -> None:
+def _automatic(url: str, chosen: VoteFilters) -> None:
     markdown = compute_auto(url, chosen)
     if not markdown:
         st.info("No automatic run is stored yet: `python -m scenarios run calendar --models all` "

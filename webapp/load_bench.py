@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-
 REPO = Path(__file__).resolve().parent.parent
 TINY_CATALOGUE = REPO / "tests" / "data" / "tiny_catalogue.toml"
 TURNS = (
@@ -62,7 +60,7 @@ class Tally:
 
 
 def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
-    from db import repository as db_repo
+    from db import actions as db_actions
     from webapp import context as run
     from webapp.flows import Refused, open_battle, send_turn
     from webapp.streaming import StreamJob, stream_pair
@@ -82,14 +80,14 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
             continue
         if battle is None:
             picks = run.sample_pair(ctx)
-            opened = db_repo.open_battle(
+            opened = db_actions.open_battle(
                 ctx.engine, mode="anonymous", scenario="calendar", contestant_a=picks[0],
                 contestant_b=picks[1], visitor_id=ctx.visitor_id, first_request=text,
             )
             battle_id = opened.id
         else:
             battle_id = battle.id
-            db_repo.append_turn(ctx.engine, battle_id=battle_id, sides=BOTH, kind="request", content=text)
+            db_actions.append_turn(ctx.engine, battle_id=battle_id, sides=BOTH, kind="request", content=text)
         with tally.lock:
             tally.requests_told += 2
         battle = open_battle.load_battle(ctx, battle_id=battle_id)
@@ -126,7 +124,7 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
             try:
                 stream_pair(jobs, on_delta=lambda side, text: None, on_result=on_result)
             finally:
-                db_repo.finish_generations(ctx.engine, ids=held)
+                db_actions.finish_generations(ctx.engine, ids=held)
         battle = open_battle.load_battle(ctx, battle_id=battle_id)
 
 
@@ -162,8 +160,8 @@ def run_visitors(
     import os
 
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    from db import repository as db_repo
-    from db.models import Message
+    from db import actions as db_actions
+    from db import boards as db_boards
     from settings import Settings
     from webapp import context as run
     from webapp import resources
@@ -186,8 +184,8 @@ def run_visitors(
     salt = settings.hash_salt.get_secret_value()
     contexts = []
     for i in range(visitors):
-        digest = db_repo.hash_address(f"198.51.100.{i % groups}", salt=salt)
-        row = db_repo.get_or_create_visitor(engine, anon_id=f"load-{i:04d}", address_hash=digest)
+        digest = db_actions.hash_address(f"198.51.100.{i % groups}", salt=salt)
+        row = db_actions.get_or_create_visitor(engine, anon_id=f"load-{i:04d}", address_hash=digest)
         contexts.append(
             run.Context(settings=settings, engine=engine, visitor_id=row.id, anon_id=row.anon_id,
                             address_hash=digest)
@@ -201,20 +199,8 @@ def run_visitors(
     for thread in threads:
         thread.join(timeout=seconds + 600)
     wall = time.monotonic() - started
-    with engine.connect() as conn:
-        stored_requests = int(conn.scalar(select(func.count()).where(Message.kind == "request")) or 0)
-        stored_replies = int(conn.scalar(select(func.count()).where(Message.kind == "reply")) or 0)
-        duplicated = int(
-            conn.scalar(
-                select(func.count()).select_from(
-                    select(Message.conversation_id, Message.position)
-                    .group_by(Message.conversation_id, Message.position)
-                    .having(func.count() > 1)
-                    .subquery()
-                )
-            )
-            or 0
-        )
+    stored = db_boards.message_counts(engine)
+    stored_requests, stored_replies, duplicated = stored["requests"], stored["replies"], stored["duplicated"]
     lost = max(0, tally.requests_told - stored_requests) + max(0, tally.replies_told - stored_replies)
     unexpected = max(0, stored_requests - tally.requests_told) + max(0, stored_replies - tally.replies_told)
     return {

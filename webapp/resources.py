@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from db import repository as db_repo
-from db.engine import make_engine
-from db.migrate import upgrade_to_head
+from db import actions as db_actions
+from db import boards as db_boards
+from db import make_engine, upgrade_to_head
 from inference.catalogue import CatalogueEntry, load_catalogue
 from settings import Settings
 
@@ -45,7 +45,7 @@ def catalogue(path: str) -> list[CatalogueEntry]:
 def sync_contestants(db_engine: Any, entries: list[CatalogueEntry]) -> None:
     """Register catalogue entries as contestants; the admin's enable/disable choices are kept."""
     for entry in entries:
-        db_repo.upsert_contestant(
+        db_actions.upsert_contestant(
             db_engine,
             slug=entry.slug,
             display_name=entry.name,
@@ -101,7 +101,7 @@ def serving_devices(mesh: str) -> str:
 @st.cache_data(ttl=60, show_spinner=False)
 def battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
     """Symmetric battles-so-far between ``slugs`` (cached for a minute: the sampler needs no more)."""
-    counts = db_repo.pairwise_counts(engine(url), models=list(slugs), modes=None)
+    counts = db_boards.pairwise_counts(engine(url), models=list(slugs), modes=None)
     return counts.wins + counts.wins.T + counts.ties + counts.both_bad
 
 
@@ -120,7 +120,7 @@ def stale_sweeper(url: str, stale_minutes: int) -> threading.Thread:
         while True:
             older_than = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=stale_minutes)
             try:
-                closed = db_repo.abandon_stale_battles(engine(url), older_than=older_than)
+                closed = db_actions.abandon_stale_battles(engine(url), older_than=older_than)
                 if closed:
                     _LOG.info("expired %d battles idle for %d minutes", closed, stale_minutes)
             except Exception:  # a database hiccup must not end the timer

@@ -1,5 +1,5 @@
 """The web layer's one set of battle views: what a page needs, as plain frozen values built from ``db``'s
-read model (``db.views.BattleView``) in one place, ``shown_battle``.
+read model (``db.BattleView``) in one place, ``shown_battle``.
 
 Pure functions here decide what the UI offers (vote enabled? which corrections await a verdict? what
 history does a side's model see?), so the rules are testable without Streamlit.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from db.views import BattleView
+from db import BattleView
 from inference.protocol import ChatMessage
 
 SIDES = ("a", "b")

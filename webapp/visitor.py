@@ -13,7 +13,7 @@ signed value we computed (hex and a dot, nothing from a visitor or a model). It 
 ``HttpOnly``; it is ``SameSite=Strict``, ``Secure`` on https, and scoped to the site's path. Every
 model output is rendered escaped (``webapp/render.py``), so no page script but ours runs to read it.
 
-The address is never stored in clear: ``db`` keeps only its salted HMAC (``db.repository.hash_address``)
+The address is never stored in clear: ``db`` keeps only its salted HMAC (``db.actions.hash_address``)
 of its *key* (:func:`address_key`): an IPv4 address as it is, an IPv6 address's /64 (one subscriber's
 network; an attacker rotating through it is still one address), and, where the address is not known
 (no request, a loopback peer that is not a trusted proxy, a trusted proxy that sent no

@@ -7,8 +7,10 @@ dialogues) and ``pairwise`` (the ``battles`` view) read the database; ``records`
 only module that reads ``settings``) and ``bench`` sit on top and are imported by ``db/__main__`` only,
 never from here.
 
-The names below are loaded on first use (PEP 562): ``from db.export import error_category`` (the web
-app's reply path) does not load Arrow, the readers or the writers.
+What is selected is a :class:`db.VoteFilters`, the one filter value of ``db`` (``EXPORT_DEFAULTS`` when none
+is given: every closed battle of every mode, flagged ones kept). The names below are the export's public
+surface, loaded on first use (PEP 562): ``from db.export import error_category`` (the web app's reply
+path) does not load Arrow, the readers or the writers.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from db.export.categories import ERROR_CATEGORIES, error_category
 
 if TYPE_CHECKING:
+    from db.export.card import DEFAULT_LICENCE, card_body, render_card
     from db.export.core import (
         DEFAULT_VIEW,
         FORMATS,
@@ -29,28 +32,48 @@ if TYPE_CHECKING:
         export_battles,
         export_bytes,
     )
-    from db.export.filters import ExportError, ExportFilters, parse_date, visitor_hash
+    from db.export.filters import (
+        EXPORT_DEFAULTS,
+        ExportError,
+        check_modes,
+        describe_filters,
+        parse_date,
+        visitor_hash,
+    )
+    from db.export.read import SELECTION_COUNTS, count_battles, count_selection, snapshot
 
 _LAZY = {
+    **dict.fromkeys(("DEFAULT_LICENCE", "card_body", "render_card"), "db.export.card"),
     **dict.fromkeys(("DEFAULT_VIEW", "FORMATS", "VIEWS", "ExportBlob", "ExportCounts", "ExportResult",
                      "export_battles", "export_bytes"), "db.export.core"),
-    **dict.fromkeys(("ExportError", "ExportFilters", "parse_date", "visitor_hash"), "db.export.filters"),
+    **dict.fromkeys(("EXPORT_DEFAULTS", "ExportError", "check_modes", "describe_filters", "parse_date",
+                     "visitor_hash"), "db.export.filters"),
+    **dict.fromkeys(("SELECTION_COUNTS", "count_battles", "count_selection", "snapshot"), "db.export.read"),
 }
 
 __all__ = [
+    "DEFAULT_LICENCE",
     "DEFAULT_VIEW",
     "ERROR_CATEGORIES",
+    "EXPORT_DEFAULTS",
     "FORMATS",
+    "SELECTION_COUNTS",
     "VIEWS",
     "ExportBlob",
     "ExportCounts",
     "ExportError",
-    "ExportFilters",
     "ExportResult",
+    "card_body",
+    "check_modes",
+    "count_battles",
+    "count_selection",
+    "describe_filters",
     "error_category",
     "export_battles",
     "export_bytes",
     "parse_date",
+    "render_card",
+    "snapshot",
     "visitor_hash",
 ]
 

@@ -15,9 +15,11 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from db.errors import InvalidInput
 from db.export.core import DEFAULT_VIEW, FORMATS, VIEWS, export_battles
-from db.export.filters import ExportError, ExportFilters, parse_date
+from db.export.filters import ExportError, check, check_modes, parse_date
 from db.export.read import DEFAULT_CHUNK_SIZE
+from db.vote_filters import VoteFilters
 
 
 def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -71,16 +73,19 @@ class _Bar:
             self._bar.close()
 
 
-def _filters(args: argparse.Namespace) -> ExportFilters:
-    return ExportFilters(
+def _filters(args: argparse.Namespace) -> VoteFilters:
+    modes = None
+    if args.mode is not None:
+        modes = check_modes(tuple(m.strip() for m in args.mode.split(",") if m.strip()))
+    return check(VoteFilters(
         scenario=args.scenario,
         since=parse_date(args.since) if args.since else None,
         until=parse_date(args.until, end=True) if args.until else None,
         corrections_only=args.corrections_only,
         include_open=args.include_open,
-        include_flagged=not args.exclude_flagged,
-        modes=tuple(m.strip() for m in args.mode.split(",") if m.strip()) if args.mode is not None else None,
-    )
+        exclude_flagged=args.exclude_flagged,
+        modes=modes,
+    ))
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -108,7 +113,7 @@ def run_export(args: argparse.Namespace) -> int:
         finally:
             bar.close()
             engine.dispose()
-    except ExportError as exc:
+    except (ExportError, InvalidInput) as exc:
         print(f"error: {exc}".splitlines()[0], file=sys.stderr)
         return 2
     except OSError as exc:

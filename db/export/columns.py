@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from db.boards.vote_features import STYLE_COLUMNS, STYLE_NOTES
 from db.export.categories import ERROR_CATEGORIES
 from db.export.schema import SCHEMAS, TABLE_COLUMNS
 from db.models import GRADER_LABELS, MODES
-from db.vote_features import STYLE_COLUMNS, STYLE_NOTES
 
 _LABELS = " | ".join(GRADER_LABELS)
 _STYLE = {f"{name}_{side}": f"style feature of side {side}: {note}; null when the side has no current reply"

@@ -32,12 +32,13 @@ import pyarrow as pa
 from sqlalchemy import Engine
 
 from db.export.card import DEFAULT_LICENCE, is_ours, render_card
-from db.export.filters import ExportError, ExportFilters
+from db.export.filters import EXPORT_DEFAULTS, ExportError, check, describe_filters
 from db.export.pairwise import count_pairs, iter_pairs
 from db.export.read import DEFAULT_CHUNK_SIZE, chunk_reader, read_ahead
 from db.export.records import battle_table, correction_records, flat_tables, preference_records
 from db.export.schema import SCHEMAS, TABLE_COLUMNS
 from db.export.writers import CsvWriter, RecordWriter, record_writer, table_writers
+from db.vote_filters import VoteFilters
 
 FORMATS = ("jsonl", "parquet", "csv")
 VIEWS = ("dialogues", "battles", "preferences", "corrections")
@@ -99,7 +100,7 @@ def _stream(
     *,
     fmt: str,
     view: str,
-    filters: ExportFilters,
+    filters: VoteFilters,
     salt: str,
     chunk_size: int,
     progress: Progress | None,
@@ -147,7 +148,7 @@ def _stream_pairs(
     engine: Engine,
     *,
     fmt: str,
-    filters: ExportFilters,
+    filters: VoteFilters,
     salt: str,
     chunk_size: int,
     progress: Progress | None,
@@ -227,7 +228,7 @@ def export_battles(
     fmt: str,
     out: str | Path,
     salt: str,
-    filters: ExportFilters | None = None,
+    filters: VoteFilters | None = None,
     view: str = DEFAULT_VIEW,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Progress | None = None,
@@ -237,10 +238,11 @@ def export_battles(
 
     ``view``: ``dialogues`` (nested records; with ``fmt='csv'`` flat tables in the folder ``out``),
     ``battles`` (one row per counted vote, for ``ranking fit``), ``preferences`` or ``corrections``
-    (training views); every view but the flat tables is one file. ``salt`` hashes visitor ids (the CLI
+    (training views); every view but the flat tables is one file. ``filters`` (a :class:`db.VoteFilters`)
+    default to :data:`~db.export.filters.EXPORT_DEFAULTS`. ``salt`` hashes visitor ids (the CLI
     passes ``settings.hash_salt``). Raises :class:`ExportError` for bad input, before writing anything.
     """
-    filters = filters or ExportFilters()
+    filters = check(filters or EXPORT_DEFAULTS)
     _check(fmt, view, salt)
     targets, card_path = _targets(Path(out), fmt, view)
     with _atomic_files(targets) as streams:
@@ -252,12 +254,12 @@ def export_battles(
                         files={str(targets[name]): n for name, n in rows.items()}, card=str(card_path))
 
 
-def _card(fmt: str, view: str, files: dict[str, int], counts: ExportCounts, filters: ExportFilters,
+def _card(fmt: str, view: str, files: dict[str, int], counts: ExportCounts, filters: VoteFilters,
           licence: str | None) -> str:
     """The dataset card of an export that wrote ``files`` (name -> rows)."""
     shown = {"votes": counts.votes} if view == "battles" else {
         k: v for k, v in asdict(counts).items() if k != "records"}
-    return render_card(fmt=fmt, view=view, files=files, counts=shown, filters=filters.describe(),
+    return render_card(fmt=fmt, view=view, files=files, counts=shown, filters=describe_filters(filters),
                        licence=licence or DEFAULT_LICENCE)
 
 
@@ -273,7 +275,7 @@ def export_bytes(
     *,
     fmt: str,
     salt: str,
-    filters: ExportFilters | None = None,
+    filters: VoteFilters | None = None,
     view: str = DEFAULT_VIEW,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Progress | None = None,
@@ -284,7 +286,7 @@ def export_bytes(
     Flat CSV tables come as one zip (``<table>.csv`` files and ``README.md``); every other export is
     the single file's bytes, with the card as text in :attr:`ExportBlob.card`.
     """
-    filters = filters or ExportFilters()
+    filters = check(filters or EXPORT_DEFAULTS)
     _check(fmt, view, salt)
     buffers = {name: io.BytesIO() for name in _stream_names(fmt, view)}
     counts, rows = _stream(engine, fmt=fmt, view=view, filters=filters, salt=salt,

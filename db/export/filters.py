@@ -1,7 +1,17 @@
-"""What an export selects: filters, dates, visitor hashing and the SQL conditions they make.
+"""What an export selects: the filter value (:class:`db.VoteFilters`), dates, modes, visitor hashing and
+the SQL conditions they make.
 
 Shared by the readers (:mod:`db.export.read` for the dialogues, :mod:`db.export.pairwise` for the
-battles view) and by the command line, which parses dates and modes into :class:`ExportFilters`.
+battles view) and by the command line, which parses dates and modes into a :class:`~db.VoteFilters`.
+An export reads these fields of the value: ``scenario``, ``modes``, ``since`` (inclusive) and ``until``
+(exclusive) on the battle's start, ``corrections_only`` (battles with at least one correction, either
+side), ``include_open`` (open battles are left out unless set: a live anonymous battle's contestants
+would be public before its visitor voted), ``closed_before`` (the public page's delay: battles closed at
+or after it are left out, through :meth:`~db.VoteFilters.published`) and ``exclude_flagged`` (flagged
+battles, ``status = flagged``: the operator's export, ``python -m db export``, keeps them, marked, unless
+``--exclude-flagged``; the public Dataset page always leaves them out,
+``webapp.gateway_data.public_filters``). The battles view counts only counted votes whatever
+``exclude_revealed`` says.
 """
 
 from __future__ import annotations
@@ -9,66 +19,54 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, exists, func
 
 from db.errors import DBError
 from db.models import MODES, Battle, Correction
+from db.vote_filters import VoteFilters
+
+EXPORT_DEFAULTS = VoteFilters(modes=None, exclude_flagged=False)
+"""An export's filters when none are given (``python -m db export`` without a filter flag): every closed
+battle of every mode, flagged ones kept."""
 
 
 class ExportError(DBError, ValueError):
     """Bad export input (format, view, dates, salt, output path). The CLI turns it into exit 2."""
 
 
-@dataclass(frozen=True, slots=True)
-class ExportFilters:
-    """Which battles to export. ``since`` is inclusive, ``until`` exclusive; both timezone-aware UTC.
+def check(filters: VoteFilters) -> VoteFilters:
+    """What an export refuses beyond the value's own checks: an empty window, a blank scenario, no mode."""
+    if filters.since is not None and filters.until is not None and filters.since >= filters.until:
+        raise ExportError("since must be before until")
+    if filters.scenario is not None and not filters.scenario.strip():
+        raise ExportError("scenario is empty")
+    if filters.modes is not None:
+        check_modes(tuple(filters.modes))
+    return filters
 
-    ``corrections_only`` keeps battles in which at least one correction was sent (either side).
-    Open battles are left out unless ``include_open``: a live anonymous battle's contestants would be
-    public before its visitor voted. ``closed_before`` (the public page's delay) also leaves out battles
-    closed at or after that time. Flagged battles (``status = flagged``) are kept unless
-    ``include_flagged`` is False: the operator's export (``python -m db export``) keeps them, marked, and
-    the public Dataset page leaves them out (``webapp.gateway_data.public_filters``).
-    """
 
-    scenario: str | None = None
-    since: dt.datetime | None = None
-    until: dt.datetime | None = None
-    corrections_only: bool = False
-    include_open: bool = False
-    closed_before: dt.datetime | None = None
-    modes: tuple[str, ...] | None = None  # battle modes to keep (None: every mode)
-    include_flagged: bool = True  # False: flagged battles are left out (every public download)
+def check_modes(modes: tuple[str, ...]) -> tuple[str, ...]:
+    """``modes`` if every one is a battle mode (and there is one), else :class:`ExportError`."""
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ExportError(f"unknown mode(s) {', '.join(unknown) or '(none)'}: use {','.join(MODES)}")
+    return modes
 
-    def __post_init__(self) -> None:
-        for name in ("since", "until", "closed_before"):
-            value = getattr(self, name)
-            if value is not None and value.tzinfo is None:
-                raise ExportError(f"{name} is a naive datetime: pass a timezone-aware (UTC) one")
-        if self.since is not None and self.until is not None and self.since >= self.until:
-            raise ExportError("since must be before until")
-        if self.scenario is not None and not self.scenario.strip():
-            raise ExportError("scenario is empty")
-        if self.modes is not None:
-            unknown = [m for m in self.modes if m not in MODES]
-            if unknown or not self.modes:
-                raise ExportError(f"unknown mode(s) {', '.join(unknown) or '(none)'}: use {','.join(MODES)}")
 
-    def describe(self) -> dict[str, Any]:
-        """The filters as plain JSON-able values (for the dataset card)."""
-        return {
-            "scenario": self.scenario,
-            "since": self.since.isoformat() if self.since else None,
-            "until": self.until.isoformat() if self.until else None,
-            "corrections_only": self.corrections_only,
-            "include_open": self.include_open,
-            "closed_before": self.closed_before.isoformat() if self.closed_before else None,
-            "modes": list(self.modes) if self.modes is not None else None,
-            "include_flagged": self.include_flagged,
-        }
+def describe_filters(filters: VoteFilters) -> dict[str, Any]:
+    """The filters an export read, as plain JSON-able values (for the dataset card)."""
+    return {
+        "scenario": filters.scenario,
+        "since": filters.since.isoformat() if filters.since else None,
+        "until": filters.until.isoformat() if filters.until else None,
+        "corrections_only": filters.corrections_only,
+        "include_open": filters.include_open,
+        "closed_before": filters.closed_before.isoformat() if filters.closed_before else None,
+        "modes": list(filters.modes) if filters.modes is not None else None,
+        "include_flagged": not filters.exclude_flagged,
+    }
 
 
 def parse_date(text: str, *, end: bool = False) -> dt.datetime:
@@ -101,7 +99,10 @@ def visitor_hash(anon_id: str | None, *, salt: str) -> str | None:
 
 
 
-def conditions(filters: ExportFilters) -> list[Any]:
+def conditions(filters: VoteFilters) -> list[Any]:
+    """The battles an export with ``filters`` holds, as conditions on ``battles`` (refused as
+    :func:`check` says)."""
+    check(filters)
     conditions: list[Any] = []
     if filters.scenario is not None:
         conditions.append(Battle.scenario == filters.scenario)
@@ -115,10 +116,10 @@ def conditions(filters: ExportFilters) -> list[Any]:
         conditions.append(exists().where(Correction.battle_id == Battle.id))
     if not filters.include_open:
         conditions.append(Battle.status != "open")
-    if not filters.include_flagged:  # db.moderation sets the status and the vote's flag together
+    if filters.exclude_flagged:  # db.actions.moderation sets the status and the vote's flag together
         conditions.append(Battle.status != "flagged")
     if filters.closed_before is not None:
         # closed_at is set by every close (vote, skip, expiry); updated_at covers rows from before that.
         closed = func.coalesce(Battle.closed_at, Battle.updated_at)
-        conditions.append(and_(Battle.status != "open", closed < filters.closed_before))
+        conditions.append(and_(Battle.status != "open", filters.published(closed)))
     return conditions

@@ -2,8 +2,8 @@
 
 Columns (``SCHEMAS['battles']``): ``model_a, model_b, winner`` (``a | b | tie | both_bad``, as
 ``ranking.battles_file`` accepts), ``mode, scenario, tstamp`` (the vote's time), the per-side style
-features ``<feature>_a / <feature>_b`` (``db.vote_features.side_style``, the definition the Votes board's
-style control uses; null for a side with no current reply), then ``battle_id, visitor`` (salted hash)
+features ``<feature>_a / <feature>_b`` (``db.boards.vote_features.side_style``, the definition the Votes
+board's style control uses; null for a side with no current reply), then ``battle_id, visitor`` (salted hash)
 and ``with_corrections``.
 
 Only the votes the leaderboard counts are rows: a vote cast after a reveal, or on a flagged battle, is
@@ -21,12 +21,13 @@ import pyarrow as pa
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import aliased
 
-from db.export.filters import ExportError, ExportFilters, conditions
+from db.boards.vote_features import STYLED_REPLIES, side_style
+from db.export.filters import ExportError, conditions
 from db.export.read import battle_pages, listed, raw
 from db.export.schema import SCHEMAS, STYLE_FIELDS
 from db.export.source import Source
 from db.models import Battle, Contestant, Conversation, Message, Visitor, Vote
-from db.vote_features import STYLED_REPLIES, side_style
+from db.vote_filters import VoteFilters
 
 PAIR_COLUMNS = ("battle_id", "created_at", "model_a", "model_b", "winner", "mode", "scenario", "tstamp",
                 "visitor", "with_corrections")
@@ -40,7 +41,7 @@ def _counted() -> list[Any]:
     return [Vote.revealed == False, Vote.flagged == False]  # noqa: E712
 
 
-def _pair_query(filters: ExportFilters) -> Select[Any]:
+def _pair_query(filters: VoteFilters) -> Select[Any]:
     side_a, side_b = aliased(Contestant), aliased(Contestant)
     return (
         select(raw(Battle.id), raw(Battle.created_at),
@@ -56,7 +57,7 @@ def _pair_query(filters: ExportFilters) -> Select[Any]:
     )
 
 
-def count_pairs(src: Source, filters: ExportFilters) -> int:
+def count_pairs(src: Source, filters: VoteFilters) -> int:
     """How many rows the view will have (the progress bar's total)."""
     query = (select(func.count()).select_from(Battle).join(Vote, Vote.battle_id == Battle.id)
              .where(*conditions(filters), *_counted()))
@@ -86,7 +87,7 @@ def _page(pairs: pa.Table, style: dict[tuple[str, str], tuple[Any, ...]]) -> pa.
 
 
 def iter_pairs(
-    src: Source, *, filters: ExportFilters, salt: str, chunk_size: int
+    src: Source, *, filters: VoteFilters, salt: str, chunk_size: int
 ) -> Iterator[pa.Table]:
     """Pages of the view (at most ``chunk_size`` rows each), battles oldest first."""
     if not salt:

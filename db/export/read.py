@@ -50,10 +50,11 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.types import NullType
 
 from db.export.categories import error_category
-from db.export.filters import ExportError, ExportFilters, conditions
+from db.export.filters import ExportError, conditions
 from db.export.schema import ROWS
 from db.export.source import Source, open_source
 from db.models import Battle, Contestant, Conversation, Correction, Message, Visitor, Vote
+from db.vote_filters import VoteFilters
 
 Page = TypeVar("Page")
 DEFAULT_CHUNK_SIZE = 1_000  # battles per page: ~10k messages for typical battles, a few MB of rows
@@ -93,7 +94,7 @@ def _json_or_null(dialect: str, column: Any) -> Any:
     return raw(column)
 
 
-def _battle_query(filters: ExportFilters) -> Select[Any]:
+def _battle_query(filters: VoteFilters) -> Select[Any]:
     query = select(
         *(raw(c) for c in (Battle.id, Battle.created_at, Battle.updated_at, Battle.closed_at, Battle.mode,
                             Battle.scenario, Battle.status, Battle.revealed_before_vote, Battle.revealed_at)),
@@ -102,7 +103,7 @@ def _battle_query(filters: ExportFilters) -> Select[Any]:
     return query.where(*conditions(filters))
 
 
-def count_battles(src: Source, filters: ExportFilters) -> int:
+def count_battles(src: Source, filters: VoteFilters) -> int:
     """How many battles the filters select (for the progress bar and the dataset card)."""
     query = select(func.count()).select_from(Battle).where(*conditions(filters))
     return int(src.rows(query)[0][0] or 0)
@@ -111,7 +112,7 @@ def count_battles(src: Source, filters: ExportFilters) -> int:
 SELECTION_COUNTS = ("battles", "messages", "corrections", "votes")
 
 
-def count_selection(src: Source, filters: ExportFilters) -> dict[str, int]:
+def count_selection(src: Source, filters: VoteFilters) -> dict[str, int]:
     """Rows of each kind an export with ``filters`` covers (:data:`SELECTION_COUNTS`): what a page shows
     next to a download is then what the download holds. Corrections are counted through an alias, so
     ``corrections_only``'s ``EXISTS`` on the table is not correlated with the counted rows."""
@@ -228,7 +229,7 @@ def battle_pages(src: Source, query: Select[Any], schema: pa.Schema, *, chunk_si
 
 
 def iter_chunks(
-    src: Source, *, filters: ExportFilters, salt: str, chunk_size: int = DEFAULT_CHUNK_SIZE
+    src: Source, *, filters: VoteFilters, salt: str, chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> Iterator[Chunk]:
     """Pages of at most ``chunk_size`` battles, oldest first, each with all its rows.
 
@@ -247,7 +248,7 @@ def snapshot(engine: Engine) -> AbstractContextManager[Source]:
 
 
 def chunk_reader(
-    *, filters: ExportFilters, salt: str, chunk_size: int = DEFAULT_CHUNK_SIZE
+    *, filters: VoteFilters, salt: str, chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> tuple[Callable[[Source], int], Callable[[Source], Iterator[Chunk]]]:
     """What :func:`read_ahead` runs for the dialogue views: the battle count and the pages of rows."""
     return (lambda src: count_battles(src, filters),

@@ -39,6 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from db.boards.fixing import FIXED_LABEL
+from db.boards.reply_stats import recurrence_flags
 from db.export.read import Chunk
 from db.export.schema import (
     CORRECTION_FIELDS,
@@ -48,8 +50,6 @@ from db.export.schema import (
     VOTE_FIELDS,
     VOTE_TYPE,
 )
-from db.fixing import FIXED_LABEL
-from db.reply_stats import recurrence_flags
 
 Record = dict[str, Any]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from db.vote_features import STYLE_COLUMNS
+from db.boards.vote_features import STYLE_COLUMNS
 
 TS = pa.timestamp("us", tz="UTC")
 TURN = pa.struct([("role", pa.string()), ("content", pa.string())])

@@ -5,7 +5,7 @@ PostgreSQL (:class:`AdbcSource`): an ADBC connection (``adbc-driver-postgresql``
 server, its URI taken from the engine's URL (:func:`libpq_uri`), inside ONE ``REPEATABLE READ``
 transaction. The driver reads the binary results in C and hands them over as Arrow arrays, with no
 Python object per value (it replaced ``COPY … (FORMAT csv)`` drained row by row from psycopg and
-parsed by Arrow's CSV reader; see docs/BENCHMARKS.md, "db: export, issue 13 (ADBC)"). SQLAlchemy still
+parsed by Arrow's CSV reader; see docs/BENCHMARKS-HISTORY.md, "db: export, issue 13 (ADBC)"). SQLAlchemy still
 builds and compiles every statement; bound values go through the dialect's bind processors and then to
 the driver as ``$n`` parameters, never into the SQL text.
 

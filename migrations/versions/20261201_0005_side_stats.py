@@ -1,7 +1,7 @@
 """side_stats: each side's Fixing figures rolled up (replies graded / with a regression, recurrence or
 chatty text, the first try's label, corrections judged and fixed per judge, the person-vs-grader table,
 turns to fix per judge) with copies of the battle's filter facts; filled in here from the stored rows
-and kept current by db.reply_stats.
+and kept current by db.boards.reply_stats.
 
 Revision ID: 0005
 Revises: 0004
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from db.models import SIDE_COUNTS
-from db.reply_stats import refill_side_stats
+from db.boards.reply_stats import refill_side_stats
 
 revision: str = "0005"
 down_revision: str | None = "0004"

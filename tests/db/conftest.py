@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 from sqlalchemy import Engine, select
 
-from db import repository as repo
+from db import actions
 from db.engine import make_engine, write_session
 from db.models import Base, UTCDateTime
 from db.views import BattleView
@@ -32,7 +32,7 @@ def engine(db_url: str) -> Iterator[Engine]:
 
 @dataclass
 class Arena:
-    """Small builder for test data through the real repository functions.
+    """Small builder for test data through the real ``db.actions`` functions.
 
     The public figures count closed battles only (``db.vote_filters.VoteFilters.published``): a test that
     reads them after building battles closes those first, as a vote or "Skip" does (:meth:`close_all`).
@@ -43,7 +43,7 @@ class Arena:
 
     def contestants(self, *slugs: str) -> None:
         for slug in slugs:
-            repo.upsert_contestant(self.engine, slug=slug, display_name=slug.upper(), family="test")
+            actions.upsert_contestant(self.engine, slug=slug, display_name=slug.upper(), family="test")
 
     def battle(
         self,
@@ -55,22 +55,24 @@ class Arena:
         visitor_id: int | None = None,
         replies: bool = True,
     ) -> BattleView:
-        battle = repo.open_battle(
+        battle = actions.open_battle(
             self.engine, mode=mode, scenario=scenario, contestant_a=a, contestant_b=b, visitor_id=visitor_id
         )
         self.opened.append(battle.id)
         if replies:
             for side in battle.sides:
-                repo.append_message(self.engine, battle_id=battle.id, side=side, kind="request", content="hi")
-                repo.append_message(self.engine, battle_id=battle.id, side=side, kind="reply", content="ok")
-        return repo.get_battle(self.engine, battle_id=battle.id)
+                actions.append_message(self.engine, battle_id=battle.id, side=side, kind="request",
+                                       content="hi")
+                actions.append_message(self.engine, battle_id=battle.id, side=side, kind="reply",
+                                       content="ok")
+        return actions.get_battle(self.engine, battle_id=battle.id)
 
     def close_all(self) -> int:
         """Abandon ("Skip") every battle this builder opened that is still open; returns how many."""
         closed = 0
         for battle_id in self.opened:
-            if repo.get_battle(self.engine, battle_id=battle_id).status == "open":
-                repo.abandon_battle(self.engine, battle_id=battle_id)
+            if actions.get_battle(self.engine, battle_id=battle_id).status == "open":
+                actions.abandon_battle(self.engine, battle_id=battle_id)
                 closed += 1
         return closed
 

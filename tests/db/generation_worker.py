@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from db import repository as repo  # noqa: E402
+from db import actions  # noqa: E402
 from db.engine import make_engine  # noqa: E402
 
 
@@ -24,12 +24,12 @@ def main(url: str, visitor: str, address: str, battle_id: str, sides: str, cap: 
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
         return 1
-    limits = repo.GenerationLimits(per_minute_visitor=100, per_minute_address=100,
-                                   in_flight_address=int(cap), lease=dt.timedelta(minutes=5))
+    limits = actions.GenerationLimits(per_minute_visitor=100, per_minute_address=100,
+                                      in_flight_address=int(cap), lease=dt.timedelta(minutes=5))
     try:
-        ids = repo.start_generations(engine, visitor_id=int(visitor), address_hash=address,
-                                     battle_id=battle_id, sides=tuple(sides), limits=limits)
-    except repo.GenerationRefused as refused:
+        ids = actions.start_generations(engine, visitor_id=int(visitor), address_hash=address,
+                                        battle_id=battle_id, sides=tuple(sides), limits=limits)
+    except actions.GenerationRefused as refused:
         print(f"refused {refused.reason}", flush=True)
     else:
         print("ok " + " ".join(map(str, ids)), flush=True)

@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import Engine, func, select
 
-from db import repository as repo
+from db import actions
 from db.engine import make_engine, write_session
 from db.errors import InvalidInput
 from db.models import AdminLoginFailure, Base, utcnow
@@ -39,13 +39,13 @@ def _rows(engine: Engine) -> int:
         return int(session.scalar(select(func.count()).select_from(AdminLoginFailure)) or 0)
 
 
-def _state(engine: Engine, *keys: str, window: dt.timedelta = HOUR) -> repo.AdminFailureState:
-    return repo.admin_failure_state(engine, keys=keys, since_global=utcnow() - window)
+def _state(engine: Engine, *keys: str, window: dt.timedelta = HOUR) -> actions.AdminFailureState:
+    return actions.admin_failure_state(engine, keys=keys, since_global=utcnow() - window)
 
 
 def test_a_failure_is_a_row_per_key_and_one_global_at_one_time(engine: Engine) -> None:
-    first = repo.record_admin_failure(engine, keys=("session:a", "address:x", "session:a"))
-    second = repo.record_admin_failure(engine, keys=("session:b", "address:x"))
+    first = actions.record_admin_failure(engine, keys=("session:a", "address:x", "session:a"))
+    second = actions.record_admin_failure(engine, keys=("session:b", "address:x"))
     state = _state(engine, "session:a", "session:b", "address:x", "session:never")
     assert dict(state.keys) == {
         "session:a": (1, first),
@@ -63,15 +63,15 @@ def test_a_failure_is_a_row_per_key_and_one_global_at_one_time(engine: Engine) -
 )
 def test_bad_keys_write_nothing(engine: Engine, keys: tuple[str, ...]) -> None:
     with pytest.raises(InvalidInput):
-        repo.record_admin_failure(engine, keys=keys)
+        actions.record_admin_failure(engine, keys=keys)
     assert _rows(engine) == 0, "neither the good key nor the global row was written"
 
 
 def test_a_success_forgets_its_keys_but_not_the_global_budget(engine: Engine) -> None:
     for _ in range(3):
-        repo.record_admin_failure(engine, keys=("session:a", "address:x"))
-    repo.record_admin_failure(engine, keys=("session:b",))
-    assert repo.clear_admin_failures(engine, keys=("session:a", "address:x")) == 6
+        actions.record_admin_failure(engine, keys=("session:a", "address:x"))
+    actions.record_admin_failure(engine, keys=("session:b",))
+    assert actions.clear_admin_failures(engine, keys=("session:a", "address:x")) == 6
     state = _state(engine, "session:a", "address:x", "session:b")
     assert dict(state.keys) == {"session:a": (0, None), "address:x": (0, None),
                                 "session:b": (1, state.keys["session:b"].last)}
@@ -80,25 +80,25 @@ def test_a_success_forgets_its_keys_but_not_the_global_budget(engine: Engine) ->
 
 def test_failures_older_than_a_day_no_longer_count_for_a_key_and_are_pruned(engine: Engine) -> None:
     for _ in range(5):
-        repo.record_admin_failure(engine, keys=("address:x",))
+        actions.record_admin_failure(engine, keys=("address:x",))
     _age(engine, dt.timedelta(hours=25))
     assert _state(engine, "address:x").keys["address:x"] == (0, None), "a day later the back-off starts over"
-    latest = repo.record_admin_failure(engine, keys=("address:x",))
+    latest = actions.record_admin_failure(engine, keys=("address:x",))
     assert _state(engine, "address:x").keys["address:x"] == (1, latest)
     assert _rows(engine) == 2, "recording pruned the day-old rows"
 
 
 def test_the_global_count_starts_at_since_global(engine: Engine) -> None:
-    repo.record_admin_failure(engine, keys=("session:a",))
-    repo.record_admin_failure(engine, keys=("session:b",))
+    actions.record_admin_failure(engine, keys=("session:a",))
+    actions.record_admin_failure(engine, keys=("session:b",))
     _age(engine, 2 * HOUR)
-    latest = repo.record_admin_failure(engine, keys=("session:c",))
+    latest = actions.record_admin_failure(engine, keys=("session:c",))
     recent = _state(engine)
     assert (recent.global_failures, recent.global_oldest) == (1, latest)
     assert _state(engine, window=3 * HOUR).global_failures == 3
     assert _state(engine, "session:a").keys["session:a"].failures == 1, "the key's own memory is a day"
     with pytest.raises(InvalidInput):
-        repo.admin_failure_state(engine, keys=(), since_global=dt.datetime(2026, 1, 1))  # naive
+        actions.admin_failure_state(engine, keys=(), since_global=dt.datetime(2026, 1, 1))  # naive
 
 
 # --- the proof: two processes (two engines, two throttles) on one database share the back-off -----------

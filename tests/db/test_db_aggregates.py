@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine, update
 
-from db import repository as repo
+from db import actions, boards
 from db.errors import BattleClosed, InvalidInput
 from db.models import Vote, utcnow
 
@@ -42,9 +42,9 @@ def test_pairwise_counts_match_an_independent_count(arena, engine: Engine) -> No
         a, b = rng.sample(MODELS, 2)
         choice = rng.choice(["a", "b", "tie", "both_bad"])
         battle = arena.battle(a, b)
-        repo.record_vote(engine, battle_id=battle.id, choice=choice)
+        actions.record_vote(engine, battle_id=battle.id, choice=choice)
         records.append((a, b, choice))
-    counts = repo.pairwise_counts(engine)
+    counts = boards.pairwise_counts(engine)
     assert counts.models == MODELS
     wins, ties, bad = _expected(records, MODELS)
     np.testing.assert_array_equal(counts.wins, wins)
@@ -53,54 +53,54 @@ def test_pairwise_counts_match_an_independent_count(arena, engine: Engine) -> No
     assert counts.total == 24 and counts.wins.dtype == np.int64
     assert np.array_equal(counts.ties, counts.ties.T) and not np.diag(counts.wins).any()
     # A chosen model order reorders the arrays; unknown slugs get zero rows; absent models are dropped.
-    reordered = repo.pairwise_counts(engine, models=["m3", "m1", "ghost"])
+    reordered = boards.pairwise_counts(engine, models=["m3", "m1", "ghost"])
     assert reordered.models == ("m3", "m1", "ghost")
     assert reordered.wins[0, 1] == wins[2, 0] and reordered.wins[1, 0] == wins[0, 2]
     assert not reordered.wins[2].any() and not reordered.wins[:, 2].any()
     with pytest.raises(ValueError):
-        repo.pairwise_counts(engine, models=["m1", "m1"])
+        boards.pairwise_counts(engine, models=["m1", "m1"])
 
 
 def test_pairwise_filters(arena, engine: Engine) -> None:
     def vote(a: str, b: str, choice: str, **kwargs: object) -> str:
         battle = arena.battle(a, b, **kwargs)  # type: ignore[arg-type]
-        repo.record_vote(engine, battle_id=battle.id, choice=choice)
+        actions.record_vote(engine, battle_id=battle.id, choice=choice)
         return battle.id
 
     vote("m1", "m2", "a")  # anonymous calendar
     vote("m1", "m2", "b", scenario="free")  # other scenario
     vote("m2", "m3", "a", mode="named")  # named: out of the default leaderboard
     corrected = arena.battle("m1", "m3")
-    repo.record_correction(engine, battle_id=corrected.id, side="a", content="Time in 24h format")
-    repo.record_vote(engine, battle_id=corrected.id, choice="tie")
+    actions.record_correction(engine, battle_id=corrected.id, side="a", content="Time in 24h format")
+    actions.record_vote(engine, battle_id=corrected.id, choice="tie")
     old = vote("m3", "m1", "both_bad")
     past = utcnow() - dt.timedelta(days=3)
     with engine.begin() as conn:  # back-date one vote to test the date window
         conn.execute(update(Vote).where(Vote.battle_id == old).values(created_at=past))
 
-    assert repo.pairwise_counts(engine).total == 4
-    assert repo.pairwise_counts(engine, modes=None).total == 5
-    assert repo.pairwise_counts(engine, modes=["named"]).wins[1, 2] == 1
-    assert repo.pairwise_counts(engine, scenario="free").wins[1, 0] == 1
-    assert repo.pairwise_counts(engine, scenario="calendar").total == 3
-    only_corrected = repo.pairwise_counts(engine, corrections_only=True)
+    assert boards.pairwise_counts(engine).total == 4
+    assert boards.pairwise_counts(engine, modes=None).total == 5
+    assert boards.pairwise_counts(engine, modes=["named"]).wins[1, 2] == 1
+    assert boards.pairwise_counts(engine, scenario="free").wins[1, 0] == 1
+    assert boards.pairwise_counts(engine, scenario="calendar").total == 3
+    only_corrected = boards.pairwise_counts(engine, corrections_only=True)
     assert only_corrected.total == 1 and only_corrected.ties[0, 2] == 1
-    recent = repo.pairwise_counts(engine, since=utcnow() - dt.timedelta(days=1))
+    recent = boards.pairwise_counts(engine, since=utcnow() - dt.timedelta(days=1))
     assert recent.total == 3 and recent.both_bad.sum() == 0
-    older = repo.pairwise_counts(engine, until=utcnow() - dt.timedelta(days=1))
+    older = boards.pairwise_counts(engine, until=utcnow() - dt.timedelta(days=1))
     assert older.total == 1 and older.both_bad[0, 2] == older.both_bad[2, 0] == 1
     with pytest.raises(InvalidInput):
-        repo.pairwise_counts(engine, since=dt.datetime(2026, 1, 1))
+        boards.pairwise_counts(engine, since=dt.datetime(2026, 1, 1))
     with pytest.raises(InvalidInput):
-        repo.pairwise_counts(engine, modes=["ranked"])
+        boards.pairwise_counts(engine, modes=["ranked"])
 
 
 def test_corrections_only_is_fixed_at_vote_time(arena, engine: Engine) -> None:
     battle = arena.battle()
-    repo.record_vote(engine, battle_id=battle.id, choice="a")
-    assert repo.pairwise_counts(engine, corrections_only=True).total == 0
+    actions.record_vote(engine, battle_id=battle.id, choice="a")
+    assert boards.pairwise_counts(engine, corrections_only=True).total == 0
     with pytest.raises(BattleClosed):  # no correction can arrive later and change the vote's class
-        repo.record_correction(engine, battle_id=battle.id, side="a", content="too late")
+        actions.record_correction(engine, battle_id=battle.id, side="a", content="too late")
 
 
 def test_fix_counts(arena, engine: Engine) -> None:
@@ -108,21 +108,21 @@ def test_fix_counts(arena, engine: Engine) -> None:
     for model_outcome in outcomes:
         _, side, outcome = model_outcome
         battle = arena.battle("m1", "m2")
-        corr = repo.record_correction(engine, battle_id=battle.id, side=side, content="Wrong next day")
-        repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="again")
-        repo.set_correction_outcome(engine, correction_id=corr.id, outcome=outcome, judged_by="person")
+        corr = actions.record_correction(engine, battle_id=battle.id, side=side, content="Wrong next day")
+        actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="again")
+        actions.set_correction_outcome(engine, correction_id=corr.id, outcome=outcome, judged_by="person")
     flagged = arena.battle("m3", "m1")
-    corr = repo.record_correction(engine, battle_id=flagged.id, side="a", content="x")
-    repo.append_message(engine, battle_id=flagged.id, side="a", kind="reply", content="y")
-    repo.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="grader")
+    corr = actions.record_correction(engine, battle_id=flagged.id, side="a", content="x")
+    actions.append_message(engine, battle_id=flagged.id, side="a", kind="reply", content="y")
+    actions.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="grader")
     assert arena.close_all() == 5  # skipped: a battle counts once closed
-    repo.flag_battle(engine, battle_id=flagged.id, reason="test")
+    actions.flag_battle(engine, battle_id=flagged.id, reason="test")
 
-    fixes = repo.fix_counts(engine)
+    fixes = boards.fix_counts(engine)
     assert fixes.models == MODELS
     assert fixes.successes.tolist() == [1, 1, 0] and fixes.trials.tolist() == [2, 1, 0]
-    assert repo.fix_counts(engine, exclude_flagged=False).successes.tolist() == [1, 1, 1]
-    assert repo.fix_counts(engine, scenario="other").trials.sum() == 0
+    assert boards.fix_counts(engine, exclude_flagged=False).successes.tolist() == [1, 1, 1]
+    assert boards.fix_counts(engine, scenario="other").trials.sum() == 0
 
 
 def test_first_try_counts(arena, engine: Engine) -> None:
@@ -130,18 +130,18 @@ def test_first_try_counts(arena, engine: Engine) -> None:
     for a_label, b_label in zip(labels["m1"], labels["m2"], strict=True):
         battle = arena.battle("m1", "m2", replies=False)
         for side, label in (("a", a_label), ("b", b_label)):
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="q")
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="r",
-                                grader_label=label)
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="request", content="q")
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="r",
+                                   grader_label=label)
             # later replies are not first tries, whatever their label
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="r2",
-                                grader_label="correct")
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="r2",
+                                   grader_label="correct")
     unlabelled = arena.battle("m3", "m1")  # replies without grader labels do not count as graded
     assert unlabelled.sides["a"].replies[0].first_try
     assert arena.close_all() == 3
-    counts = repo.first_try_counts(engine)
+    counts = boards.first_try_counts(engine)
     assert counts.successes.tolist() == [1, 2, 0] and counts.trials.tolist() == [2, 2, 0]
-    auto = repo.first_try_counts(engine, modes=["auto"])
+    auto = boards.first_try_counts(engine, modes=["auto"])
     assert auto.trials.sum() == 0
     tally = Counter({m: len(v) for m, v in labels.items()})
     assert counts.trials.tolist() == [tally[m] for m in MODELS]

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import Engine, func, select, text
 from sqlalchemy.exc import DBAPIError
 
-from db import repository as repo
+from db import actions
 from db.bench import prepare_vote_battles, seed_contestants
 from db.engine import make_engine
 from db.errors import VoteRefused
@@ -74,7 +74,7 @@ def test_eight_threads_distinct_battles_lose_nothing(engine: Engine) -> None:
     choices = {b: "ab"[i % 2] for i, b in enumerate(ids)}
 
     def voter(mine: list[str]):  # type: ignore[no-untyped-def]
-        return lambda: [repo.record_vote(engine, battle_id=b, choice=choices[b]) for b in mine]
+        return lambda: [actions.record_vote(engine, battle_id=b, choice=choices[b]) for b in mine]
 
     _run_threads([voter(ids[w::8]) for w in range(8)])
     assert _votes(engine) == choices
@@ -94,7 +94,7 @@ def test_eight_threads_racing_on_the_same_battles(engine: Engine) -> None:
             choice = "ab"[seed % 2]
             for battle_id in order:
                 try:
-                    repo.record_vote(engine, battle_id=battle_id, choice=choice)
+                    actions.record_vote(engine, battle_id=battle_id, choice=choice)
                 except VoteRefused as refused:
                     with lock:
                         refusals[refused.reason] += 1
@@ -171,7 +171,7 @@ def test_sigkilled_writer_leaves_a_consistent_db_with_every_confirmed_vote(
     assert len(stored) < len(ids), "the writer finished before the kill: the test proved nothing"
     _assert_consistent(engine)
     fresh = next(b for b in ids if b not in stored)  # the database still takes votes
-    assert repo.record_vote(engine, battle_id=fresh, choice="a").choice == "a"
+    assert actions.record_vote(engine, battle_id=fresh, choice="a").choice == "a"
 
 
 def _pg_cluster() -> tuple[str, str]:
@@ -206,14 +206,14 @@ def test_postgres_restart_under_a_live_pool(pg_schema_url: str) -> None:
     for conn in conns:
         conn.execute(text("SELECT 1"))
         conn.close()
-    before = repo.record_vote(engine, battle_id=ids[0], choice="a")
+    before = actions.record_vote(engine, battle_id=ids[0], choice="a")
     confirmed = {before.battle_id}
     failures: list[str] = []
 
     def writer() -> None:
         for battle_id in ids[1:400]:
             try:
-                repo.record_vote(engine, battle_id=battle_id, choice="b")
+                actions.record_vote(engine, battle_id=battle_id, choice="b")
             except DBAPIError as exc:  # in flight during the restart: not confirmed, may or may not exist
                 failures.append(type(exc.orig).__name__)
                 time.sleep(0.05)
@@ -233,8 +233,8 @@ def test_postgres_restart_under_a_live_pool(pg_schema_url: str) -> None:
     _wait_ready()
     thread.join(timeout=60)
     # The next actions succeed: a read and a write through the same engine and its (stale) pool.
-    assert repo.get_battle(engine, battle_id=ids[0]).status == "voted"
-    assert repo.record_vote(engine, battle_id=ids[-1], choice="tie").choice == "tie"
+    assert actions.get_battle(engine, battle_id=ids[0]).status == "voted"
+    assert actions.record_vote(engine, battle_id=ids[-1], choice="tie").choice == "tie"
     confirmed.add(ids[-1])
     stored = _votes(engine)
     assert confirmed <= set(stored), "a confirmed vote was lost"
@@ -249,7 +249,7 @@ def test_racing_tabs_of_a_new_visitor_get_one_visitor(engine: Engine) -> None:
     lock = threading.Lock()
 
     def tab() -> None:
-        visitor = repo.get_or_create_visitor(engine, anon_id="new-visitor", address_hash="h")
+        visitor = actions.get_or_create_visitor(engine, anon_id="new-visitor", address_hash="h")
         with lock:
             seen.append(visitor.id)
 

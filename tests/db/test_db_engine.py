@@ -35,9 +35,9 @@ def test_sqlite_pragmas_and_foreign_keys(tmp_path: Path) -> None:
 
 
 def test_read_session_sees_committed_writes(engine: Engine) -> None:
-    from db import repository as repo
+    from db import actions
 
-    repo.upsert_contestant(engine, slug="m1", display_name="M1")
+    actions.upsert_contestant(engine, slug="m1", display_name="M1")
     with read_session(engine) as session:
         assert session.execute(Base.metadata.tables["contestants"].select()).one().slug == "m1"
 
@@ -91,9 +91,9 @@ def test_retry_read_retries_once_only_when_the_connection_died() -> None:
 
 
 def _child_writes(url: str, engine_holder: list) -> None:  # runs in a forked child
-    from db import repository as repo
+    from db import actions
 
-    repo.upsert_contestant(engine_holder[0], slug="child", display_name="Child")
+    actions.upsert_contestant(engine_holder[0], slug="child", display_name="Child")
 
 
 def test_forked_child_is_not_deadlocked_by_a_gate_held_in_the_parent(tmp_path: Path) -> None:
@@ -101,7 +101,7 @@ def test_forked_child_is_not_deadlocked_by_a_gate_held_in_the_parent(tmp_path: P
     import threading
     import time
 
-    from db import repository as repo
+    from db import actions
     from db.engine import writer_gate
 
     url = f"sqlite:///{tmp_path / 'fork.db'}"
@@ -126,5 +126,5 @@ def test_forked_child_is_not_deadlocked_by_a_gate_held_in_the_parent(tmp_path: P
     if child.exitcode is None:
         child.kill()
     assert child.exitcode == 0
-    assert repo.get_contestant(engine, slug="child").display_name == "Child"
+    assert actions.get_contestant(engine, slug="child").display_name == "Child"
     engine.dispose()

@@ -9,24 +9,25 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from db import fixing, vote_features
-from db import repository as repo
+from db import actions, boards
+from db.boards import fixing, vote_features
 from db.views import ModelCounts
 from ranking.fixing import count_recurrences, fix_episodes, turns_to_fix
 from tests.db.conftest import Arena
 
 
 def _reply(engine: Engine, battle_id: str, side: str, label: str, mistakes: list[str]) -> int:
-    return repo.append_message(engine, battle_id=battle_id, side=side, kind="reply", content="call",
-                               grader_label=label, grader_mistakes=mistakes).id
+    return actions.append_message(engine, battle_id=battle_id, side=side, kind="reply", content="call",
+                                  grader_label=label, grader_mistakes=mistakes).id
 
 
 def _correct(engine: Engine, battle_id: str, side: str, *, label: str, mistakes: list[str],
              person: str | None) -> int:
-    correction = repo.record_correction(engine, battle_id=battle_id, side=side, content="Wrong time.")
+    correction = actions.record_correction(engine, battle_id=battle_id, side=side, content="Wrong time.")
     _reply(engine, battle_id, side, label, mistakes)
     if person is not None:
-        repo.set_correction_outcome(engine, correction_id=correction.id, outcome=person, judged_by="person")
+        actions.set_correction_outcome(engine, correction_id=correction.id, outcome=person,
+                                       judged_by="person")
     return correction.id
 
 
@@ -36,7 +37,8 @@ def populated(engine: Engine) -> Engine:
     arena.contestants("m1", "m2")
     battle = arena.battle("m1", "m2", replies=False)
     for side in ("a", "b"):
-        repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="Add a meeting")
+        actions.append_message(engine, battle_id=battle.id, side=side, kind="request",
+                               content="Add a meeting")
     # m1 (side a): chatty, corrected twice: the person says not fixed then fixed; the grader agrees once.
     _reply(engine, battle.id, "a", "partial", ["chatty"])
     _correct(engine, battle.id, "a", label="partial", mistakes=["chatty"], person="not_fixed")
@@ -46,8 +48,8 @@ def populated(engine: Engine) -> Engine:
     _reply(engine, battle.id, "b", "partial", ["wrong_time"])
     _correct(engine, battle.id, "b", label="correct", mistakes=[], person="not_fixed")
     _correct(engine, battle.id, "b", label="correct", mistakes=[], person=None)
-    auto = repo.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m2")
-    repo.append_message(engine, battle_id=auto.id, side="a", kind="request", content="x")
+    auto = actions.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m2")
+    actions.append_message(engine, battle_id=auto.id, side="a", kind="request", content="x")
     _reply(engine, auto.id, "a", "garbage", [])
     assert arena.close_all() == 1  # the visitor skips it: only a closed battle is public
     return engine
@@ -98,14 +100,14 @@ def test_vote_style_features_per_side(engine: Engine) -> None:
     replies = {"a": ["Sorry! Here it is:\naction.x()", "ok"], "b": ["action.y()"]}
     battle = arena.battle("m1", "m2", replies=False)
     for side, texts in replies.items():
-        repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="hi")
+        actions.append_message(engine, battle_id=battle.id, side=side, kind="request", content="hi")
         for n, text in enumerate(texts):
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content=text,
-                                grader_label="partial" if n == 0 else "correct",
-                                grader_mistakes=["chatty"] if n == 0 else [])
-    repo.record_vote(engine, battle_id=battle.id, choice="b")
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content=text,
+                                   grader_label="partial" if n == 0 else "correct",
+                                   grader_mistakes=["chatty"] if n == 0 else [])
+    actions.record_vote(engine, battle_id=battle.id, choice="b")
     tie = arena.battle("m3", "m1")
-    repo.record_vote(engine, battle_id=tie.id, choice="both_bad")
+    actions.record_vote(engine, battle_id=tie.id, choice="both_bad")
     arena.battle("m2", "m3")  # no vote: not counted
     style = vote_features.vote_style_features(engine)
     assert style.models == ("m1", "m2", "m3") and list(style.outcome) == [0.0, 0.5]
@@ -121,13 +123,13 @@ def test_vote_style_features_per_side(engine: Engine) -> None:
 def test_counted_votes_one_by_one_with_their_visitor(engine: Engine) -> None:
     arena = Arena(engine)
     arena.contestants("m1", "m2")
-    visitor = repo.get_or_create_visitor(engine, anon_id="v-1")
+    visitor = actions.get_or_create_visitor(engine, anon_id="v-1")
     first = arena.battle("m1", "m2", visitor_id=visitor.id)
-    repo.record_vote(engine, battle_id=first.id, choice="b", visitor_id=visitor.id)
+    actions.record_vote(engine, battle_id=first.id, choice="b", visitor_id=visitor.id)
     second = arena.battle("m2", "m1")
-    repo.record_vote(engine, battle_id=second.id, choice="tie")
+    actions.record_vote(engine, battle_id=second.id, choice="tie")
     named = arena.battle("m1", "m2", mode="named")
-    repo.record_vote(engine, battle_id=named.id, choice="a")
+    actions.record_vote(engine, battle_id=named.id, choice="a")
     votes = vote_features.counted_votes(engine)
     assert votes.models == ("m1", "m2")
     assert (list(votes.model_a), list(votes.model_b)) == ([0, 1], [1, 0])
@@ -155,17 +157,17 @@ def _retried_dialogue(arena: Arena, scenario: str, *, retry: bool) -> int:
     skips the battle (the boards count closed battles only). Returns the first try's message id."""
     engine = arena.engine
     battle = arena.battle("m1", "m2", scenario=scenario, replies=False)
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
     first = _reply(engine, battle.id, "a", "partial", ["wrong_year"])
     _correct(engine, battle.id, "a", label="correct", mistakes=[], person=None)
     back = _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_year", "regression"],
                     person=None)
     if retry:  # retrying the last reply (it is superseded) with a clean one
-        side = repo.get_battle(engine, battle_id=battle.id).sides["a"]
+        side = actions.get_battle(engine, battle_id=battle.id).sides["a"]
         (answer,) = [c.next_reply_message_id for c in side.corrections if c.id == back]
         assert answer == side.replies[-1].id
-        repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
-                            grader_label="correct", grader_mistakes=[], replaces_message_id=answer)
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
+                               grader_label="correct", grader_mistakes=[], replaces_message_id=answer)
     arena.close_all()
     return first
 
@@ -178,16 +180,16 @@ def test_roll_up_follows_retries_and_relabels(arena: Arena) -> None:
     first = _retried_dialogue(arena, "chess", retry=True)
     flags = fixing.reply_flags(engine, scenario="calendar")
     assert (flags.graded[0], flags.regressions[0], flags.recurrences[0]) == (3, 1, 1)
-    assert list(repo.first_try_counts(engine, modes=None, models=("m1", "m2")).trials) == [2, 0]
+    assert list(boards.first_try_counts(engine, modes=None, models=("m1", "m2")).trials) == [2, 0]
     # The same dialogue with its last reply retried: no recurrence and no regression.
     flags = fixing.reply_flags(engine, scenario="chess")
     assert (flags.graded[0], flags.regressions[0], flags.recurrences[0]) == (3, 0, 0)
     # Relabelling a first try after the battle closed changes first-try accuracy at once.
     def chess() -> ModelCounts:
-        return repo.first_try_counts(engine, scenario="chess", modes=None, models=("m1", "m2"))
+        return boards.first_try_counts(engine, scenario="chess", modes=None, models=("m1", "m2"))
 
     assert list(chess().successes) == [0, 0]
-    repo.set_grader_label(engine, message_id=first, label="correct", mistakes=[])
+    actions.set_grader_label(engine, message_id=first, label="correct", mistakes=[])
     assert (list(chess().successes), list(chess().trials)) == ([1, 0], [1, 0])
 
 
@@ -215,15 +217,16 @@ def test_chains_follow_corrections_of_corrections(arena: Arena) -> None:
     engine = arena.engine
     arena.contestants("m1", "m2")
     battle = arena.battle("m1", "m2", replies=False)
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
     _reply(engine, battle.id, "a", "partial", ["wrong_time"])
     _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_time"], person="not_fixed")
-    retried = repo.get_battle(engine, battle_id=battle.id).sides["a"].corrections[-1].next_reply_message_id
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
-                        grader_label="partial", grader_mistakes=["wrong_time"], replaces_message_id=retried)
+    retried = actions.get_battle(engine, battle_id=battle.id).sides["a"].corrections[-1].next_reply_message_id
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
+                           grader_label="partial", grader_mistakes=["wrong_time"],
+                           replaces_message_id=retried)
     _correct(engine, battle.id, "a", label="partial", mistakes=["wrong_time"], person="not_fixed")
     _correct(engine, battle.id, "a", label="correct", mistakes=[], person="fixed")
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Another one")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Another one")
     _reply(engine, battle.id, "a", "partial", ["wrong_year"])
     _correct(engine, battle.id, "a", label="correct", mistakes=[], person="fixed")
     arena.close_all()
@@ -234,7 +237,7 @@ def test_chains_follow_corrections_of_corrections(arena: Arena) -> None:
 def test_bulk_seeded_roll_ups_equal_the_per_row_definitions(tmp_path: Path) -> None:
     """Random graded dialogues bulk-loaded (db.bench_replies, the refill functions of migration 0005): the
     aggregates equal recurrence and turns to fix recomputed from the rows one by one."""
-    from db.bench import _bulk_votes, seed_contestants
+    from db.bench import bulk_votes, seed_contestants
     from db.bench_replies import seed_graded_replies
     from db.engine import make_engine
     from db.migrate import upgrade_to_head
@@ -243,7 +246,7 @@ def test_bulk_seeded_roll_ups_equal_the_per_row_definitions(tmp_path: Path) -> N
     upgrade_to_head(url)
     engine = make_engine(url)
     try:
-        _bulk_votes(engine, seed_contestants(engine, 4), 300)
+        bulk_votes(engine, seed_contestants(engine, 4), 300)
         assert seed_graded_replies(engine, replies=2_000) == 2_000
         window: dict[str, Any] = {"scenario": "bench", "modes": ("anonymous",)}
         flags = fixing.reply_flags(engine, **window)
@@ -267,7 +270,7 @@ def test_the_bulk_loader_stores_what_the_orm_would(tmp_path: Path) -> None:
     aware UTC timestamps, JSON lists and objects, booleans read back as written."""
     from sqlalchemy import select
 
-    from db.bench import _bulk_votes, seed_contestants
+    from db.bench import bulk_votes, seed_contestants
     from db.bench_replies import seed_graded_replies
     from db.engine import make_engine, read_session
     from db.migrate import upgrade_to_head
@@ -277,9 +280,9 @@ def test_the_bulk_loader_stores_what_the_orm_would(tmp_path: Path) -> None:
     upgrade_to_head(url)
     engine = make_engine(url)
     try:
-        _bulk_votes(engine, seed_contestants(engine, 3), 20)
+        bulk_votes(engine, seed_contestants(engine, 3), 20)
         seed_graded_replies(engine, replies=20)
-        assert repo.pairwise_counts(engine, scenario="bench").total == 20
+        assert boards.pairwise_counts(engine, scenario="bench").total == 20
         with read_session(engine) as session:
             vote = session.scalars(select(Vote)).first()
             message = session.scalars(select(Message).where(Message.kind == "reply")).first()
@@ -291,7 +294,7 @@ def test_the_bulk_loader_stores_what_the_orm_would(tmp_path: Path) -> None:
             assert request.grader_mistakes is None and side.params == {}
         # A voted battle is closed at its vote's time, as record_vote writes it (the boards count closed
         # battles only: without it the seeded Fixing figures are all zero).
-        voted = repo.get_battle(engine, battle_id=vote.battle_id)
+        voted = actions.get_battle(engine, battle_id=vote.battle_id)
         assert voted.status == "voted" and voted.closed_at == vote.created_at
     finally:
         engine.dispose()
@@ -300,9 +303,9 @@ def test_the_bulk_loader_stores_what_the_orm_would(tmp_path: Path) -> None:
 def test_a_flagged_battle_leaves_the_fixing_figures_and_comes_back_unflagged(populated: Engine) -> None:
     graded = fixing.reply_flags(populated).graded
     assert graded == (4, 3)
-    battle = next(b for b in repo.recent_battles(populated, limit=10) if b.mode == "anonymous")
-    repo.flag_battle(populated, battle_id=battle.id, reason="spam")
+    battle = next(b for b in actions.recent_battles(populated, limit=10) if b.mode == "anonymous")
+    actions.flag_battle(populated, battle_id=battle.id, reason="spam")
     assert fixing.reply_flags(populated).graded == (0, 0)
     assert fixing.reply_flags(populated, exclude_flagged=False).graded == graded
-    repo.unflag_battle(populated, battle_id=battle.id)
+    actions.unflag_battle(populated, battle_id=battle.id)
     assert fixing.reply_flags(populated).graded == graded

@@ -12,7 +12,7 @@ import math
 import pytest
 from sqlalchemy import Engine, func, insert, select
 
-from db import repository as repo
+from db import actions
 from db.errors import InvalidInput, NotFound
 from db.models import Battle, Message, Visitor
 
@@ -35,26 +35,26 @@ def test_bad_text_is_refused_everywhere_and_writes_nothing(arena, engine: Engine
     before = _count(engine, Message)
     for kind in ("request", "correction", "reply"):
         with pytest.raises(InvalidInput):
-            repo.append_message(
+            actions.append_message(
                 engine, battle_id=battle.id, side="a", kind=kind, content=text, max_chars=100_000_000
             )
     with pytest.raises(InvalidInput):
-        repo.append_message(
+        actions.append_message(
             engine, battle_id=battle.id, side="a", kind="reply", content="", error=text, max_chars=100
         )
     with pytest.raises(InvalidInput):
-        repo.get_or_create_visitor(engine, anon_id=text)
+        actions.get_or_create_visitor(engine, anon_id=text)
     with pytest.raises(InvalidInput):
-        repo.flag_battle(engine, battle_id=battle.id, reason=text)
+        actions.flag_battle(engine, battle_id=battle.id, reason=text)
     with pytest.raises(InvalidInput):
-        repo.upsert_contestant(engine, slug="m9", display_name="M9", family=text)
+        actions.upsert_contestant(engine, slug="m9", display_name="M9", family=text)
     assert _count(engine, Message) == before
 
 
 def test_bad_first_message_leaves_no_empty_battle(arena, engine: Engine) -> None:
     battles = _count(engine, Battle)
     with pytest.raises(InvalidInput):
-        repo.open_battle(
+        actions.open_battle(
             engine, mode="anonymous", scenario="calendar", contestant_a="m1", contestant_b="m2",
             first_request="hello\x00world",
         )
@@ -62,11 +62,11 @@ def test_bad_first_message_leaves_no_empty_battle(arena, engine: Engine) -> None
 
 
 def test_battle_and_first_message_commit_together(arena, engine: Engine) -> None:
-    battle = repo.open_battle(
+    battle = actions.open_battle(
         engine, mode="anonymous", scenario="calendar", contestant_a="m1", contestant_b="m2",
         first_request="Add a meeting", first_request_sides=("b",),
     )
-    stored = repo.get_battle(engine, battle_id=battle.id)
+    stored = actions.get_battle(engine, battle_id=battle.id)
     assert [m.content for m in stored.sides["b"].messages] == ["Add a meeting"]
     assert stored.sides["a"].messages == ()
 
@@ -87,28 +87,28 @@ def test_battle_and_first_message_commit_together(arena, engine: Engine) -> None
 )
 def test_out_of_range_numbers_are_refused(arena, engine: Engine, fields: dict) -> None:
     battle = arena.battle(replies=False)
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="hi")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content="hi")
     with pytest.raises(InvalidInput):
-        repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="ok", **fields)
-    assert len(repo.get_battle(engine, battle_id=battle.id).sides["a"].messages) == 1
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="ok", **fields)
+    assert len(actions.get_battle(engine, battle_id=battle.id).sides["a"].messages) == 1
 
 
 def test_bad_ids_are_typed_errors(arena, engine: Engine) -> None:
     with pytest.raises(InvalidInput):
-        repo.get_battle(engine, battle_id="abc\x00")
+        actions.get_battle(engine, battle_id="abc\x00")
     with pytest.raises(NotFound):
-        repo.get_battle(engine, battle_id="no-such-battle")
+        actions.get_battle(engine, battle_id="no-such-battle")
     with pytest.raises(InvalidInput):
-        repo.resume_open_battle(engine, visitor_id=2**31)
+        actions.resume_open_battle(engine, visitor_id=2**31)
     battle = arena.battle()
     with pytest.raises(InvalidInput):
-        repo.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=2**40)
+        actions.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=2**40)
     with pytest.raises(InvalidInput):
-        repo.set_correction_outcome(engine, correction_id=2**33, outcome="fixed", judged_by="person")
+        actions.set_correction_outcome(engine, correction_id=2**33, outcome="fixed", judged_by="person")
     with pytest.raises(InvalidInput):
-        repo.set_grader_label(engine, message_id=-5, label="correct")
+        actions.set_grader_label(engine, message_id=-5, label="correct")
     with pytest.raises(InvalidInput):
-        repo.open_battle(
+        actions.open_battle(
             engine, mode="anonymous", scenario="calendar", contestant_a="m1", contestant_b="m2",
             visitor_id=2**31,
         )

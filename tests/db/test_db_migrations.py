@@ -15,7 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from db import repository as repo
+from db import actions
 from db.__main__ import build_parser, main
 from db.engine import make_engine
 from db.migrate import alembic_config, current_revision, downgrade_to_base, head_revision, upgrade_to_head
@@ -50,7 +50,7 @@ def test_upgrade_matches_models_then_downgrade_to_base(db_url: str) -> None:
     assert _tables(db_url) == set(Base.metadata.tables) | {"alembic_version"}
     upgrade_to_head(db_url)  # idempotent: the app and the CLI call it on every start
     engine = make_engine(db_url)
-    repo.upsert_contestant(engine, slug="m1", display_name="M1")  # the migrated schema is usable
+    actions.upsert_contestant(engine, slug="m1", display_name="M1")  # the migrated schema is usable
     engine.dispose()
     downgrade_to_base(db_url)
     assert current_revision(db_url) is None
@@ -86,7 +86,7 @@ def test_cli_upgrade_and_stats(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert head_revision() in done.stdout
     engine = make_engine(url)
-    repo.upsert_contestant(engine, slug="m1", display_name="M1")
+    actions.upsert_contestant(engine, slug="m1", display_name="M1")
     engine.dispose()
     stats = _cli("stats", "--url", url, "--json")
     assert stats.returncode == 0, stats.stderr
@@ -137,25 +137,26 @@ def test_0005_fills_side_stats_from_stored_rows(db_url: str) -> None:
     engine = make_engine(db_url)
     try:
         for slug in ("m1", "m2"):
-            repo.upsert_contestant(engine, slug=slug, display_name=slug, family="test")
-        battle = repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
-                                  contestant_b="m2")
+            actions.upsert_contestant(engine, slug=slug, display_name=slug, family="test")
+        battle = actions.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                                     contestant_b="m2")
         script: dict[str, list[tuple[str, list[str]]]] = {
             "a": [("partial", ["chatty"]), ("partial", ["wrong_time"]), ("correct", [])],
             "b": [("correct", [])],
         }
         for side, replies in script.items():
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="Add")
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="request", content="Add")
             for n, (label, mistakes) in enumerate(replies):
                 if n:  # side a: corrected twice in a row, a chain of two
-                    correction = repo.record_correction(engine, battle_id=battle.id, side=side, content="No.")
-                repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="call",
-                                    grader_label=label, grader_mistakes=mistakes)
+                    correction = actions.record_correction(engine, battle_id=battle.id, side=side,
+                                                           content="No.")
+                actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="call",
+                                       grader_label=label, grader_mistakes=mistakes)
                 if n:
-                    repo.set_correction_outcome(engine, correction_id=correction.id,
-                                                outcome="fixed" if label == "correct" else "not_fixed",
-                                                judged_by="person")
-        closed = repo.abandon_battle(engine, battle_id=battle.id).closed_at
+                    actions.set_correction_outcome(engine, correction_id=correction.id,
+                                                   outcome="fixed" if label == "correct" else "not_fixed",
+                                                   judged_by="person")
+        closed = actions.abandon_battle(engine, battle_id=battle.id).closed_at
         read = text("SELECT * FROM side_stats ORDER BY conversation_id")
         with engine.connect() as conn:
             before = [dict(row._mapping) for row in conn.execute(read)]

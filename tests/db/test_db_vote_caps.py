@@ -10,13 +10,13 @@ from collections import Counter
 import pytest
 from sqlalchemy import Engine, func, select, update
 
-from db import repository as repo
+from db import actions
+from db.actions.votes import VoteRequest, apply_votes, utc_day_start
 from db.bench import prepare_vote_battles, seed_contestants
 from db.engine import make_engine, writer_gate
 from db.errors import VoteRefused
 from db.models import Battle, Vote, utcnow
 from db.views import VoteView
-from db.votes import VoteRequest, apply_votes, utc_day_start
 
 
 def _votes(engine: Engine) -> int:
@@ -35,48 +35,48 @@ def test_utc_day_start() -> None:
 
 
 def test_the_vote_past_the_cap_is_refused_and_writes_nothing(arena, engine: Engine) -> None:
-    me = repo.get_or_create_visitor(engine, anon_id="me").id
-    other = repo.get_or_create_visitor(engine, anon_id="other").id
+    me = actions.get_or_create_visitor(engine, anon_id="me").id
+    other = actions.get_or_create_visitor(engine, anon_id="other").id
     battles = [arena.battle(visitor_id=me) for _ in range(3)]
     for battle in battles[:2]:
-        repo.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=me, daily_cap=2)
+        actions.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=me, daily_cap=2)
     with pytest.raises(VoteRefused) as refused:
-        repo.record_vote(engine, battle_id=battles[2].id, choice="b", visitor_id=me, daily_cap=2)
+        actions.record_vote(engine, battle_id=battles[2].id, choice="b", visitor_id=me, daily_cap=2)
     assert refused.value.reason == "daily_cap"
     assert _votes(engine) == 2 and _status(engine, battles[2].id) == "open", "nothing was written"
     # Another visitor has their own allowance; without a cap the same visitor may vote.
     theirs = arena.battle(visitor_id=other)
-    repo.record_vote(engine, battle_id=theirs.id, choice="a", visitor_id=other, daily_cap=2)
-    repo.record_vote(engine, battle_id=battles[2].id, choice="b", visitor_id=me)
+    actions.record_vote(engine, battle_id=theirs.id, choice="a", visitor_id=other, daily_cap=2)
+    actions.record_vote(engine, battle_id=battles[2].id, choice="b", visitor_id=me)
     assert _votes(engine) == 4
 
 
 def test_yesterdays_votes_do_not_count(arena, engine: Engine) -> None:
-    me = repo.get_or_create_visitor(engine, anon_id="me").id
+    me = actions.get_or_create_visitor(engine, anon_id="me").id
     first, second = arena.battle(visitor_id=me), arena.battle(visitor_id=me)
-    repo.record_vote(engine, battle_id=first.id, choice="a", visitor_id=me, daily_cap=1)
+    actions.record_vote(engine, battle_id=first.id, choice="a", visitor_id=me, daily_cap=1)
     yesterday = utc_day_start(utcnow()) - dt.timedelta(seconds=1)
     with engine.begin() as conn:
         conn.execute(update(Vote).values(created_at=yesterday))
-    repo.record_vote(engine, battle_id=second.id, choice="a", visitor_id=me, daily_cap=1)
+    actions.record_vote(engine, battle_id=second.id, choice="a", visitor_id=me, daily_cap=1)
     assert _votes(engine) == 2
 
 
 def test_the_owner_is_the_voter_when_no_visitor_is_given(arena, engine: Engine) -> None:
-    me = repo.get_or_create_visitor(engine, anon_id="me").id
+    me = actions.get_or_create_visitor(engine, anon_id="me").id
     first, second = arena.battle(visitor_id=me), arena.battle(visitor_id=me)
-    repo.record_vote(engine, battle_id=first.id, choice="a", daily_cap=1)
+    actions.record_vote(engine, battle_id=first.id, choice="a", daily_cap=1)
     with pytest.raises(VoteRefused, match="1 votes today"):
-        repo.record_vote(engine, battle_id=second.id, choice="a", daily_cap=1)
+        actions.record_vote(engine, battle_id=second.id, choice="a", daily_cap=1)
 
 
 def test_a_batch_counts_its_own_votes(arena, engine: Engine) -> None:
     """Group commit puts concurrent votes in one transaction: the cap counts the ones before it there."""
-    me = repo.get_or_create_visitor(engine, anon_id="me").id
-    other = repo.get_or_create_visitor(engine, anon_id="other").id
+    me = actions.get_or_create_visitor(engine, anon_id="me").id
+    other = actions.get_or_create_visitor(engine, anon_id="other").id
     mine = [arena.battle(visitor_id=me).id for _ in range(4)]
     theirs = arena.battle(visitor_id=other).id
-    repo.record_vote(engine, battle_id=mine[0], choice="a", visitor_id=me, daily_cap=3)
+    actions.record_vote(engine, battle_id=mine[0], choice="a", visitor_id=me, daily_cap=3)
     requests = [VoteRequest(b, "a", me, daily_cap=3) for b in mine[1:]]
     requests.append(VoteRequest(theirs, "b", other, daily_cap=1))
     with writer_gate(engine), engine.begin() as conn:
@@ -89,16 +89,16 @@ def test_a_batch_counts_its_own_votes(arena, engine: Engine) -> None:
 
 def test_counts_per_visitor_and_per_address(arena, engine: Engine) -> None:
     start = utcnow() - dt.timedelta(seconds=1)
-    one = repo.get_or_create_visitor(engine, anon_id="one", address_hash="net-1").id
-    two = repo.get_or_create_visitor(engine, anon_id="two", address_hash="net-1").id
-    far = repo.get_or_create_visitor(engine, anon_id="far", address_hash="net-2").id
+    one = actions.get_or_create_visitor(engine, anon_id="one", address_hash="net-1").id
+    two = actions.get_or_create_visitor(engine, anon_id="two", address_hash="net-1").id
+    far = actions.get_or_create_visitor(engine, anon_id="far", address_hash="net-2").id
     for visitor in (one, one, two, far):
         battle = arena.battle(visitor_id=visitor)
-        repo.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=visitor)
-    assert repo.count_votes_since(engine, visitor_id=one, since=start) == 2
-    assert repo.count_votes_since(engine, address_hash="net-1", since=start) == 3
-    assert repo.count_votes_since(engine, address_hash="net-2", since=start) == 1
-    assert repo.count_votes_since(engine, visitor_id=one, since=utcnow() + dt.timedelta(seconds=1)) == 0
+        actions.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=visitor)
+    assert actions.count_votes_since(engine, visitor_id=one, since=start) == 2
+    assert actions.count_votes_since(engine, address_hash="net-1", since=start) == 3
+    assert actions.count_votes_since(engine, address_hash="net-2", since=start) == 1
+    assert actions.count_votes_since(engine, visitor_id=one, since=utcnow() + dt.timedelta(seconds=1)) == 0
 
 
 @pytest.mark.parametrize("shared_engine", [True, False], ids=["one-engine", "engine-per-thread"])
@@ -108,7 +108,7 @@ def test_racing_votes_of_one_visitor_never_pass_the_cap(db_url: str, engine: Eng
     One shared engine batches them (group commit); an engine per thread stands for separate processes
     or replicas, each with its own connections, racing in the database itself."""
     ids = prepare_vote_battles(engine, seed_contestants(engine, 4, prefix="c"), 16)
-    me = repo.get_or_create_visitor(engine, anon_id="me").id
+    me = actions.get_or_create_visitor(engine, anon_id="me").id
     engines = [engine if shared_engine else make_engine(db_url) for _ in range(8)]
     outcomes: Counter[str] = Counter()
     lock = threading.Lock()
@@ -118,7 +118,8 @@ def test_racing_votes_of_one_visitor_never_pass_the_cap(db_url: str, engine: Eng
         barrier.wait()
         for battle_id in ids[worker::8]:
             try:
-                repo.record_vote(engines[worker], battle_id=battle_id, choice="a", visitor_id=me, daily_cap=5)
+                actions.record_vote(engines[worker], battle_id=battle_id, choice="a", visitor_id=me,
+                                    daily_cap=5)
                 result = "stored"
             except VoteRefused as refused:
                 result = refused.reason

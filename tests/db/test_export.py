@@ -1,4 +1,4 @@
-"""The export on SQLite and PostgreSQL: data written through the real repository, every format and view
+"""The export on SQLite and PostgreSQL: data written through ``db.actions``, every format and view
 read back (json, pyarrow, csv) and checked, hashing, filters, chunking and refusals."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import io
 import json
 import threading
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,11 @@ import pytest
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.exc import DBAPIError
 
-from db import repository as repo
+from db import InvalidInput, VoteFilters, actions
 from db.engine import make_engine
 from db.export import (
+    EXPORT_DEFAULTS,
     ExportError,
-    ExportFilters,
     export_battles,
     export_bytes,
     visitor_hash,
@@ -55,37 +55,43 @@ def _set_created(engine: Engine, battle_id: str, when: dt.datetime) -> None:
 
 @pytest.fixture
 def world(arena: Any, engine: Engine) -> World:
-    address_hash = repo.hash_address("10.1.2.3", salt=SALT)
-    v1 = repo.get_or_create_visitor(engine, anon_id="visitor-1", address_hash=address_hash)
-    v2 = repo.get_or_create_visitor(engine, anon_id="visitor-2")
+    address_hash = actions.hash_address("10.1.2.3", salt=SALT)
+    v1 = actions.get_or_create_visitor(engine, anon_id="visitor-1", address_hash=address_hash)
+    v2 = actions.get_or_create_visitor(engine, anon_id="visitor-2")
 
-    b1 = repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1", contestant_b="m2",
-                          visitor_id=v1.id, system_prompt="You write calendar API calls.",
-                          params_a={"temperature": 0.7})
+    b1 = actions.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                             contestant_b="m2",
+                             visitor_id=v1.id, system_prompt="You write calendar API calls.",
+                             params_a={"temperature": 0.7})
     for side in ("a", "b"):
-        repo.append_message(engine, battle_id=b1.id, side=side, kind="request",
-                            content="Lunch with Ana friday")
-    faulty = repo.append_message(engine, battle_id=b1.id, side="a", kind="reply", content="create(day=fri)",
-                                 grader_label="garbage", grader_mistakes=["bad date"], ttft_ms=12.5,
-                                 total_ms=80.0, prompt_tokens=30, completion_tokens=7, finish_reason="stop")
-    first_b = repo.append_message(engine, battle_id=b1.id, side="b", kind="reply", content="oops", error=None)
-    repo.append_message(engine, battle_id=b1.id, side="b", kind="reply", content="create(date='2026-11-06')",
-                        replaces_message_id=first_b.id, grader_label="correct")
-    corr = repo.record_correction(engine, battle_id=b1.id, side="a", content="Use an ISO date.")
-    repo.append_message(engine, battle_id=b1.id, side="a", kind="reply", content="create(date='2026-11-06')")
-    repo.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="person")
-    repo.record_vote(engine, battle_id=b1.id, choice="a", visitor_id=v1.id)
+        actions.append_message(engine, battle_id=b1.id, side=side, kind="request",
+                               content="Lunch with Ana friday")
+    faulty = actions.append_message(engine, battle_id=b1.id, side="a", kind="reply",
+                                    content="create(day=fri)",
+                                    grader_label="garbage", grader_mistakes=["bad date"], ttft_ms=12.5,
+                                    total_ms=80.0, prompt_tokens=30, completion_tokens=7,
+                                    finish_reason="stop")
+    first_b = actions.append_message(engine, battle_id=b1.id, side="b", kind="reply", content="oops",
+                                     error=None)
+    actions.append_message(engine, battle_id=b1.id, side="b", kind="reply",
+                           content="create(date='2026-11-06')",
+                           replaces_message_id=first_b.id, grader_label="correct")
+    corr = actions.record_correction(engine, battle_id=b1.id, side="a", content="Use an ISO date.")
+    actions.append_message(engine, battle_id=b1.id, side="a", kind="reply",
+                           content="create(date='2026-11-06')")
+    actions.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="person")
+    actions.record_vote(engine, battle_id=b1.id, choice="a", visitor_id=v1.id)
     assert corr.faulty_message_id == faulty.id
 
     b2 = arena.battle("m2", "m3", visitor_id=v2.id)
-    repo.record_vote(engine, battle_id=b2.id, choice="b")
+    actions.record_vote(engine, battle_id=b2.id, choice="b")
     b3 = arena.battle("m3", None, mode="direct", scenario="free")
-    repo.abandon_battle(engine, battle_id=b3.id)  # closed: open battles are not exported by default
+    actions.abandon_battle(engine, battle_id=b3.id)  # closed: open battles are not exported by default
     b4 = arena.battle("m1", "m3")
-    repo.record_vote(engine, battle_id=b4.id, choice="tie")
+    actions.record_vote(engine, battle_id=b4.id, choice="tie")
     b5 = arena.battle("m1", "m2")
-    repo.mark_revealed(engine, battle_id=b5.id)
-    repo.record_vote(engine, battle_id=b5.id, choice="a", accept_revealed=True)
+    actions.mark_revealed(engine, battle_id=b5.id)
+    actions.record_vote(engine, battle_id=b5.id, choice="a", accept_revealed=True)
 
     for i, battle_id in enumerate((b1.id, b2.id, b3.id, b4.id, b5.id)):
         _set_created(engine, battle_id, T0 + dt.timedelta(days=i))
@@ -233,35 +239,36 @@ def test_corrections_view_context_faulty_feedback_next_outcome(world: World, eng
 def test_corrections_view_grader_verdict_regression_recurrence_style(arena: Any, engine: Engine) -> None:
     """An automatic run (style ``hint``): wrong year -> fixed but the Fred meeting broken (regression) ->
     the year wrong again (recurrence: cleared by the reply before); the grader's verdict per correction."""
-    battle = repo.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m1",
-                              params_a={"temperature": 0.0,
+    battle = actions.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m1",
+                                 params_a={"temperature": 0.0,
                                         "auto": {"style": "hint", "protocol": "dialogue"}})
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Lunch on the 3rd")
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="add(year=2023)",
-                        grader_label="partial", grader_mistakes=["wrong_year"])
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Lunch on the 3rd")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="add(year=2023)",
+                           grader_label="partial", grader_mistakes=["wrong_year"])
     for feedback, label, mistakes in (("Fix the year.", "partial", ["regression"]),
                                       ("Keep Fred's meeting.", "partial", ["wrong_year"]),
                                       ("Fix the year.", "correct", [])):
-        repo.record_correction(engine, battle_id=battle.id, side="a", content=feedback)
-        repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=f"add() # {label}",
-                            grader_label=label, grader_mistakes=mistakes)
-    repo.record_correction(engine, battle_id=battle.id, side="a", content="Now add the reminder.")
+        actions.record_correction(engine, battle_id=battle.id, side="a", content=feedback)
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="reply",
+                               content=f"add() # {label}",
+                               grader_label=label, grader_mistakes=mistakes)
+    actions.record_correction(engine, battle_id=battle.id, side="a", content="Now add the reminder.")
     blob = export_bytes(engine, fmt="jsonl", salt=SALT, view="corrections",
-                        filters=ExportFilters(include_open=True))
+                        filters=replace(EXPORT_DEFAULTS, include_open=True))
     rows = [json.loads(line) for line in blob.data.decode().splitlines()]
     assert [(r["grader_fixed"], r["regression"], r["recurrence"]) for r in rows] == [
         (False, True, False), (False, False, True), (True, False, False), (None, None, None)]
     assert {r["correction_style"] for r in rows} == {"hint"} and {r["mode"] for r in rows} == {"auto"}
     people = export_bytes(engine, fmt="jsonl", salt=SALT, view="corrections",
-                          filters=ExportFilters(include_open=True, modes=("anonymous",)))
+                          filters=replace(EXPORT_DEFAULTS, include_open=True, modes=("anonymous",)))
     assert people.data == b""
 
 
 def test_correction_without_following_reply_has_null_next(arena: Any, engine: Engine, tmp_path: Path) -> None:
     battle = arena.battle("m1", "m2")
-    repo.record_correction(engine, battle_id=battle.id, side="b", content="Wrong year.")
+    actions.record_correction(engine, battle_id=battle.id, side="b", content="Wrong year.")
     blob = export_bytes(engine, fmt="jsonl", salt=SALT, view="corrections",
-                        filters=ExportFilters(include_open=True))
+                        filters=replace(EXPORT_DEFAULTS, include_open=True))
     (row,) = [json.loads(line) for line in blob.data.decode().splitlines()]
     assert row["side"] == "b" and row["next_reply"] is None and row["outcome"] == "unknown"
 
@@ -269,20 +276,22 @@ def test_correction_without_following_reply_has_null_next(arena: Any, engine: En
 # --- filters, chunking, hashing ---------------------------------------------------------------------------
 
 
-def _ids(engine: Engine, filters: ExportFilters) -> list[str]:
+def _ids(engine: Engine, filters: VoteFilters) -> list[str]:
     blob = export_bytes(engine, fmt="jsonl", salt=SALT, filters=filters)
     return [json.loads(line)["battle_id"] for line in blob.data.decode().splitlines()]
 
 
 def test_filters_scenario_dates_corrections_only(world: World, engine: Engine) -> None:
-    assert _ids(engine, ExportFilters(scenario="free")) == [world.b3]
-    assert _ids(engine, ExportFilters(scenario="calendar")) == [world.b1, world.b2, world.b4, world.b5]
-    assert _ids(engine, ExportFilters(since=T0 + dt.timedelta(days=1), until=T0 + dt.timedelta(days=3))) == [
+    assert _ids(engine, replace(EXPORT_DEFAULTS, scenario="free")) == [world.b3]
+    assert _ids(engine, replace(EXPORT_DEFAULTS, scenario="calendar")) == [world.b1, world.b2, world.b4,
+                                                                           world.b5]
+    assert _ids(engine, replace(EXPORT_DEFAULTS, since=T0 + dt.timedelta(days=1),
+                                until=T0 + dt.timedelta(days=3))) == [
         world.b2, world.b3]
-    assert _ids(engine, ExportFilters(corrections_only=True)) == [world.b1]
-    assert _ids(engine, ExportFilters(scenario="calendar", since=T0 + dt.timedelta(days=2))) == [
+    assert _ids(engine, replace(EXPORT_DEFAULTS, corrections_only=True)) == [world.b1]
+    assert _ids(engine, replace(EXPORT_DEFAULTS, scenario="calendar", since=T0 + dt.timedelta(days=2))) == [
         world.b4, world.b5]
-    assert _ids(engine, ExportFilters(scenario="nope")) == []
+    assert _ids(engine, replace(EXPORT_DEFAULTS, scenario="nope")) == []
 
 
 def test_chunks_smaller_than_data_with_equal_timestamps(world: World, engine: Engine) -> None:
@@ -328,7 +337,7 @@ def test_visitors_only_as_stable_salted_hashes(world: World, engine: Engine, tmp
 
 def test_card_counts_filters_and_licence(world: World, engine: Engine, tmp_path: Path) -> None:
     export_battles(engine, fmt="parquet", out=tmp_path / "x.parquet", salt=SALT,
-                   filters=ExportFilters(scenario="calendar"), licence="CC0-1.0")
+                   filters=replace(EXPORT_DEFAULTS, scenario="calendar"), licence="CC0-1.0")
     card = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert "| `x.parquet` | 4 |" in card and "- battles: 4" in card and "scenario=calendar" in card
     assert "CC0-1.0" in card and "license: cc0-1.0" in card
@@ -346,10 +355,11 @@ def test_refusals_write_nothing(world: World, engine: Engine, tmp_path: Path) ->
         export_battles(engine, fmt="jsonl", out=out, salt=SALT, view="votes")
     with pytest.raises(ExportError, match="salt"):
         export_battles(engine, fmt="jsonl", out=out, salt="")
-    with pytest.raises(ExportError, match="naive"):
-        ExportFilters(since=dt.datetime(2026, 1, 1))
+    with pytest.raises(InvalidInput, match="timezone-aware"):
+        VoteFilters(since=dt.datetime(2026, 1, 1))
     with pytest.raises(ExportError, match="before"):
-        ExportFilters(since=T0, until=T0)
+        export_battles(engine, fmt="jsonl", out=out, salt=SALT, filters=replace(EXPORT_DEFAULTS, since=T0,
+                                                                                until=T0))
     with pytest.raises(ExportError, match="is a folder"):
         export_battles(engine, fmt="parquet", out=tmp_path, salt=SALT)
     blocker = tmp_path / "file"
@@ -367,7 +377,7 @@ def test_refusals_write_nothing(world: World, engine: Engine, tmp_path: Path) ->
 
 def test_reader_thread_stops_early_and_hands_errors_over(world: World, engine: Engine,
                                                         tmp_path: Path) -> None:
-    count, chunks = chunk_reader(filters=ExportFilters(), salt=SALT, chunk_size=1)
+    count, chunks = chunk_reader(filters=EXPORT_DEFAULTS, salt=SALT, chunk_size=1)
     with read_ahead(engine, count=count, pages=chunks) as (selected, pages):
         first = next(pages)
         assert selected == 5 and first.battles.column("id").to_pylist() == [world.b1]
@@ -387,7 +397,7 @@ def test_battles_without_messages_and_empty_database(arena: Any, engine: Engine,
     assert empty.counts.battles == 0 and table.num_rows == 0 and "sides" in table.column_names
     fresh = arena.battle("m1", "m2", replies=False)
     assert export_bytes(engine, fmt="jsonl", salt=SALT).data == b"", "an open battle is not public"
-    blob = export_bytes(engine, fmt="jsonl", salt=SALT, filters=ExportFilters(include_open=True))
+    blob = export_bytes(engine, fmt="jsonl", salt=SALT, filters=replace(EXPORT_DEFAULTS, include_open=True))
     (record,) = [json.loads(line) for line in blob.data.decode().splitlines()]
     assert record["battle_id"] == fresh.id and record["vote"] is None
     assert [(s["side"], s["messages"], s["corrections"]) for s in record["sides"]] == [("a", [], []),
@@ -397,15 +407,15 @@ def test_battles_without_messages_and_empty_database(arena: Any, engine: Engine,
 def test_closed_before_leaves_out_recently_closed_battles(arena: Any, engine: Engine) -> None:
     """The Dataset page's delay: only battles closed before the cut-off are public (open ones never)."""
     old = arena.battle()
-    repo.record_vote(engine, battle_id=old.id, choice="a")
+    actions.record_vote(engine, battle_id=old.id, choice="a")
     cutoff = utcnow() + dt.timedelta(milliseconds=1)
     recent = arena.battle()
     with engine.begin() as conn:  # closed after the cut-off
         conn.execute(update(Battle).where(Battle.id == recent.id).values(
             status="abandoned", closed_at=cutoff + dt.timedelta(seconds=5)))
     arena.battle()  # still open
-    assert _ids(engine, ExportFilters(closed_before=cutoff)) == [old.id]
-    assert _ids(engine, ExportFilters()) == [old.id, recent.id]
+    assert _ids(engine, replace(EXPORT_DEFAULTS, closed_before=cutoff)) == [old.id]
+    assert _ids(engine, EXPORT_DEFAULTS) == [old.id, recent.id]
 
 
 def test_awkward_text_and_times_round_trip(arena: Any, engine: Engine) -> None:
@@ -413,8 +423,8 @@ def test_awkward_text_and_times_round_trip(arena: Any, engine: Engine) -> None:
     texts = ["NA", "NULL", " . ", '"quoted", with commas', "two\nlines\r\nand a tab\t", "naïve 日本 ✓", "\\N"]
     battle = arena.battle("m1", "m2")
     for text in texts:
-        repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content=text)
-    blob = export_bytes(engine, fmt="jsonl", salt=SALT, filters=ExportFilters(include_open=True))
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content=text)
+    blob = export_bytes(engine, fmt="jsonl", salt=SALT, filters=replace(EXPORT_DEFAULTS, include_open=True))
     (record,) = [json.loads(line) for line in blob.data.decode().splitlines()]
     side_a = next(s for s in record["sides"] if s["side"] == "a")
     assert [m["content"] for m in side_a["messages"]][-len(texts):] == texts

@@ -1,4 +1,4 @@
-"""The export's ``battles`` view, end to end: votes stored through the repository in SQLite and
+"""The export's ``battles`` view, end to end: votes stored through ``db.actions`` in SQLite and
 PostgreSQL, ``python -m db export --view battles`` writes the file, ``python -m ranking fit --battles``
 reads it unchanged, and the ratings (plain and style-controlled) equal the ones fitted from the
 database directly, as the Votes board fits them."""
@@ -16,10 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Engine
 
-from db import repository as repo
+from db import actions
 from db.__main__ import main as db_main
-from db.aggregates import pairwise_counts
-from db.vote_features import STYLE_COLUMNS, vote_style_features
+from db.boards import STYLE_COLUMNS, pairwise_counts, vote_style_features
 from ranking import fit_style_bt, leaderboard
 from ranking.__main__ import main as ranking_main
 from settings import get_settings
@@ -40,24 +39,25 @@ def voted(engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Itera
     monkeypatch.setenv("ARENA_HASH_SALT", "battles-view-salt")
     get_settings.cache_clear()
     for slug in MODELS:
-        repo.upsert_contestant(engine, slug=slug, display_name=slug.upper())
-    visitor = repo.get_or_create_visitor(engine, anon_id="researcher")
+        actions.upsert_contestant(engine, slug=slug, display_name=slug.upper())
+    visitor = actions.get_or_create_visitor(engine, anon_id="researcher")
     rng = random.Random(7)
     strength = {"m1": 0.9, "m2": 0.6, "m3": 0.4, "m4": 0.2}
     pair: list[str] = ["", ""]  # the last battle's models
 
     def battle(mode: str = "anonymous") -> str:
         a, b = pair[:] = rng.sample(MODELS, 2)
-        view = repo.open_battle(engine, mode=mode, scenario="calendar", contestant_a=a, contestant_b=b,
-                                visitor_id=visitor.id)
+        view = actions.open_battle(engine, mode=mode, scenario="calendar", contestant_a=a, contestant_b=b,
+                                   visitor_id=visitor.id)
         for side in ("a", "b"):
-            repo.append_message(engine, battle_id=view.id, side=side, kind="request", content="Lunch on 3rd")
+            actions.append_message(engine, battle_id=view.id, side=side, kind="request",
+                                   content="Lunch on 3rd")
             for _ in range(rng.randint(1, 2)):
-                reply = repo.append_message(engine, battle_id=view.id, side=side, kind="reply",
-                                            content=rng.choice(REPLIES))
+                reply = actions.append_message(engine, battle_id=view.id, side=side, kind="reply",
+                                               content=rng.choice(REPLIES))
                 if rng.random() < 0.5:
-                    repo.set_grader_label(engine, message_id=reply.id, label="partial",
-                                          mistakes=["chatty"] if rng.random() < 0.5 else ["no_title"])
+                    actions.set_grader_label(engine, message_id=reply.id, label="partial",
+                                             mistakes=["chatty"] if rng.random() < 0.5 else ["no_title"])
         return view.id
 
     def choice() -> str:
@@ -71,15 +71,15 @@ def voted(engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Itera
 
     for _ in range(60):
         bid = battle()
-        repo.record_vote(engine, battle_id=bid, choice=choice(), visitor_id=visitor.id)
+        actions.record_vote(engine, battle_id=bid, choice=choice(), visitor_id=visitor.id)
     revealed = battle()
-    repo.mark_revealed(engine, battle_id=revealed)
-    repo.record_vote(engine, battle_id=revealed, choice="a", visitor_id=visitor.id, accept_revealed=True)
+    actions.mark_revealed(engine, battle_id=revealed)
+    actions.record_vote(engine, battle_id=revealed, choice="a", visitor_id=visitor.id, accept_revealed=True)
     flagged = battle()
-    repo.record_vote(engine, battle_id=flagged, choice="b", visitor_id=visitor.id)
-    repo.flag_battle(engine, battle_id=flagged, reason="spam")
+    actions.record_vote(engine, battle_id=flagged, choice="b", visitor_id=visitor.id)
+    actions.flag_battle(engine, battle_id=flagged, reason="spam")
     named = battle("named")
-    repo.record_vote(engine, battle_id=named, choice="a", visitor_id=visitor.id)
+    actions.record_vote(engine, battle_id=named, choice="a", visitor_id=visitor.id)
     yield {"url": db_url, "revealed": revealed, "flagged": flagged, "named": named, "open": battle()}
     get_settings.cache_clear()
 

@@ -1,4 +1,4 @@
-"""``python -m db export``: the command line over a real SQLite file written through the repository.
+"""``python -m db export``: the command line over a real SQLite file written through ``db.actions``.
 
 Success prints one JSON line; bad input (format, view, date, path) exits 2 with one line on stderr.
 """
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import update
 
-from db import repository as repo
+from db import actions
 from db.__main__ import main
 from db.engine import make_engine
 from db.export import visitor_hash
@@ -34,22 +34,22 @@ def db_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     engine = make_engine(url)
     Base.metadata.create_all(engine)
     for slug in ("m1", "m2"):
-        repo.upsert_contestant(engine, slug=slug, display_name=slug)
-    visitor = repo.get_or_create_visitor(engine, anon_id="cli-visitor")
+        actions.upsert_contestant(engine, slug=slug, display_name=slug)
+    visitor = actions.get_or_create_visitor(engine, anon_id="cli-visitor")
     ids = []
     for day, scenario in ((3, "calendar"), (5, "free")):
-        battle = repo.open_battle(engine, mode="anonymous", scenario=scenario, contestant_a="m1",
-                                  contestant_b="m2", visitor_id=visitor.id)
+        battle = actions.open_battle(engine, mode="anonymous", scenario=scenario, contestant_a="m1",
+                                     contestant_b="m2", visitor_id=visitor.id)
         for side in ("a", "b"):
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="hello")
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content=f"hi {side}")
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="request", content="hello")
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content=f"hi {side}")
         with engine.begin() as conn:
             conn.execute(update(Battle).where(Battle.id == battle.id).values(
                 created_at=dt.datetime(2026, 11, day, 10, tzinfo=dt.UTC)))
         ids.append(battle.id)
-    repo.record_correction(engine, battle_id=ids[0], side="b", content="Say hello back.")
-    repo.abandon_battle(engine, battle_id=ids[0])
-    repo.record_vote(engine, battle_id=ids[1], choice="a")
+    actions.record_correction(engine, battle_id=ids[0], side="b", content="Say hello back.")
+    actions.abandon_battle(engine, battle_id=ids[0])
+    actions.record_vote(engine, battle_id=ids[1], choice="a")
     engine.dispose()
     yield url
     get_settings.cache_clear()
@@ -156,8 +156,8 @@ def test_open_battles_are_left_out_unless_include_open(
 ) -> None:
     """Probe: an open anonymous battle was exported with both contestants before its visitor voted."""
     engine = make_engine(db_file)
-    live = repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
-                            contestant_b="m2", first_request="hello")
+    live = actions.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                               contestant_b="m2", first_request="hello")
     engine.dispose()
     out = tmp_path / "public.jsonl"
     code, stdout, _ = _run(capsys, "export", "--url", db_file, "--format", "jsonl", "--out", str(out))
@@ -172,9 +172,9 @@ def test_mode_filter_keeps_only_the_listed_modes(
     db_file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     engine = make_engine(db_file)
-    direct = repo.open_battle(engine, mode="direct", scenario="calendar", contestant_a="m1")
-    repo.append_message(engine, battle_id=direct.id, side="a", kind="request", content="hello")
-    repo.abandon_battle(engine, battle_id=direct.id)
+    direct = actions.open_battle(engine, mode="direct", scenario="calendar", contestant_a="m1")
+    actions.append_message(engine, battle_id=direct.id, side="a", kind="request", content="hello")
+    actions.abandon_battle(engine, battle_id=direct.id)
     engine.dispose()
     out = tmp_path / "modes.jsonl"
     code, stdout, _ = _run(capsys, "export", "--url", db_file, "--format", "jsonl", "--out", str(out),

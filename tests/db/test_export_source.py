@@ -4,6 +4,7 @@ and values the Arrow conversion could mangle, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -12,8 +13,8 @@ from sqlalchemy import Engine, func, literal_column, null, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from db import repository as repo
-from db.export import ExportFilters, export_bytes
+from db import actions
+from db.export import EXPORT_DEFAULTS, export_bytes
 from db.export.read import count_battles, snapshot
 from db.export.source import libpq_uri
 from db.models import Message
@@ -33,17 +34,17 @@ def test_libpq_uri_keeps_password_port_and_query_and_drops_the_driver() -> None:
 def test_the_snapshot_ignores_writes_committed_during_the_read(arena: Any, engine: Engine) -> None:
     """Every query of one export sees the database as at its first read, whatever visitors do meanwhile."""
     first = arena.battle()
-    repo.record_vote(engine, battle_id=first.id, choice="a")
+    actions.record_vote(engine, battle_id=first.id, choice="a")
     with snapshot(engine) as src:
-        assert count_battles(src, ExportFilters()) == 1
+        assert count_battles(src, EXPORT_DEFAULTS) == 1
         later = arena.battle()
-        repo.record_vote(engine, battle_id=later.id, choice="b")
-        assert count_battles(src, ExportFilters()) == 1
+        actions.record_vote(engine, battle_id=later.id, choice="b")
+        assert count_battles(src, EXPORT_DEFAULTS) == 1
         assert src.rows(select(func.count()).select_from(Message))[0][0] == 4
         if engine.dialect.name == "postgresql":
             assert src.rows(select(func.current_setting("transaction_isolation"))) == [("repeatable read",)]
     with snapshot(engine) as src:
-        assert count_battles(src, ExportFilters()) == 2
+        assert count_battles(src, EXPORT_DEFAULTS) == 2
 
 
 def test_a_failing_query_raises_a_database_error(engine: Engine) -> None:
@@ -64,14 +65,14 @@ def test_nulls_empty_text_unicode_and_json_lists_round_trip(arena: Any, engine: 
     mistakes = {"hi": null(), "ok": None}  # SQL NULL, and JSON null (the JSON type's None)
     contents = ["NA", "two\nlines \"q\", ü 日本 ✓", "x"]
     for content, grader in zip(contents, ([], ["wrong_year", "naïve\n✓"], ["chatty"]), strict=True):
-        repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content=content)
-        repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=content,
-                            grader_label="garbage", grader_mistakes=grader)
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content=content)
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=content,
+                               grader_label="garbage", grader_mistakes=grader)
     with engine.begin() as conn:
         for content, value in mistakes.items():
             conn.execute(update(Message).where(Message.content == content).values(grader_mistakes=value))
         conn.execute(update(Message).where(Message.content == "x", Message.kind == "reply").values(error=""))
-    blob = export_bytes(engine, fmt="parquet", salt=SALT, filters=ExportFilters(include_open=True))
+    blob = export_bytes(engine, fmt="parquet", salt=SALT, filters=replace(EXPORT_DEFAULTS, include_open=True))
     (record,) = pq.read_table(io.BytesIO(blob.data)).to_pylist()
     side_a = next(s for s in record["sides"] if s["side"] == "a")
     got = [(m["content"], m["grader_mistakes"], m["error"], m["ttft_ms"]) for m in side_a["messages"]]

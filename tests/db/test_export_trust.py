@@ -1,4 +1,4 @@
-"""Issue 39, the export's part of "Trust", on SQLite and PostgreSQL (data written through the repository).
+"""Issue 39, the export's part of "Trust", on SQLite and PostgreSQL (data written through ``db.actions``).
 
 Probes of the old export: a cell ``=HYPERLINK("http://…"&A1)`` (or one starting with ``+``, ``-``, ``@``, a
 tab or a carriage return) was written into the CSV as it was, so a spreadsheet ran it; flagged battles
@@ -13,7 +13,7 @@ import datetime as dt
 import io
 import json
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Engine, update
 
-from db import repository as repo
+from db import actions
 from db.__main__ import main
-from db.export import ERROR_CATEGORIES, ExportFilters, error_category, export_bytes
+from db.export import ERROR_CATEGORIES, EXPORT_DEFAULTS, error_category, export_bytes
 from db.export.read import count_selection, snapshot
 from db.export.writers import CsvWriter, csv_cell
 from db.models import Message
@@ -54,27 +54,27 @@ class Trust:
 
 @pytest.fixture
 def trust(arena: Any, engine: Engine) -> Trust:
-    public = repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
-                              contestant_b="m2", system_prompt="=SYSTEM()")
+    public = actions.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                                 contestant_b="m2", system_prompt="=SYSTEM()")
     for side in ("a", "b"):
         for text in (*FORMULAS, *PLAIN):
-            repo.append_message(engine, battle_id=public.id, side=side, kind="request", content=text)
-    timed = repo.append_message(engine, battle_id=public.id, side="a", kind="reply", content="-5",
-                                ttft_ms=12.5, total_ms=80.0)
-    repo.append_message(engine, battle_id=public.id, side="b", kind="reply", content="",
-                        finish_reason="error", error=SECRET_ERROR)
-    repo.record_correction(engine, battle_id=public.id, side="a", content="=1+1 is not a date")
-    repo.append_message(engine, battle_id=public.id, side="a", kind="reply", content="@reply")
-    repo.record_vote(engine, battle_id=public.id, choice="a")
+            actions.append_message(engine, battle_id=public.id, side=side, kind="request", content=text)
+    timed = actions.append_message(engine, battle_id=public.id, side="a", kind="reply", content="-5",
+                                   ttft_ms=12.5, total_ms=80.0)
+    actions.append_message(engine, battle_id=public.id, side="b", kind="reply", content="",
+                           finish_reason="error", error=SECRET_ERROR)
+    actions.record_correction(engine, battle_id=public.id, side="a", content="=1+1 is not a date")
+    actions.append_message(engine, battle_id=public.id, side="a", kind="reply", content="@reply")
+    actions.record_vote(engine, battle_id=public.id, choice="a")
     with engine.begin() as conn:  # a negative number as a number: only text is ever marked
         conn.execute(update(Message).where(Message.id == timed.id).values(ttft_ms=-1.5))
     flagged = arena.battle("m1", "m3")
-    repo.record_vote(engine, battle_id=flagged.id, choice="b")
-    repo.flag_battle(engine, battle_id=flagged.id, reason="abuse", admin_session="admin-1")
+    actions.record_vote(engine, battle_id=flagged.id, choice="b")
+    actions.flag_battle(engine, battle_id=flagged.id, reason="abuse", admin_session="admin-1")
     return Trust(public=public.id, flagged=flagged.id)
 
 
-PUBLIC = ExportFilters(include_flagged=False)
+PUBLIC = replace(EXPORT_DEFAULTS, exclude_flagged=True)
 
 
 def _tables(blob: bytes) -> dict[str, list[dict[str, str]]]:
@@ -172,8 +172,9 @@ def test_a_flagged_battle_leaves_the_public_export_and_stays_in_the_admins(trust
 def test_counts_match_what_the_public_download_holds(trust: Trust, engine: Engine) -> None:
     with snapshot(engine) as src:
         counts = count_selection(src, PUBLIC)
-        everything = count_selection(src, ExportFilters())
-        only_corrected = count_selection(src, ExportFilters(include_flagged=False, corrections_only=True))
+        everything = count_selection(src, EXPORT_DEFAULTS)
+        only_corrected = count_selection(src, replace(EXPORT_DEFAULTS, exclude_flagged=True,
+                                                      corrections_only=True))
     tables = _tables(export_bytes(engine, fmt="csv", salt=SALT, filters=PUBLIC).data)
     assert counts == {name: len(tables[name]) for name in ("battles", "messages", "corrections", "votes")}
     assert counts["battles"] == 1 and counts["votes"] == 1 and counts["corrections"] == 1
@@ -282,8 +283,9 @@ def test_the_command_line_csv_neutralises_keeps_flagged_and_hides_error_text(
 def test_a_flagged_battle_closed_while_open_is_not_public(arena: Any, engine: Engine) -> None:
     """A battle flagged while still open (an abusive dialogue) is never public, delay or not."""
     live = arena.battle()
-    repo.flag_battle(engine, battle_id=live.id, reason="abuse")
+    actions.flag_battle(engine, battle_id=live.id, reason="abuse")
     cutoff = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)
     assert export_bytes(engine, fmt="jsonl", salt=SALT,
-                        filters=ExportFilters(include_flagged=False, closed_before=cutoff)).data == b""
+                        filters=replace(EXPORT_DEFAULTS, exclude_flagged=True,
+                                        closed_before=cutoff)).data == b""
     assert live.id in export_bytes(engine, fmt="jsonl", salt=SALT).data.decode()

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, func, select
 
-from db import repository as repo
+from db import actions
+from db.actions.group_commit import GroupCommitter, configure_group_commit, group_committer
 from db.bench import prepare_vote_battles, seed_contestants
 from db.engine import make_engine
 from db.errors import NotFound, VoteRefused
-from db.group_commit import GroupCommitter, configure_group_commit, group_committer
 from db.models import Battle, Contestant, Vote, utcnow
 
 WORKER = Path(__file__).with_name("vote_worker.py")
@@ -76,9 +76,9 @@ def test_group_commit_is_the_default_and_can_be_turned_off(engine: Engine) -> No
     configure_group_commit(engine, enabled=False)
     assert group_committer(engine) is None
     ids = _battles(engine, 2)
-    assert repo.record_vote(engine, battle_id=ids[0], choice="a").choice == "a"  # the plain path works
+    assert actions.record_vote(engine, battle_id=ids[0], choice="a").choice == "a"  # the plain path works
     with pytest.raises(VoteRefused) as refused:
-        repo.record_vote(engine, battle_id=ids[0], choice="b")
+        actions.record_vote(engine, battle_id=ids[0], choice="b")
     assert refused.value.reason == "already_voted"
 
 
@@ -88,7 +88,7 @@ def test_eight_threads_on_distinct_battles_share_commits_and_lose_nothing(engine
     choices = {b: "ab"[i % 2] for i, b in enumerate(ids)}
 
     def voter(mine: list[str]) -> Callable[[], list[str]]:
-        return lambda: [repo.record_vote(engine, battle_id=b, choice=choices[b]).battle_id for b in mine]
+        return lambda: [actions.record_vote(engine, battle_id=b, choice=choices[b]).battle_id for b in mine]
 
     results = _in_threads([voter(ids[w::8]) for w in range(8)])
     assert not [r for r in results if isinstance(r, BaseException)], results
@@ -105,10 +105,10 @@ def test_racing_callers_one_winner_and_each_refusal_typed(engine: Engine, arena:
     _committer(engine, max_delay_s=0.005)
     ids = _battles(engine, 6)
     flagged = arena.battle()
-    repo.flag_battle(engine, battle_id=flagged.id, reason="spam")
+    actions.flag_battle(engine, battle_id=flagged.id, reason="spam")
     unready = arena.battle(replies=False)
     revealed = arena.battle()
-    repo.mark_revealed(engine, battle_id=revealed.id)
+    actions.mark_revealed(engine, battle_id=revealed.id)
     expected_error = {flagged.id: "closed", unready.id: "not_ready", revealed.id: "revealed",
                       "no-such-battle": "missing"}
 
@@ -119,7 +119,7 @@ def test_racing_callers_one_winner_and_each_refusal_typed(engine: Engine, arena:
             order = order[seed % len(order):] + order[: seed % len(order)]
             for battle_id in order:
                 try:
-                    repo.record_vote(engine, battle_id=battle_id, choice="ab"[seed % 2])
+                    actions.record_vote(engine, battle_id=battle_id, choice="ab"[seed % 2])
                 except VoteRefused as refused:
                     outcomes.append((battle_id, refused.reason))
                 except NotFound:
@@ -160,14 +160,14 @@ def test_a_failed_commit_fails_every_caller_of_its_batch(engine: Engine) -> None
 
     event.listen(engine, "commit", fail_once)
     try:
-        results = _in_threads([lambda b=b: repo.record_vote(engine, battle_id=b, choice="a") for b in ids])
+        results = _in_threads([lambda b=b: actions.record_vote(engine, battle_id=b, choice="a") for b in ids])
     finally:
         event.remove(engine, "commit", fail_once)
     assert all(isinstance(r, DiskFull) for r in results), results
     assert _votes(engine) == {}
     assert committer.stats().batches == 0
     # Nothing confirmed, nothing half-written: the same votes go through afterwards, one batch or more.
-    again = _in_threads([lambda b=b: repo.record_vote(engine, battle_id=b, choice="b") for b in ids])
+    again = _in_threads([lambda b=b: actions.record_vote(engine, battle_id=b, choice="b") for b in ids])
     assert sorted(v.battle_id for v in again) == sorted(ids)
     assert _votes(engine) == dict.fromkeys(ids, "b")
     _assert_consistent(engine)
@@ -184,7 +184,7 @@ def test_a_failing_statement_costs_only_its_own_vote(engine: Engine) -> None:
         conn.execute(Vote.__table__.insert().values(
             battle_id=victim, choice="tie", model_a_id=model, model_b_id=model, mode="anonymous",
             scenario="bench", revealed=False, flagged=False, with_corrections=False, created_at=utcnow()))
-    results = _in_threads([lambda b=b: repo.record_vote(engine, battle_id=b, choice="a") for b in ids])
+    results = _in_threads([lambda b=b: actions.record_vote(engine, battle_id=b, choice="a") for b in ids])
     by_battle = dict(zip(ids, results, strict=True))
     refused = by_battle.pop(victim)
     assert isinstance(refused, VoteRefused) and refused.reason == "already_voted", refused

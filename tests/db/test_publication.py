@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine
 
-from db import fixing, side_totals, vote_features
-from db import repository as repo
+from db import actions, boards
+from db.boards import fixing, side_totals, vote_features
 from db.views import BattleView
 from tests.db.conftest import Arena
 
@@ -42,11 +42,11 @@ def _plain(value: Any) -> Any:
 def _figures(engine: Engine, **filters: Any) -> dict[str, Any]:
     """Every public figure of the leaderboard's queries under the same filters."""
     reads: dict[str, Any] = {
-        "pairwise_counts": repo.pairwise_counts(engine, **filters),
+        "pairwise_counts": boards.pairwise_counts(engine, **filters),
         "counted_votes": vote_features.counted_votes(engine, **filters),
         "vote_style_features": vote_features.vote_style_features(engine, **filters),
-        "fix_counts": repo.fix_counts(engine, **filters),
-        "first_try_counts": repo.first_try_counts(engine, **filters),
+        "fix_counts": boards.fix_counts(engine, **filters),
+        "first_try_counts": boards.first_try_counts(engine, **filters),
         "fixing_totals": side_totals.fixing_totals(engine, **filters),
         "judge_table": fixing.judge_table(engine, **filters),
         "graded_replies": fixing.graded_replies(engine, **filters),
@@ -72,36 +72,36 @@ def _every_view(engine: Engine, **extra: Any) -> dict[str, dict[str, Any]]:
 
 def _turn_to_model_a(engine: Engine, battle: BattleView) -> None:
     """The probe's turn: side A only; a graded reply, a correction the person judges, the graded answer."""
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="Sorry!\ncall()",
-                        grader_label="partial", grader_mistakes=["chatty"])
-    correction = repo.record_correction(engine, battle_id=battle.id, side="a", content="Just the call.")
-    repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call()",
-                        grader_label="correct", grader_mistakes=[])
-    repo.set_correction_outcome(engine, correction_id=correction.id, outcome="fixed", judged_by="person")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="Sorry!\ncall()",
+                           grader_label="partial", grader_mistakes=["chatty"])
+    correction = actions.record_correction(engine, battle_id=battle.id, side="a", content="Just the call.")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call()",
+                           grader_label="correct", grader_mistakes=[])
+    actions.set_correction_outcome(engine, correction_id=correction.id, outcome="fixed", judged_by="person")
 
 
 def _close(engine: Engine, battle: BattleView, how: str) -> dt.datetime:
     """Close the battle as a visitor or the sweeper does; returns its closing time."""
     if how == "vote":
         for side in ("b",):  # a vote needs a reply on each side
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="Add it")
-            repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="call()",
-                                grader_label="correct", grader_mistakes=[])
-        repo.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=battle.visitor_id)
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="request", content="Add it")
+            actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="call()",
+                                   grader_label="correct", grader_mistakes=[])
+        actions.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=battle.visitor_id)
     elif how == "skip":
-        repo.abandon_battle(engine, battle_id=battle.id, visitor_id=battle.visitor_id)
+        actions.abandon_battle(engine, battle_id=battle.id, visitor_id=battle.visitor_id)
     else:
         later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
-        assert repo.abandon_stale_battles(engine, older_than=later) == 1
-    closed = repo.get_battle(engine, battle_id=battle.id)
+        assert actions.abandon_stale_battles(engine, older_than=later) == 1
+    closed = actions.get_battle(engine, battle_id=battle.id)
     assert closed.status == {"vote": "voted"}.get(how, "abandoned") and closed.closed_at is not None
     return closed.closed_at
 
 
 @pytest.mark.parametrize("how", ["vote", "skip", "sweep"])
 def test_an_open_battle_moves_no_public_figure(arena: Arena, engine: Engine, how: str) -> None:
-    visitor = repo.get_or_create_visitor(engine, anon_id="visitor-1")
+    visitor = actions.get_or_create_visitor(engine, anon_id="visitor-1")
     empty = _every_view(engine)
     battle = arena.battle("m1", "m2", visitor_id=visitor.id, replies=False)
     _turn_to_model_a(engine, battle)
@@ -115,12 +115,12 @@ def test_an_open_battle_moves_no_public_figure(arena: Arena, engine: Engine, how
     expected = set(empty["defaults"]) - (set() if how == "vote" else set(VOTE_FIGURES))
     assert moved == expected
     after = closed_at + dt.timedelta(seconds=1)
-    first_try = repo.first_try_counts(engine, closed_before=after)
+    first_try = boards.first_try_counts(engine, closed_before=after)
     b_replied = int(how == "vote")  # m1's first try was partial; m2's (side B, before the vote) correct
     assert (first_try.trials.tolist(), first_try.successes.tolist()) == ([1, b_replied, 0], [0, b_replied, 0])
-    fixes = repo.fix_counts(engine, closed_before=after)
+    fixes = boards.fix_counts(engine, closed_before=after)
     assert (fixes.trials.tolist(), fixes.successes.tolist()) == ([1, 0, 0], [1, 0, 0])
-    assert repo.pairwise_counts(engine, closed_before=after).total == b_replied
+    assert boards.pairwise_counts(engine, closed_before=after).total == b_replied
 
 
 def test_a_late_label_or_verdict_keeps_the_closing_time(arena: Arena, engine: Engine) -> None:
@@ -128,22 +128,22 @@ def test_a_late_label_or_verdict_keeps_the_closing_time(arena: Arena, engine: En
     the boards nor comes back as open."""
     battle = arena.battle("m1", "m2", replies=False)
     _turn_to_model_a(engine, battle)
-    first = repo.get_battle(engine, battle_id=battle.id).sides["a"].replies[0]
+    first = actions.get_battle(engine, battle_id=battle.id).sides["a"].replies[0]
     closed_at = _close(engine, battle, "skip")
     after = closed_at + dt.timedelta(seconds=1)
-    assert repo.first_try_counts(engine, closed_before=after).successes.tolist() == [0, 0, 0]
-    repo.set_grader_label(engine, message_id=first.id, label="correct", mistakes=[])
-    assert repo.first_try_counts(engine, closed_before=after).successes.tolist() == [1, 0, 0]
-    assert repo.first_try_counts(engine, closed_before=closed_at).trials.tolist() == [0, 0, 0]
+    assert boards.first_try_counts(engine, closed_before=after).successes.tolist() == [0, 0, 0]
+    actions.set_grader_label(engine, message_id=first.id, label="correct", mistakes=[])
+    assert boards.first_try_counts(engine, closed_before=after).successes.tolist() == [1, 0, 0]
+    assert boards.first_try_counts(engine, closed_before=closed_at).trials.tolist() == [0, 0, 0]
 
 
 def test_a_battle_flagged_while_open_stays_out_even_of_the_widest_view(arena: Arena, engine: Engine) -> None:
     empty = _every_view(engine)
     battle = arena.battle("m1", "m2", replies=False)
     _turn_to_model_a(engine, battle)
-    repo.flag_battle(engine, battle_id=battle.id, reason="spam")
+    actions.flag_battle(engine, battle_id=battle.id, reason="spam")
     assert _every_view(engine) == empty
-    assert repo.unflag_battle(engine, battle_id=battle.id).status == "open"
+    assert actions.unflag_battle(engine, battle_id=battle.id).status == "open"
     assert _every_view(engine) == empty, "unflagged, it is open again: still nothing"
     _close(engine, battle, "skip")
     assert _every_view(engine) != empty
@@ -151,9 +151,9 @@ def test_a_battle_flagged_while_open_stays_out_even_of_the_widest_view(arena: Ar
 
 def test_automatic_arena_runs_count_at_once(engine: Engine, arena: Arena) -> None:
     """Mode ``auto`` has no visitor to unmask anything to: the operator's runs count as stored."""
-    auto = repo.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m2")
-    repo.append_message(engine, battle_id=auto.id, side="a", kind="request", content="x")
-    repo.append_message(engine, battle_id=auto.id, side="a", kind="reply", content="y",
-                        grader_label="correct")
+    auto = actions.open_battle(engine, mode="auto", scenario="calendar", contestant_a="m2")
+    actions.append_message(engine, battle_id=auto.id, side="a", kind="request", content="x")
+    actions.append_message(engine, battle_id=auto.id, side="a", kind="reply", content="y",
+                           grader_label="correct")
     assert fixing.reply_flags(engine, modes=("auto",)).graded == (0, 1, 0)
     assert fixing.auto_battle_ids(engine) == [auto.id]

@@ -8,11 +8,11 @@ import threading
 import pytest
 from sqlalchemy import Engine, func, select
 
-from db import repository as repo
+from db import actions
+from db.actions.votes import VoteRequest, apply_votes
 from db.engine import make_engine
 from db.errors import InvalidInput, VoteRefused
 from db.models import Vote
-from db.votes import VoteRequest, apply_votes
 
 
 def _votes(engine: Engine) -> int:
@@ -22,7 +22,8 @@ def _votes(engine: Engine) -> int:
 
 def _cookies(arena, engine: Engine, n: int, address: str = "net-1") -> list[tuple[int, str]]:  # noqa: ANN001
     """``n`` visitors (a new cookie each) from one address, each with a battle ready for its vote."""
-    visitors = [repo.get_or_create_visitor(engine, anon_id=f"{address}-cookie-{i}", address_hash=address).id
+    visitors = [actions.get_or_create_visitor(engine, anon_id=f"{address}-cookie-{i}",
+                                              address_hash=address).id
                 for i in range(n)]
     return [(v, arena.battle(visitor_id=v).id) for v in visitors]
 
@@ -37,8 +38,8 @@ def test_twelve_cookies_racing_from_one_address_store_four_votes(arena, engine: 
         own = make_engine(db_url)
         try:
             go.wait(timeout=30)
-            repo.record_vote(own, battle_id=battle_id, choice="a", visitor_id=visitor, daily_cap=1,
-                             address_hash="net-1", address_cap=4)
+            actions.record_vote(own, battle_id=battle_id, choice="a", visitor_id=visitor, daily_cap=1,
+                                address_hash="net-1", address_cap=4)
             outcomes.append("ok")
         except VoteRefused as refused:
             outcomes.append(refused.reason)
@@ -67,12 +68,13 @@ def test_a_batch_counts_its_own_votes_per_address(arena, engine: Engine) -> None
 def test_other_addresses_and_uncapped_votes_are_untouched(arena, engine: Engine) -> None:
     (v1, b1), (v2, b2) = _cookies(arena, engine, 2)
     (far, b3), = _cookies(arena, engine, 1, "net-2")
-    repo.record_vote(engine, battle_id=b1, choice="a", visitor_id=v1, address_hash="net-1", address_cap=1)
+    actions.record_vote(engine, battle_id=b1, choice="a", visitor_id=v1, address_hash="net-1", address_cap=1)
     with pytest.raises(VoteRefused) as refused:
-        repo.record_vote(engine, battle_id=b2, choice="a", visitor_id=v2, address_hash="net-1", address_cap=1)
+        actions.record_vote(engine, battle_id=b2, choice="a", visitor_id=v2, address_hash="net-1",
+                            address_cap=1)
     assert refused.value.reason == "address_cap"
-    repo.record_vote(engine, battle_id=b3, choice="b", visitor_id=far, address_hash="net-2", address_cap=1)
-    repo.record_vote(engine, battle_id=b2, choice="a", visitor_id=v2)  # no cap asked: no refusal
+    actions.record_vote(engine, battle_id=b3, choice="b", visitor_id=far, address_hash="net-2", address_cap=1)
+    actions.record_vote(engine, battle_id=b2, choice="a", visitor_id=v2)  # no cap asked: no refusal
     assert _votes(engine) == 3
     with pytest.raises(InvalidInput):
-        repo.record_vote(engine, battle_id=b2, choice="a", address_cap=1)
+        actions.record_vote(engine, battle_id=b2, choice="a", address_cap=1)

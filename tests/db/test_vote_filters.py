@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import Engine, func, select
 
-from db import repository as repo
+from db import actions
 from db.engine import read_session
 from db.errors import InvalidInput
 from db.models import Battle, SideStats, Vote
@@ -57,13 +57,13 @@ def _counted(engine: Engine, filters: VoteFilters) -> tuple[int, int, int]:
 
 def test_flagged_and_revealed_are_left_out_by_every_predicate(arena, engine: Engine) -> None:
     counted = arena.battle()
-    repo.record_vote(engine, battle_id=counted.id, choice="a")
+    actions.record_vote(engine, battle_id=counted.id, choice="a")
     flagged = arena.battle()
-    repo.record_vote(engine, battle_id=flagged.id, choice="b")
-    repo.flag_battle(engine, battle_id=flagged.id, reason="abuse")
+    actions.record_vote(engine, battle_id=flagged.id, choice="b")
+    actions.flag_battle(engine, battle_id=flagged.id, reason="abuse")
     revealed = arena.battle()
-    repo.mark_revealed(engine, battle_id=revealed.id)
-    repo.record_vote(engine, battle_id=revealed.id, choice="tie", accept_revealed=True)
+    actions.mark_revealed(engine, battle_id=revealed.id)
+    actions.record_vote(engine, battle_id=revealed.id, choice="tie", accept_revealed=True)
     sides_per_battle = len(counted.sides)
 
     assert _counted(engine, VoteFilters()) == (1, 2, 2 * sides_per_battle)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from db import repository as repo  # noqa: E402
+from db import actions  # noqa: E402
 from db.engine import make_engine  # noqa: E402
 from db.errors import VoteRefused  # noqa: E402
 
@@ -27,7 +27,7 @@ def main(url: str, ids_file: str, choice: str) -> int:
         return 1
     for battle_id in battle_ids:
         try:
-            repo.record_vote(engine, battle_id=battle_id, choice=choice)
+            actions.record_vote(engine, battle_id=battle_id, choice=choice)
         except VoteRefused as refused:
             print(f"refused {battle_id} {refused.reason}", flush=True)
         else:

@@ -129,7 +129,7 @@ def _send(page, text: str) -> None:  # noqa: ANN001
 def _store_automatic_run(db_url: str) -> int:
     """One automatic-arena run of a scripted perfect model, stored as ``scenarios run`` stores it;
     returns the corrections it stored (the grader's, on ``auto`` battles)."""
-    from db import repository as db_repo
+    from db import boards as db_boards
     from db.engine import make_engine
     from scenarios.premade import load_premade
     from scenarios.runner import RunnerConfig, run_arena
@@ -137,12 +137,12 @@ def _store_automatic_run(db_url: str) -> int:
     from tests.scenarios.scripted import CALENDAR, ScriptedModel, perfect
 
     engine = make_engine(db_url)
-    before = db_repo.table_counts(engine)["corrections"]
+    before = db_boards.table_counts(engine)["corrections"]
     ensure_contestant(engine, slug="perfect", name="Perfect")
     run_arena(scenario=CALENDAR, models=[ScriptedModel("perfect", perfect)], cases=load_premade(),
               config=RunnerConfig(repeats=5, max_fix_attempts=2),
               sink=lambda record: store_run(engine, record))
-    stored = db_repo.table_counts(engine)["corrections"] - before
+    stored = db_boards.table_counts(engine)["corrections"] - before
     engine.dispose()
     return stored
 
@@ -183,7 +183,8 @@ def _check_boards(page) -> None:  # noqa: ANN001
 def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from db import repository as db_repo
+    from db import actions as db_actions
+    from db import boards as db_boards
     from db.engine import make_engine
 
     chromium = shutil.which("chromium")
@@ -237,10 +238,10 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         browser.close()
 
     engine = make_engine(db_url)
-    counts = db_repo.table_counts(engine)
+    counts = db_boards.table_counts(engine)
     assert counts["votes"] == 1 and counts["corrections"] == 1 + automatic_corrections
-    assert db_repo.pairwise_counts(engine).total == 1
-    contestants = {c.display_name for c in db_repo.list_contestants(engine)}
+    assert db_boards.pairwise_counts(engine).total == 1
+    contestants = {c.display_name for c in db_actions.list_contestants(engine)}
     assert any(name in " ".join(revealed) for name in contestants), revealed
-    visitor_battles = db_repo.fix_counts(engine)
+    visitor_battles = db_boards.fix_counts(engine)
     assert int(visitor_battles.successes.sum()) == 1, "the correction was judged fixed by the visitor"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from db.battles import get_battle
+from db.actions import get_battle
 from db.engine import make_engine
 from scenarios import get_scenario
 from scenarios.arena_cli import RunInputError, run_and_store

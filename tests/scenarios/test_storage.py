@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from db.aggregates import first_try_counts, fix_counts
-from db.battles import get_battle
+from db.actions import get_battle
+from db.boards import auto_battle_ids as fixing_ids
+from db.boards import first_try_counts, fix_counts
 from db.engine import make_engine
-from db.fixing import auto_battle_ids as fixing_ids
 from db.migrate import upgrade_to_head
 from scenarios.premade import load_premade
 from scenarios.records import RunRecord

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from db import repository as db_repo
+from db import actions as db_actions
 from settings import Settings
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import TURN_1, _send, _texts
@@ -85,7 +85,7 @@ def test_without_a_request_the_address_is_the_shared_unknown_key(
         first, second = address_digest(settings), address_digest(settings)
     assert first is not None and first == second
     salt = settings.hash_salt.get_secret_value()
-    assert first == db_repo.hash_address(UNKNOWN_ADDRESS, salt=salt), "salted like every other address"
+    assert first == db_actions.hash_address(UNKNOWN_ADDRESS, salt=salt), "salted like every other address"
     warnings = [r for r in caplog.records if "addresses are unknown" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING, "warned once per process"
 

@@ -20,11 +20,11 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import Engine, create_engine, select
 
-from db import repository as db_repo
+from db import actions as db_actions
+from db.actions import AdminFailureState, KeyFailures
 from db.engine import make_engine, write_session
 from db.migrate import REPO_ROOT
 from db.models import AdminLoginFailure, Base
-from db.repository import AdminFailureState, KeyFailures
 from settings import DEV_ADMIN_PASSWORD, Settings
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import _texts
@@ -94,11 +94,11 @@ def test_flag_from_the_list_then_unflag_restores_and_both_are_logged(arena_env: 
     at.text_input(key="admin_flag_reason").input("spam")
     _submit(at, "Flag")
     engine = create_engine(url)
-    assert db_repo.get_battle(engine, battle_id=battle_id).status == "flagged"
+    assert db_actions.get_battle(engine, battle_id=battle_id).status == "flagged"
     at.selectbox(key="admin_flag_id").set_value(battle_id)
     at.text_input(key="admin_flag_reason").input("not spam after all")
     _submit(at, "Unflag")
-    assert db_repo.get_battle(engine, battle_id=battle_id).status == "voted", "the prior status is back"
+    assert db_actions.get_battle(engine, battle_id=battle_id).status == "voted", "the prior status is back"
     log = _frame(at, "admin session")
     assert list(log["action"]) == ["unflag", "flag"] and list(log["reason"]) == ["not spam after all", "spam"]
     sessions = set(log["admin session"])
@@ -232,9 +232,9 @@ def test_a_contestant_toggle_leaves_a_row_in_the_moderation_log(
         at.toggle(key="admin_enable_tiny-llama").set_value(False).run()
     assert not at.exception, [e.value for e in at.exception]
     engine = create_engine(url)
-    assert not db_repo.get_contestant(engine, slug="tiny-llama").enabled
+    assert not db_actions.get_contestant(engine, slug="tiny-llama").enabled
     session = str(at.session_state["admin_session"])
-    (event,) = db_repo.moderation_log(engine)
+    (event,) = db_actions.moderation_log(engine)
     assert (event.action, event.contestant, event.battle_id, event.admin_session) == \
         ("disable", "tiny-llama", None, session)
     assert any("tiny-llama" in r.getMessage() and session in r.getMessage() for r in caplog.records)

@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 from sqlalchemy import create_engine
 
-from db import repository as db_repo
+from db import actions as db_actions
+from db import boards as db_boards
 from tests.webapp.conftest import open_app
 
 TURN_1 = "Add a meeting with Fred on Nov 11 at 5PM"
@@ -30,7 +31,7 @@ def _send(at, text: str, *, route: str = "Both", correction: bool = False) -> No
 
 def _battle(url: str, at):  # noqa: ANN001, ANN202
     battle_id = at.session_state["battle_id:anonymous"]
-    return db_repo.get_battle(_engine(url), battle_id=battle_id)
+    return db_actions.get_battle(_engine(url), battle_id=battle_id)
 
 
 def _texts(elements) -> list[str]:  # noqa: ANN001
@@ -75,7 +76,7 @@ def test_full_battle_correct_fix_vote_reveal_new(arena_env: Callable[..., str]) 
     assert not _has_input(at), "inputs close after the vote"
     assert any(b in " ".join(_texts(at.caption)) for b in ("✓", "🍄", "🔥")), "badges appear after the vote"
 
-    counts = db_repo.pairwise_counts(_engine(url))
+    counts = db_boards.pairwise_counts(_engine(url))
     assert counts.total == 1
 
     at.button(key="anonymous:new").click().run()

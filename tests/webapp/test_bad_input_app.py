@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, func, select
 from streamlit.testing.v1 import AppTest
 
-from db import repository as db_repo
+from db import actions as db_actions
 from db.models import Battle
 from inference.protocol import GenerationResult
 from tests.webapp.conftest import ERROR_PREFIX, REPO, open_app
@@ -24,7 +24,7 @@ ARENA = "pages/arena.py"
 
 
 def _battle(url: str, at: AppTest):  # noqa: ANN202
-    return db_repo.get_battle(create_engine(url), battle_id=at.session_state["battle_id:anonymous"])
+    return db_actions.get_battle(create_engine(url), battle_id=at.session_state["battle_id:anonymous"])
 
 
 def test_a_nul_in_a_reply_becomes_a_replacement_character_and_both_replies_are_kept(

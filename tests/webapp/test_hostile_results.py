@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from db import repository as db_repo
+from db import actions as db_actions
 from inference.protocol import GenerationResult
 from tests.webapp.test_limits_app import _context
 from webapp import render
@@ -23,8 +23,8 @@ def _result(**fields: object) -> GenerationResult:
 def test_absurd_usage_and_lone_surrogates_are_stored_not_lost(arena_env: Callable[..., str]) -> None:
     url = arena_env()
     ctx = _context(url, "victim", "198.51.100.7")
-    opened = db_repo.open_battle(ctx.engine, mode="named", scenario="free-chat", contestant_a="tiny-llama",
-                                 contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
+    opened = db_actions.open_battle(ctx.engine, mode="named", scenario="free-chat", contestant_a="tiny-llama",
+                                    contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
     battle = load_battle(ctx, battle_id=opened.id)
     hostile = _result(text="bad \ud800 text", prompt_tokens=2**40, new_tokens=-3, total_ms=float("inf"))
     shown = send_turn.public_result(hostile, where="test")
@@ -32,7 +32,7 @@ def test_absurd_usage_and_lone_surrogates_are_stored_not_lost(arena_env: Callabl
     assert send_turn.add_reply(ctx, battle=battle, side="a", result=shown, retry=False) is None
     fine = send_turn.public_result(_result(), where="test")
     assert send_turn.add_reply(ctx, battle=battle, side="b", result=fine, retry=False) is None
-    stored = db_repo.get_battle(ctx.engine, battle_id=opened.id)
+    stored = db_actions.get_battle(ctx.engine, battle_id=opened.id)
     (a_reply,) = stored.sides["a"].replies
     assert a_reply.content == "bad \ufffd text" and a_reply.prompt_tokens == 0
     assert stored.sides["b"].replies[0].content == "ok", "the other side is untouched"

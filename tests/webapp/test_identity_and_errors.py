@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine
 
-from db import repository as db_repo
+from db import actions as db_actions
+from db import boards as db_boards
 from tests.webapp.conftest import ERROR_PREFIX, open_app
 from tests.webapp.test_arena_app import TURN_1, _send, _texts
 
@@ -29,11 +30,11 @@ def test_a_model_naming_itself_makes_the_vote_uncounted(
     at.button(key="anonymous:vote_a").click().run()
     assert any("not counted" in w for w in _texts(at.warning))
     engine = create_engine(url)
-    battle = db_repo.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
+    battle = db_actions.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
     assert battle.revealed_before_vote
     assert battle.vote is not None and battle.vote.revealed and not battle.vote.counted
-    assert db_repo.pairwise_counts(engine).total == 0, "the vote is stored but left out of the leaderboard"
-    assert db_repo.pairwise_counts(engine, exclude_revealed=False).total == 1
+    assert db_boards.pairwise_counts(engine).total == 0, "the vote is stored but left out of the leaderboard"
+    assert db_boards.pairwise_counts(engine, exclude_revealed=False).total == 1
 
 
 def test_reply_that_looks_like_html_is_shown_as_text(
@@ -55,7 +56,7 @@ def test_a_failed_generation_errors_on_its_side_only_and_retry_works(
     at = open_app(ARENA)
     _send(at, TURN_1)
     engine = create_engine(url)
-    battle = db_repo.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
+    battle = db_actions.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
     failed = [s for s in "ab" if battle.sides[s].contestant.slug == "gemma-served"][0]
     other = "b" if failed == "a" else "a"
     assert battle.sides[failed].messages[-1].error, "the failure is stored on its reply"
@@ -65,7 +66,7 @@ def test_a_failed_generation_errors_on_its_side_only_and_retry_works(
 
     engine_reply("action.add_calendar_entry('Meeting with Fred', date='2024-11-11', time='17:00')")
     at.button(key=f"anonymous:retry_{failed}").click().run()
-    battle = db_repo.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
+    battle = db_actions.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
     standing = battle.sides[failed].replies
     assert len(standing) == 1 and not standing[0].error and "Meeting with Fred" in standing[0].content
     assert any(m.superseded for m in battle.sides[failed].messages), "the failed reply is kept, superseded"
@@ -99,7 +100,7 @@ def test_an_engine_error_reveals_nothing_and_counts_as_naming_the_model(
     (error_id,) = set(re.findall(r"error ([0-9a-f]{8})", shown))
     assert any(error_id in r.getMessage() and "org-abc123" in r.getMessage() for r in caplog.records)
     engine = create_engine(url)
-    battle = db_repo.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
+    battle = db_actions.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
     failed = [s for s in "ab" if battle.sides[s].contestant.slug == "gemma-served"][0]
     stored = battle.sides[failed].messages[-1].error or ""
     assert error_id in stored and not [word for word in SECRETS if word in stored.lower()], stored

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
-from db import repository as db_repo
+from db import actions as db_actions
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
 from scenarios.premade import load_premade
@@ -29,32 +29,32 @@ LONG = "I'm sorry for the confusion! Here is the call:\n" + GOOD + "\nLet me kno
 
 
 def _battle(engine: Engine, a: str, b: str, *, reply_a: str, reply_b: str, vote: str) -> None:
-    battle = db_repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a=a,
-                                 contestant_b=b)
+    battle = db_actions.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a=a,
+                                    contestant_b=b)
     for side, text in (("a", reply_a), ("b", reply_b)):
-        db_repo.append_message(engine, battle_id=battle.id, side=side, kind="request",
-                               content=CALENDAR.turn(1).user)
+        db_actions.append_message(engine, battle_id=battle.id, side=side, kind="request",
+                                  content=CALENDAR.turn(1).user)
         chatty = text != GOOD
-        db_repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content=text,
-                               grader_label="partial" if chatty else "correct",
-                               grader_mistakes=["chatty"] if chatty else [])
-    db_repo.record_vote(engine, battle_id=battle.id, choice=vote)
+        db_actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content=text,
+                                  grader_label="partial" if chatty else "correct",
+                                  grader_mistakes=["chatty"] if chatty else [])
+    db_actions.record_vote(engine, battle_id=battle.id, choice=vote)
 
 
 def _corrected(engine: Engine, model: str, *, fixed_by_grader: bool, person: str) -> None:
-    battle = db_repo.open_battle(engine, mode="direct", scenario="calendar", contestant_a=model)
-    db_repo.append_message(engine, battle_id=battle.id, side="a", kind="request",
-                           content=CALENDAR.turn(1).user)
-    db_repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=LONG,
-                           grader_label="partial", grader_mistakes=["chatty"])
-    correction = db_repo.record_correction(engine, battle_id=battle.id, side="a",
-                                           content="Just the API call please.")
-    db_repo.append_message(engine, battle_id=battle.id, side="a", kind="reply",
-                           content=GOOD if fixed_by_grader else LONG,
-                           grader_label="correct" if fixed_by_grader else "partial",
-                           grader_mistakes=[] if fixed_by_grader else ["chatty"])
-    db_repo.set_correction_outcome(engine, correction_id=correction.id, outcome=person, judged_by="person")
-    db_repo.abandon_battle(engine, battle_id=battle.id)  # the visitor leaves: the chat closes
+    battle = db_actions.open_battle(engine, mode="direct", scenario="calendar", contestant_a=model)
+    db_actions.append_message(engine, battle_id=battle.id, side="a", kind="request",
+                              content=CALENDAR.turn(1).user)
+    db_actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=LONG,
+                              grader_label="partial", grader_mistakes=["chatty"])
+    correction = db_actions.record_correction(engine, battle_id=battle.id, side="a",
+                                              content="Just the API call please.")
+    db_actions.append_message(engine, battle_id=battle.id, side="a", kind="reply",
+                              content=GOOD if fixed_by_grader else LONG,
+                              grader_label="correct" if fixed_by_grader else "partial",
+                              grader_mistakes=[] if fixed_by_grader else ["chatty"])
+    db_actions.set_correction_outcome(engine, correction_id=correction.id, outcome=person, judged_by="person")
+    db_actions.abandon_battle(engine, battle_id=battle.id)  # the visitor leaves: the chat closes
 
 
 def _fresh_db(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *slugs: str) -> Engine:
@@ -172,14 +172,16 @@ def test_anomalous_voters_can_be_dropped(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("ARENA_VOTES_PER_VISITOR_PER_DAY", "50")
     voters = {f"honest-{n}": ("a", 6) for n in range(10)} | {"contrarian": ("b", 8)}
     for anon, (choice, count) in voters.items():
-        visitor = db_repo.get_or_create_visitor(engine, anon_id=anon)
+        visitor = db_actions.get_or_create_visitor(engine, anon_id=anon)
         for _ in range(count):
-            battle = db_repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="strong",
-                                         contestant_b="weak", visitor_id=visitor.id)
+            battle = db_actions.open_battle(engine, mode="anonymous", scenario="calendar",
+                                            contestant_a="strong",
+                                            contestant_b="weak", visitor_id=visitor.id)
             for side in ("a", "b"):
-                db_repo.append_message(engine, battle_id=battle.id, side=side, kind="request", content="hi")
-                db_repo.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="ok")
-            db_repo.record_vote(engine, battle_id=battle.id, choice=choice, visitor_id=visitor.id)
+                db_actions.append_message(engine, battle_id=battle.id, side=side, kind="request",
+                                          content="hi")
+                db_actions.append_message(engine, battle_id=battle.id, side=side, kind="reply", content="ok")
+            db_actions.record_vote(engine, battle_id=battle.id, choice=choice, visitor_id=visitor.id)
     back_date(engine, PAST_DELAY)
     at = _open()
     assert _frame_with(at, "Votes")["Votes"].tolist() == [68, 68]

@@ -15,13 +15,14 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
-from db import repository as db_repo
+from db import VoteFilters
+from db import actions as db_actions
 from db.views import BattleView
 from tests.db.conftest import back_date
 from tests.webapp.test_arena_app import _texts
 from tests.webapp.test_leaderboard_boards import GOOD, LONG, _board, _fresh_db, _open
 from webapp.leaderboard_data import (
-    Filters,
+    board_filters,
     build_board,
     build_fixing_board,
     build_style_board,
@@ -33,31 +34,31 @@ DELAY_HOURS = 24.0
 
 def _turn_to_model_a(engine: Engine, battle: BattleView) -> None:
     """The probe's turn: side A only; a chatty reply, a correction the visitor judges fixed, a good one."""
-    db_repo.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
-    db_repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=LONG,
-                           grader_label="partial", grader_mistakes=["chatty"])
-    correction = db_repo.record_correction(engine, battle_id=battle.id, side="a", content="Just the call.")
-    db_repo.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=GOOD,
-                           grader_label="correct", grader_mistakes=[])
-    db_repo.set_correction_outcome(engine, correction_id=correction.id, outcome="fixed", judged_by="person",
-                                   visitor_id=battle.visitor_id)
+    db_actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add a meeting")
+    db_actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=LONG,
+                              grader_label="partial", grader_mistakes=["chatty"])
+    correction = db_actions.record_correction(engine, battle_id=battle.id, side="a", content="Just the call.")
+    db_actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content=GOOD,
+                              grader_label="correct", grader_mistakes=[])
+    db_actions.set_correction_outcome(engine, correction_id=correction.id, outcome="fixed",
+                                      judged_by="person", visitor_id=battle.visitor_id)
 
 
 def _probe_battle(engine: Engine) -> BattleView:
-    visitor = db_repo.get_or_create_visitor(engine, anon_id="curious-visitor")
-    battle = db_repo.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="alpha",
-                                 contestant_b="beta", visitor_id=visitor.id)
+    visitor = db_actions.get_or_create_visitor(engine, anon_id="curious-visitor")
+    battle = db_actions.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="alpha",
+                                    contestant_b="beta", visitor_id=visitor.id)
     _turn_to_model_a(engine, battle)
     return battle
 
 
 def _vote(engine: Engine, battle: BattleView) -> dt.datetime:
     """Side B answers too, then the visitor votes; returns the closing time."""
-    db_repo.append_message(engine, battle_id=battle.id, side="b", kind="request", content="Add a meeting")
-    db_repo.append_message(engine, battle_id=battle.id, side="b", kind="reply", content=GOOD,
-                           grader_label="correct", grader_mistakes=[])
-    db_repo.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=battle.visitor_id)
-    closed_at = db_repo.get_battle(engine, battle_id=battle.id).closed_at
+    db_actions.append_message(engine, battle_id=battle.id, side="b", kind="request", content="Add a meeting")
+    db_actions.append_message(engine, battle_id=battle.id, side="b", kind="reply", content=GOOD,
+                              grader_label="correct", grader_mistakes=[])
+    db_actions.record_vote(engine, battle_id=battle.id, choice="a", visitor_id=battle.visitor_id)
+    closed_at = db_actions.get_battle(engine, battle_id=battle.id).closed_at
     assert closed_at is not None
     return closed_at
 
@@ -65,7 +66,7 @@ def _vote(engine: Engine, battle: BattleView) -> dt.datetime:
 Shown = tuple[int, int, int, int, list[str], list[str]]
 
 
-def _shown(engine: Engine, filters: Filters) -> Shown:
+def _shown(engine: Engine, filters: VoteFilters) -> Shown:
     """Votes, style-board votes, people's and grader's judged corrections, and the models the Votes
     and people's Fixing boards list."""
     votes = build_board(engine, filters)
@@ -92,17 +93,17 @@ def test_boards_show_a_battle_only_once_closed_past_the_delay(
 ) -> None:
     engine = _fresh_db(monkeypatch, tmp_path, "alpha", "beta")
     battle = _probe_battle(engine)
-    assert _shown(engine, Filters(closed_before=publication_cutoff(DELAY_HOURS))) == NOTHING
-    assert _shown(engine, Filters()) == NOTHING, "open: nothing even with no delay at all"
-    assert _shown(engine, Filters(anonymous_only=False, since=battle.created_at - dt.timedelta(days=1))) == \
-        NOTHING
+    assert _shown(engine, board_filters(closed_before=publication_cutoff(DELAY_HOURS))) == NOTHING
+    assert _shown(engine, board_filters()) == NOTHING, "open: nothing even with no delay at all"
+    day_before = battle.created_at - dt.timedelta(days=1)
+    assert _shown(engine, board_filters(anonymous_only=False, since=day_before)) == NOTHING
     closed_at = _vote(engine, battle)
-    assert _shown(engine, Filters(closed_before=publication_cutoff(DELAY_HOURS))) == NOTHING, \
+    assert _shown(engine, board_filters(closed_before=publication_cutoff(DELAY_HOURS))) == NOTHING, \
         "closed a moment ago: within the delay"
     later = closed_at + dt.timedelta(hours=DELAY_HOURS, minutes=1)
-    published = _shown(engine, Filters(closed_before=publication_cutoff(DELAY_HOURS, now=later)))
+    published = _shown(engine, board_filters(closed_before=publication_cutoff(DELAY_HOURS, now=later)))
     assert published == (1, 1, 1, 1, ["Alpha", "Beta"], ["Alpha", "Beta"])  # Beta: its first try
-    assert _shown(engine, Filters()) == published
+    assert _shown(engine, board_filters()) == published
 
 
 def _captions(at: AppTest) -> str:

@@ -12,7 +12,8 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import create_engine
 
-from db import repository as db_repo
+from db import actions as db_actions
+from db import boards as db_boards
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import TURN_1, _send, _texts
 
@@ -20,7 +21,7 @@ ARENA = "pages/arena.py"
 
 
 def _replies(url: str, at, side: str) -> int:  # noqa: ANN001
-    battle = db_repo.get_battle(create_engine(url), battle_id=at.session_state["battle_id:anonymous"])
+    battle = db_actions.get_battle(create_engine(url), battle_id=at.session_state["battle_id:anonymous"])
     return sum(1 for m in battle.sides[side].messages if m.kind == "reply")
 
 
@@ -50,23 +51,24 @@ def _context(url: str, visitor: str, address: str | None):  # noqa: ANN202
 
     settings = resources.settings()
     engine = resources.engine(url)
-    digest = db_repo.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
-    row = db_repo.get_or_create_visitor(engine, anon_id=visitor, address_hash=digest)
+    digest = db_actions.hash_address(address, salt=settings.hash_salt.get_secret_value()) if address else None
+    row = db_actions.get_or_create_visitor(engine, anon_id=visitor, address_hash=digest)
     ctx = context.Context(settings=settings, engine=engine, visitor_id=row.id, anon_id=visitor,
                           address_hash=digest)
     context.ensure_contestants(ctx)
     return ctx
 
 
-def _turn(ctx, sides: tuple[str, ...] = ("a", "b"), *, finish: bool = True) -> tuple[int, ...]:  # noqa: ANN001
+def _turn(ctx, sides: tuple[str, ...] = ("a", "b"), *, finish: bool = True) -> tuple[int,
+                                                                                     ...]:  # noqa: ANN001
     """A turn's generations as ``send_turn.generate`` records them (finished, or left in flight)."""
     from webapp.flows import send_turn
 
-    battle = db_repo.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
-                                 contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
+    battle = db_actions.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
+                                    contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
     held = send_turn.start_ledger(ctx, battle_id=battle.id, sides=sides)
     if finish:
-        db_repo.finish_generations(ctx.engine, ids=held)
+        db_actions.finish_generations(ctx.engine, ids=held)
     return held
 
 
@@ -107,7 +109,7 @@ def test_one_generation_in_flight_per_visitor(arena_env: Callable[..., str]) -> 
     assert problem is not None and "still being generated" in problem
     other = _context(url, "someone-else", "203.0.113.9")
     assert send_turn.send_problem(other, battle=None, text="hi", targets=("a",), correction=False) is None
-    db_repo.finish_generations(ctx.engine, ids=held)
+    db_actions.finish_generations(ctx.engine, ids=held)
     assert send_turn.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False) is None
 
 
@@ -128,7 +130,7 @@ def test_an_address_has_a_cap_on_generations_in_flight(arena_env: Callable[..., 
 
 
 def _votes(url: str) -> int:
-    return db_repo.table_counts(create_engine(url))["votes"]
+    return db_boards.table_counts(create_engine(url))["votes"]
 
 
 def test_daily_vote_cap_refuses_in_words_before_anything_is_written(arena_env: Callable[..., str]) -> None:
@@ -147,7 +149,8 @@ def test_daily_vote_cap_refuses_in_words_before_anything_is_written(arena_env: C
     cap_words = "the most a visitor may cast in a day (1)"
     assert any(cap_words in e for e in _texts(side_by_side.error)), _texts(side_by_side.error)
     assert _votes(url) == 1
-    battle = db_repo.get_battle(create_engine(url), battle_id=side_by_side.session_state["battle_id:named"])
+    battle = db_actions.get_battle(create_engine(url),
+                                   battle_id=side_by_side.session_state["battle_id:named"])
     assert battle.status == "open" and battle.vote is None, "nothing was written"
 
     arena.button(key="anonymous:new").click().run()
@@ -190,16 +193,16 @@ def test_an_interrupted_generation_counts_and_frees_its_slot(arena_env: Callable
 
     url = arena_env(generations_per_minute="4")
     ctx = _context(url, "restless", "198.51.100.7")
-    opened = db_repo.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
-                                 contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
+    opened = db_actions.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
+                                    contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
     battle = load_battle(ctx, battle_id=opened.id)
     for _ in range(2):
         with pytest.raises(_Interrupted):
             send_turn.generate(ctx, battle=battle, targets=("a", "b"),
                                placeholders=dict.fromkeys("ab", _LeftPage()))
-        assert db_repo.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id) == 0
+        assert db_actions.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id) == 0
     assert send_turn.generations_last_minute(ctx) == (4, 4)
-    stored = db_repo.get_battle(ctx.engine, battle_id=opened.id)
+    stored = db_actions.get_battle(ctx.engine, battle_id=opened.id)
     replies = [m for side in stored.sides.values() for m in side.messages if m.kind == "reply"]
     assert not replies, "nothing was stored, and it still counted"
     problem = send_turn.send_problem(ctx, battle=battle, text="again", targets=("a",), correction=False)
@@ -213,8 +216,8 @@ def test_interrupted_retries_count_for_the_side_cap(arena_env: Callable[..., str
 
     url = arena_env(max_turns_per_battle="1")
     ctx = _context(url, "retrier", "198.51.100.8")
-    opened = db_repo.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
-                                 contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
+    opened = db_actions.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
+                                    contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
     battle = load_battle(ctx, battle_id=opened.id)
     for _ in range(2):
         assert send_turn.retry_problem(ctx, battle=battle, side="b") is None

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from sqlalchemy import create_engine, update
 
-from db import repository as db_repo
+from db import actions as db_actions
+from db import boards as db_boards
 from db.models import Battle
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import TURN_1, _send, _texts
@@ -34,7 +35,7 @@ def test_chat_has_new_chat_and_its_turn_limit_asks_for_no_vote(arena_env: Callab
     _send_to(at, "direct", TURN_1)
     assert at.session_state["battle_id:direct"] != first
     engine = create_engine(url)
-    old = db_repo.get_battle(engine, battle_id=first)
+    old = db_actions.get_battle(engine, battle_id=first)
     assert old.status == "abandoned" and old.vote is None and old.sides["a"].messages, "kept, closed"
 
 
@@ -49,9 +50,9 @@ def test_skip_this_battle_is_abandoned_never_a_vote(arena_env: Callable[..., str
     assert "battle_id:anonymous" not in at.session_state
     assert not any(b.key and "vote" in b.key for b in at.button), "a fresh battle: nothing to vote on yet"
     engine = create_engine(url)
-    skipped = db_repo.get_battle(engine, battle_id=battle_id)
+    skipped = db_actions.get_battle(engine, battle_id=battle_id)
     assert skipped.status == "abandoned" and skipped.vote is None
-    assert db_repo.pairwise_counts(engine, exclude_flagged=False, exclude_revealed=False).total == 0
+    assert db_boards.pairwise_counts(engine, exclude_flagged=False, exclude_revealed=False).total == 0
 
 
 def test_idle_battles_expire_on_a_timer(arena_env: Callable[..., str]) -> None:
@@ -68,6 +69,6 @@ def test_idle_battles_expire_on_a_timer(arena_env: Callable[..., str]) -> None:
     resources.stale_sweeper.clear()  # a fresh timer sweeps at once (the old one sleeps its minute)
     open_app("pages/arena.py")  # any visitor page starts the timer
     deadline = time.monotonic() + 30
-    while db_repo.get_battle(engine, battle_id=battle_id).status == "open" and time.monotonic() < deadline:
+    while db_actions.get_battle(engine, battle_id=battle_id).status == "open" and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert db_repo.get_battle(engine, battle_id=battle_id).status == "abandoned"
+    assert db_actions.get_battle(engine, battle_id=battle_id).status == "abandoned"

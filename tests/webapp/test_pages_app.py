@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import streamlit as st
 from sqlalchemy import create_engine
 
-from db import repository as db_repo
+from db import actions as db_actions
+from db import boards as db_boards
 from settings import DEV_ADMIN_PASSWORD
 from tests.db.conftest import back_date
 from tests.webapp.conftest import open_app
@@ -41,11 +42,11 @@ def test_side_by_side_named_models_vote_kept_off_default_board(arena_env: Callab
     _send(at, "named", "hello there")
     at.button(key="named:vote_tie").click().run()
     engine = create_engine(url)
-    battle = db_repo.get_battle(engine, battle_id=at.session_state["battle_id:named"])
+    battle = db_actions.get_battle(engine, battle_id=at.session_state["battle_id:named"])
     assert battle.mode == "named" and battle.vote is not None and battle.vote.choice == "tie"
     assert battle.sides["a"].contestant.slug == "tiny-gemma3"
-    assert db_repo.pairwise_counts(engine).total == 0, "named votes stay off the default leaderboard"
-    assert db_repo.pairwise_counts(engine, modes=("anonymous", "named")).total == 1
+    assert db_boards.pairwise_counts(engine).total == 0, "named votes stay off the default leaderboard"
+    assert db_boards.pairwise_counts(engine, modes=("anonymous", "named")).total == 1
 
 
 def test_chat_with_one_model_records_corrections(arena_env: Callable[..., str]) -> None:
@@ -56,7 +57,7 @@ def test_chat_with_one_model_records_corrections(arena_env: Callable[..., str]) 
     at.checkbox(key="direct:correction").set_value(True)
     _send(at, "direct", "Respect the date format")
     at.button(key="direct:notfixed_a").click().run()
-    battle = db_repo.get_battle(create_engine(url), battle_id=at.session_state["battle_id:direct"])
+    battle = db_actions.get_battle(create_engine(url), battle_id=at.session_state["battle_id:direct"])
     assert battle.mode == "direct" and set(battle.sides) == {"a"}
     assert battle.sides["a"].corrections[0].outcome == "not_fixed"
     assert not any(b.key and "vote" in b.key for b in at.button), "no vote bar for one model"
@@ -86,11 +87,11 @@ def test_leaderboard_filters(arena_env: Callable[..., str]) -> None:
     at.selectbox(key="lb_scenario").set_value("calendar").run()
     assert any("Computed over 2 votes" in c for c in _texts(at.caption))
 
-    db_repo.flag_battle(engine, battle_id=first, reason="test")
+    db_actions.flag_battle(engine, battle_id=first, reason="test")
     at.toggle(key="lb_anonymous").set_value(False).run()  # a filter combination not cached yet
     assert any("Computed over 1 vote at" in c for c in _texts(at.caption)), "flagged votes leave the board"
 
-    vote = db_repo.get_battle(engine, battle_id=first).vote
+    vote = db_actions.get_battle(engine, battle_id=first).vote
     assert vote is not None
     voted_on = vote.created_at.date()
     day_before = voted_on - dt.timedelta(days=1)
@@ -158,14 +159,14 @@ def test_admin_gate_and_actions(arena_env: Callable[..., str]) -> None:
     assert not at.error
     engine = create_engine(url)
     at.toggle(key="admin_enable_tiny-llama").set_value(False).run()
-    assert not db_repo.get_contestant(engine, slug="tiny-llama").enabled
+    assert not db_actions.get_contestant(engine, slug="tiny-llama").enabled
 
     at.selectbox(key="admin_flag_id").set_value(battle_id)
     _submit(at, "Flag")
     assert any("flagged" in s for s in _texts(at.success))
-    assert db_repo.get_battle(engine, battle_id=battle_id).status == "flagged"
-    assert db_repo.pairwise_counts(engine).total == 0
-    assert db_repo.get_battle(engine, battle_id=battle_id).vote is not None, "nothing is deleted"
+    assert db_actions.get_battle(engine, battle_id=battle_id).status == "flagged"
+    assert db_boards.pairwise_counts(engine).total == 0
+    assert db_actions.get_battle(engine, battle_id=battle_id).vote is not None, "nothing is deleted"
     assert [m.value for m in at.metric][:2] == ["1", "1"]
 
 

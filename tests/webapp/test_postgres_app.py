@@ -7,7 +7,8 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import create_engine
 
-from db import repository as db_repo
+from db import actions as db_actions
+from db import boards as db_boards
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import CORRECTION, TURN_1, _send
 
@@ -29,8 +30,8 @@ def test_battle_on_postgres(arena_env: Callable[..., str], schema_url: str) -> N
     at.button(key="anonymous:vote_both_bad").click().run()
     assert not at.exception
     engine = create_engine(schema_url)
-    battle = db_repo.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
+    battle = db_actions.get_battle(engine, battle_id=at.session_state["battle_id:anonymous"])
     assert battle.vote is not None and battle.vote.choice == "both_bad"
     assert battle.sides["b"].corrections[0].outcome == "not_fixed"
-    assert db_repo.pairwise_counts(engine, corrections_only=True).total == 1
+    assert db_boards.pairwise_counts(engine, corrections_only=True).total == 1
     engine.dispose()

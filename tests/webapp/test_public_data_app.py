@@ -98,23 +98,23 @@ ENGINE_ERROR = ("HTTP 500 from server: model gpt-secret-7b at https://api.secret
 def _battles_for_the_public(ctx) -> tuple[str, str]:  # noqa: ANN001 -- the page's Context
     """A voted battle with formula text and two failed replies (an old row with the engine's own words,
     a new one in the public form), and a voted battle the admin then flags. Returns (public, flagged)."""
-    from db import repository as db_repo
+    from db import actions as db_actions
     from webapp import gateway_data
 
     for slug in ("m1", "m2"):
-        db_repo.upsert_contestant(ctx.engine, slug=slug, display_name=slug.upper(), family="test")
+        db_actions.upsert_contestant(ctx.engine, slug=slug, display_name=slug.upper(), family="test")
     ids = []
     for _ in range(2):
-        battle = db_repo.open_battle(ctx.engine, mode="anonymous", scenario="calendar", contestant_a="m1",
-                                     contestant_b="m2")
+        battle = db_actions.open_battle(ctx.engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                                        contestant_b="m2")
         for side in ("a", "b"):
-            db_repo.append_message(ctx.engine, battle_id=battle.id, side=side, kind="request",
-                                   content=FORMULA)
-        db_repo.append_message(ctx.engine, battle_id=battle.id, side="a", kind="reply", content="-1",
-                               finish_reason="error", error=ENGINE_ERROR)
-        db_repo.append_message(ctx.engine, battle_id=battle.id, side="b", kind="reply", content="@b",
-                               finish_reason="error", error="engine_error (error 1a2b3c4d)")
-        db_repo.record_vote(ctx.engine, battle_id=battle.id, choice="a")
+            db_actions.append_message(ctx.engine, battle_id=battle.id, side=side, kind="request",
+                                      content=FORMULA)
+        db_actions.append_message(ctx.engine, battle_id=battle.id, side="a", kind="reply", content="-1",
+                                  finish_reason="error", error=ENGINE_ERROR)
+        db_actions.append_message(ctx.engine, battle_id=battle.id, side="b", kind="reply", content="@b",
+                                  finish_reason="error", error="engine_error (error 1a2b3c4d)")
+        db_actions.record_vote(ctx.engine, battle_id=battle.id, choice="a")
         ids.append(battle.id)
     said = gateway_data.flag(ctx, battle_id=ids[1], reason="abuse", undo=False, admin_session="admin-1")
     assert "flagged" in said

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from sqlalchemy import create_engine
 
-from db import repository as db_repo
+from db import actions as db_actions
 from tests.webapp.conftest import open_app
 from tests.webapp.test_arena_app import CORRECTION, TURN_1, _send, _texts
 
@@ -29,5 +29,5 @@ def test_a_stale_tab_cannot_judge_after_the_vote(arena_env: Callable[..., str]) 
     assert any("closed" in e for e in _texts(stale.error)), _texts(stale.error)
     assert not any("Recorded" in s for s in _texts(stale.success))
     battle_id = tab.session_state["battle_id:anonymous"]
-    battle = db_repo.get_battle(create_engine(url), battle_id=battle_id)
+    battle = db_actions.get_battle(create_engine(url), battle_id=battle_id)
     assert battle.sides["a"].corrections[0].outcome == "unknown"

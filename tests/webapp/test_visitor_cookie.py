@@ -149,7 +149,7 @@ def test_a_reload_with_the_cookie_is_the_same_visitor_and_a_v_link_is_not(server
 def test_behind_a_trusted_proxy_the_address_is_the_one_it_forwarded(server: tuple[str, str]) -> None:
     """The proxy appends the client's address to X-Forwarded-For; whatever the client put left of it is
     not believed."""
-    from db.repository import hash_address
+    from db.actions import hash_address
 
     host, db_url = server
     asyncio.run(_page(host, cookie=None, forwarded="203.0.113.9, 10.1.2.3"))
@@ -167,7 +167,7 @@ def test_ipv6_visitors_are_keyed_by_their_64(server: tuple[str, str]) -> None:
     """The probe: IPv6 was keyed by the full /128, so one subscriber rotating through its /64 was a new
     address (a new budget) every time. Two addresses of one /64 are one address now, another /64 is not,
     and an IPv4-mapped address is its IPv4 address."""
-    from db.repository import hash_address
+    from db.actions import hash_address
 
     host, db_url = server
     asyncio.run(_page(host, cookie=None, forwarded="2001:db8:7:8::1"))

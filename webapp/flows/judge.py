@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from db import errors as db_errors
-from db import repository as db_repo
+from db import BattleClosed, InvalidInput, NotFound
+from db import actions as db_actions
 from webapp.context import Context
 from webapp.flows import Feedback
 
@@ -13,14 +13,14 @@ def judge(ctx: Context, *, correction_id: int, fixed: bool) -> Feedback:
     the vote, or on a flagged battle, is refused in words and stores nothing)."""
     outcome = "fixed" if fixed else "not_fixed"
     try:
-        db_repo.set_correction_outcome(
+        db_actions.set_correction_outcome(
             ctx.engine, correction_id=correction_id, outcome=outcome, judged_by="person",
             visitor_id=ctx.visitor_id,
         )
-    except db_errors.BattleClosed:
+    except BattleClosed:
         return Feedback("error", "This battle is closed: its verdicts can no longer change.")
-    except db_errors.InvalidInput as refused:
+    except InvalidInput as refused:
         return Feedback("error", f"Your verdict was not recorded: {refused}.")
-    except db_errors.NotFound:
+    except NotFound:
         return Feedback("error", "Your verdict was not recorded: that correction does not exist.")
     return Feedback("success", "Recorded: fixed ✓" if fixed else "Recorded: not fixed ✗")

@@ -9,8 +9,8 @@ from typing import Any
 import streamlit as st
 
 import scenarios
-from db import errors as db_errors
-from db import repository as db_repo
+from db import DBError, InvalidInput, NotFound
+from db import actions as db_actions
 from webapp import context as run
 from webapp.context import Context
 from webapp.flows import Refused
@@ -46,7 +46,7 @@ def ready_contestants(ctx: Context) -> list[Any]:
 
 
 def load_battle(ctx: Context, *, battle_id: str) -> ShownBattle:
-    return shown_battle(db_repo.get_battle(ctx.engine, battle_id=battle_id))
+    return shown_battle(db_actions.get_battle(ctx.engine, battle_id=battle_id))
 
 
 def current_battle(ctx: Context, *, mode: str) -> ShownBattle | None:
@@ -56,9 +56,9 @@ def current_battle(ctx: Context, *, mode: str) -> ShownBattle | None:
     if battle_id:
         try:
             return load_battle(ctx, battle_id=battle_id)
-        except db_errors.NotFound:
+        except NotFound:
             st.session_state.pop(key, None)
-    resumed = db_repo.resume_open_battle(ctx.engine, visitor_id=ctx.visitor_id, mode=mode)
+    resumed = db_actions.resume_open_battle(ctx.engine, visitor_id=ctx.visitor_id, mode=mode)
     if resumed is None:
         return None
     st.session_state[key] = resumed.id
@@ -78,9 +78,9 @@ def start_battle(
     try:
         picks = list(setup.contestants) if setup.contestants else run.sample_pair(ctx)
         battle = _open(ctx, mode=mode, setup=setup, picks=picks, first_request=first_request, targets=targets)
-    except db_errors.InvalidInput as exc:
+    except InvalidInput as exc:
         raise Refused(f"Your message was not recorded: {exc}") from exc
-    except (db_errors.DBError, run.NotEnoughModels) as exc:
+    except (DBError, run.NotEnoughModels) as exc:
         raise Refused(f"Could not start the battle: {exc}") from exc
     st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
     return shown_battle(battle)
@@ -96,7 +96,7 @@ def _open(
     targets: tuple[str, ...],
 ) -> Any:
     params = {slug: run.sampling(ctx, slug) for slug in picks}
-    return db_repo.open_battle(
+    return db_actions.open_battle(
         ctx.engine,
         mode=mode,
         scenario=setup.scenario,

@@ -21,9 +21,9 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 import scenarios
-from db import errors as db_errors
-from db import repository as db_repo
-from db.checks import storable_text as storable
+from db import BattleClosed, DBError
+from db import actions as db_actions
+from db import storable_text as storable
 from db.export import error_category
 from inference.protocol import GenerationResult, clean_text
 from settings import Settings
@@ -80,10 +80,10 @@ def _generation_problem(ctx: Context, *, planned: int, slugs: Iterable[str]) -> 
     """One generation in flight per visitor, the per-minute limits and the address's in-flight cap with
     ``planned`` more, and room in the lines of the models ``slugs``. An early word for the visitor: the
     ledger checks the same limits again, atomically, when the generations start (:func:`generate`)."""
-    if db_repo.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id):
+    if db_actions.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id):
         return limits.BUSY
     rate = limits.rate_problem(*generations_last_minute(ctx), planned=planned, settings=ctx.settings)
-    flying = db_repo.generations_in_flight(ctx.engine, address_hash=address_key(ctx))
+    flying = db_actions.generations_in_flight(ctx.engine, address_hash=address_key(ctx))
     rate = rate or limits.in_flight_problem(flying, planned=planned, settings=ctx.settings)
     return rate or limits.line_problem(run.line_lengths(ctx), slugs, settings=ctx.settings)
 
@@ -94,10 +94,10 @@ def address_key(ctx: Context) -> str:
     return ctx.address_hash or UNKNOWN_ADDRESS
 
 
-def ledger_limits(settings: Settings) -> db_repo.GenerationLimits:
+def ledger_limits(settings: Settings) -> db_actions.GenerationLimits:
     """The ledger's limits from the settings (per visitor, per address, in flight, lease)."""
     per_minute = settings.generations_per_minute
-    return db_repo.GenerationLimits(
+    return db_actions.GenerationLimits(
         per_minute_visitor=per_minute,
         per_minute_address=per_minute * settings.address_limit_factor,
         in_flight_address=settings.generations_in_flight_per_address,
@@ -108,11 +108,11 @@ def ledger_limits(settings: Settings) -> db_repo.GenerationLimits:
 def start_ledger(ctx: Context, *, battle_id: str, sides: tuple[str, ...]) -> tuple[int, ...]:
     """Record this turn's generations before they stream (:class:`Refused` in words when a limit is hit)."""
     try:
-        return db_repo.start_generations(
+        return db_actions.start_generations(
             ctx.engine, visitor_id=ctx.visitor_id, address_hash=address_key(ctx), battle_id=battle_id,
             sides=sides, limits=ledger_limits(ctx.settings),
         )
-    except db_repo.GenerationRefused as refused:
+    except db_actions.GenerationRefused as refused:
         words = limits.ledger_refusal(refused.reason, refused.count, settings=ctx.settings)
         raise Refused(words) from refused
 
@@ -123,7 +123,7 @@ def retry_problem(ctx: Context, *, battle: ShownBattle, side: str) -> str | None
         return "This battle is closed. Start a new battle."
     view = battle.sides[side]
     problem = _generation_problem(ctx, planned=1, slugs=[view.contestant])
-    started = db_repo.count_side_generations(ctx.engine, battle_id=battle.id, side=side)
+    started = db_actions.count_side_generations(ctx.engine, battle_id=battle.id, side=side)
     return problem or limits.retries_problem(max(view.generated, started), settings=ctx.settings)
 
 
@@ -176,7 +176,7 @@ def generate(
     try:
         stream_pair(jobs, on_delta=on_delta, on_result=on_result)
     finally:  # a rerun or a closed tab stops the stream here: the slot is freed, the count stays
-        db_repo.finish_generations(ctx.engine, ids=held)
+        db_actions.finish_generations(ctx.engine, ids=held)
     return feedback
 
 
@@ -234,7 +234,7 @@ def add_visitor_message(
 ) -> None:
     """The visitor's turn to every target side, in one transaction."""
     try:
-        db_repo.append_turn(
+        db_actions.append_turn(
             ctx.engine,
             battle_id=battle.id,
             sides=targets,
@@ -242,9 +242,9 @@ def add_visitor_message(
             content=text,
             max_chars=ctx.settings.max_message_chars,
         )
-    except db_errors.BattleClosed as exc:
+    except BattleClosed as exc:
         raise Refused("This battle is closed (voted in another tab?). Start a new battle.") from exc
-    except db_errors.DBError as exc:
+    except DBError as exc:
         raise Refused(f"Your message was not recorded: {exc}") from exc
 
 
@@ -276,7 +276,7 @@ def add_reply(
     """
     try:
         _store_reply(ctx, battle=battle, side=side, result=result, retry=retry)
-    except (db_errors.DBError, SQLAlchemyError) as exc:
+    except (DBError, SQLAlchemyError) as exc:
         _LOG.exception("reply of side %s in battle %s was not stored", side, battle.id)
         return f"This reply could not be stored ({type(exc).__name__}); please retry this side."
     return None
@@ -292,7 +292,7 @@ def _store_reply(
     if retry:
         last = battle.sides[side].messages[-1] if battle.sides[side].messages else None
         replaces = last.id if last is not None and last.kind == "reply" else None
-    db_repo.append_message(
+    db_actions.append_message(
         ctx.engine,
         battle_id=battle.id,
         side=side,
@@ -313,22 +313,22 @@ def _store_reply(
 
 def mark_revealed(ctx: Context, *, battle_id: str) -> bool:
     """Record that a model named itself; True if this changed the battle (so the visitor is told once)."""
-    before = db_repo.get_battle(ctx.engine, battle_id=battle_id)
+    before = db_actions.get_battle(ctx.engine, battle_id=battle_id)
     if before.revealed_before_vote:
         return False
-    db_repo.mark_revealed(ctx.engine, battle_id=battle_id)
+    db_actions.mark_revealed(ctx.engine, battle_id=battle_id)
     return True
 
 
 def battles_last_hour(ctx: Context) -> tuple[int, int]:
     """Battles this visitor, and everyone from this address, started in the last hour."""
-    return _mine_and_address(ctx, db_repo.count_battles_since, dt.timedelta(hours=1))
+    return _mine_and_address(ctx, db_actions.count_battles_since, dt.timedelta(hours=1))
 
 
 def generations_last_minute(ctx: Context) -> tuple[int, int]:
     """Generations started in the last minute (the ledger: interrupted ones too) for this visitor, and
     for everyone from this address."""
-    return _mine_and_address(ctx, db_repo.count_generations_since, dt.timedelta(minutes=1))
+    return _mine_and_address(ctx, db_actions.count_generations_since, dt.timedelta(minutes=1))
 
 
 def _mine_and_address(ctx: Context, count: Callable[..., int], window: dt.timedelta) -> tuple[int, int]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from db import errors as db_errors
-from db import repository as db_repo
+from db import BattleClosed, DBError
+from db import actions as db_actions
 from webapp.context import Context
 from webapp.flows import Feedback
 from webapp.flows.open_battle import forget_battle
@@ -12,10 +12,10 @@ from webapp.flows.open_battle import forget_battle
 def skip(ctx: Context, *, mode: str, battle_id: str) -> Feedback:
     """ "Skip this battle" / "New chat": close this visitor's open battle and stop showing it."""
     try:
-        db_repo.abandon_battle(ctx.engine, battle_id=battle_id, visitor_id=ctx.visitor_id)
-    except db_errors.BattleClosed:
+        db_actions.abandon_battle(ctx.engine, battle_id=battle_id, visitor_id=ctx.visitor_id)
+    except BattleClosed:
         pass  # closed meanwhile (another tab voted or skipped): nothing left to skip
-    except db_errors.DBError as exc:
+    except DBError as exc:
         return Feedback("error", f"Could not skip the battle: {exc}")
     forget_battle(mode=mode)
     if mode == "direct":

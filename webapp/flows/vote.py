@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from db import errors as db_errors
-from db import repository as db_repo
+from db import VoteRefused
+from db import actions as db_actions
 from webapp.context import Context
 from webapp.flows import Feedback
 from webapp.flows.open_battle import load_battle
@@ -31,9 +31,9 @@ def cap_problem(ctx: Context) -> str | None:
     database: votes since midnight UTC by this visitor and by everyone from this address bucket."""
     if not ctx.settings.votes_per_visitor_per_day:
         return None
-    since = db_repo.utc_day_start(dt.datetime.now(dt.UTC))
-    mine = db_repo.count_votes_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
-    address = db_repo.count_votes_since(ctx.engine, address_hash=address_key(ctx), since=since)
+    since = db_actions.utc_day_start(dt.datetime.now(dt.UTC))
+    mine = db_actions.count_votes_since(ctx.engine, visitor_id=ctx.visitor_id, since=since)
+    address = db_actions.count_votes_since(ctx.engine, address_hash=address_key(ctx), since=since)
     return votes_problem(mine, address, settings=ctx.settings)
 
 
@@ -43,10 +43,10 @@ def record_vote(ctx: Context, *, battle_id: str, choice: str) -> str | None:
     racing past :func:`cap_problem` cannot get through together."""
     cap = ctx.settings.votes_per_visitor_per_day
     try:
-        db_repo.record_vote(ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id,
-                            accept_revealed=True, daily_cap=cap, address_hash=address_key(ctx),
-                            address_cap=cap * ctx.settings.address_limit_factor)
-    except db_errors.VoteRefused as refused:
+        db_actions.record_vote(ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id,
+                               accept_revealed=True, daily_cap=cap, address_hash=address_key(ctx),
+                               address_cap=cap * ctx.settings.address_limit_factor)
+    except VoteRefused as refused:
         if refused.reason == "daily_cap":
             return votes_problem(cap, 0, settings=ctx.settings)
         if refused.reason == "address_cap":

@@ -1,14 +1,14 @@
 """Queries behind the Fixing leaderboard: correction outcomes by judge, person-vs-grader pairs, turns
 to fix, the per-model reply flags, correction links and graded replies one by one (for tests and
 research; the board reads only aggregates), automatic-arena battles. The Votes board's per-vote
-queries are in ``db.vote_features``.
+queries are in ``db.boards.vote_features``.
 
 Two judges of one correction: the **person** (``Correction.outcome`` with ``judged_by = "person"``) and
 the **grader**, whose verdict is the label of the reply that followed (``correct`` = fixed). The grader's
 verdict needs no column of its own: it is the next reply's stored label, which the web app and the
 automatic arena grade in the dialogue's context. Every figure the board shows is an SQL ``GROUP BY``
 (result rows grow with models): the measures that follow a conversation (recurrence, turns to fix)
-read what ``db.reply_stats`` rolled up when the rows were written.
+read what ``db.boards.reply_stats`` rolled up when the rows were written.
 
 Filters: the battle ones of ``db.vote_filters`` (``scenario``, ``modes``, default every human mode, None
 for all; ``since``/``until`` on the battle's start, UTC, half-open; ``exclude_flagged``).
@@ -24,10 +24,10 @@ from typing import Literal, Unpack
 from sqlalchemy import ColumnElement, Engine, String, and_, case, cast, func, select
 from sqlalchemy.orm import aliased
 
+from db.boards.side_totals import HUMAN_MODES, FixingTotals, fixing_totals
 from db.checks import retry_read
 from db.engine import read_session
 from db.models import Battle, Conversation, Correction, Message
-from db.side_totals import HUMAN_MODES, FixingTotals, fixing_totals
 from db.views import ModelCounts
 from db.vote_filters import BattleFilterArgs, VoteFilters, model_counts, model_index
 
@@ -195,7 +195,7 @@ def turns_to_fix_counts(
     models: Sequence[str] | None = None,
     **filters: Unpack[BattleFilterArgs],
 ) -> TurnsToFix:
-    """``ranking.fixing.fix_episodes`` summed from the per-side roll-up (``db.side_totals``)."""
+    """``ranking.fixing.fix_episodes`` summed from the per-side roll-up (``db.boards.side_totals``)."""
     _check(judge)
     totals = fixing_totals(engine, models=models, **filters)
     return turns_from_totals(totals, judge)

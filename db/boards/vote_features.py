@@ -1,5 +1,5 @@
 """The Votes board's per-vote queries: the counted votes one by one (the anomalous-voter test) and their
-per-side style features (style control). Same filters as ``db.aggregates.pairwise_counts``
+per-side style features (style control). Same filters as ``db.boards.aggregates.pairwise_counts``
 (``db.vote_filters.VoteFilters.vote_conditions``)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any, Unpack
 import numpy as np
 from sqlalchemy import ColumnElement, Engine, case, func, or_, select
 
+from db.boards.fixing import mistake_flag
 from db.checks import retry_read
 from db.engine import read_session
-from db.fixing import mistake_flag
 from db.models import Conversation, Message, Vote
 from db.vote_filters import VoteFilterArgs, VoteFilters, model_index
 

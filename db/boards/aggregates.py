@@ -1,10 +1,11 @@
-"""Aggregations, all done by the database with ``GROUP BY``: leaderboard counts, rate limits, admin figures.
+"""Aggregations, all done by the database with ``GROUP BY``: leaderboard counts and admin figures (the rate
+limits' counts are in :mod:`db.actions.limits`).
 
 The leaderboard cost must grow with models², not with votes: SQL reduces millions of votes to at most
 ``n² × 4`` rows, which numpy scatters into dense arrays. Arrays are indexed like ``models``: by default
 every contestant ordered by slug, so the pair, fix and first-try arrays of one page line up.
 
-The three leaderboard counts take the keyword filters of ``db.vote_filters.VoteFilters`` (``modes``
+The three leaderboard counts take the keyword filters of ``db.VoteFilters`` (``modes``
 defaults to anonymous battles only, as the public leaderboard): pairs the vote filters, fixes and first
 tries the battle ones (no ``corrections_only`` or ``exclude_revealed``).
 """
@@ -16,12 +17,11 @@ from collections.abc import Sequence
 from typing import Any, Unpack
 
 import numpy as np
-from sqlalchemy import ColumnElement, Engine, case, func, select
+from sqlalchemy import Engine, case, func, select
 
-from db.checks import require_aware, require_int, require_text, retry_read
+from db.checks import require_aware, retry_read
 from db.engine import read_session
-from db.errors import InvalidInput
-from db.models import Base, Battle, Contestant, Conversation, Message, SideStats, Visitor, Vote
+from db.models import Base, Battle, Contestant, Conversation, Message, SideStats, Vote
 from db.views import HourCount, LatencyFigures, ModelCounts, PairCounts
 from db.vote_filters import BattleFilterArgs, VoteFilterArgs, VoteFilters, model_counts, model_index
 
@@ -86,7 +86,8 @@ def first_try_counts(
 ) -> ModelCounts:
     """Per model: first replies of a conversation labelled ``correct`` out of those the grader labelled."""
     where = VoteFilters.of(filters).side_conditions()
-    # The first try's label is rolled up with its side (db.reply_stats): one narrow row per side, no join.
+    # The first try's label is rolled up with its side (db.boards.reply_stats): one narrow row per side,
+    # no join.
     query = (
         select(SideStats.contestant_id, SideStats.first_try_label, func.count())
         .where(SideStats.first_try_label.is_not(None), *where)
@@ -94,75 +95,6 @@ def first_try_counts(
     )
     with read_session(engine) as session:
         return model_counts(session, models, session.execute(query).all(), "correct")
-
-
-# --- rate limits ---------------------------------------------------------------------------------------
-
-
-def _whose(
-    visitor_id: int | None, address_hash: str | None, column: Any = Battle.visitor_id
-) -> ColumnElement[bool]:
-    """Rows (battles unless ``column`` says otherwise) of one visitor, or of every visitor seen from one
-    address hash (exactly one given)."""
-    if (visitor_id is None) == (address_hash is None):
-        raise InvalidInput("give exactly one of visitor_id and address_hash")
-    if visitor_id is not None:
-        require_int(visitor_id, what="visitor id")
-        return column == visitor_id
-    require_text(address_hash or "", what="address hash", max_chars=128)
-    same_address = select(Visitor.id).where(Visitor.address_hash == address_hash)
-    return column.in_(same_address)
-
-
-def _count_since(
-    engine: Engine, table: Any, *, since: dt.datetime, visitor_id: int | None, address_hash: str | None
-) -> int:
-    """Rows of ``table`` (battles or votes) created at or after ``since`` by the visitor or the address."""
-    require_aware(since, what="since")
-    whose = _whose(visitor_id, address_hash, table.visitor_id)
-    with read_session(engine) as session:
-        return int(session.scalar(select(func.count()).where(whose, table.created_at >= since)) or 0)
-
-
-@retry_read
-def count_battles_since(
-    engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
-) -> int:
-    """Battles opened at or after ``since`` by the visitor, or from the address (battles-per-hour limit)."""
-    return _count_since(engine, Battle, since=since, visitor_id=visitor_id, address_hash=address_hash)
-
-
-@retry_read
-def count_votes_since(
-    engine: Engine, *, since: dt.datetime, visitor_id: int | None = None, address_hash: str | None = None
-) -> int:
-    """Votes cast at or after ``since`` by the visitor, or from the address (the daily vote cap)."""
-    return _count_since(engine, Vote, since=since, visitor_id=visitor_id, address_hash=address_hash)
-
-
-def _count_messages(
-    engine: Engine, *, kinds: Sequence[str], whose: ColumnElement[bool], since: dt.datetime
-) -> int:
-    require_aware(since, what="since")
-    query = (
-        select(func.count())
-        .select_from(Message)
-        .join(Conversation, Conversation.id == Message.conversation_id)
-        .join(Battle, Battle.id == Conversation.battle_id)
-        .where(whose, Message.kind.in_(list(kinds)), Message.created_at >= since)
-    )
-    with read_session(engine) as session:
-        return int(session.scalar(query) or 0)
-
-
-@retry_read
-def count_messages_since(engine: Engine, *, visitor_id: int, since: dt.datetime) -> int:
-    """Messages the visitor wrote (requests and corrections) at or after ``since``.
-
-    A turn sent to both sides is two messages (one per side): callers set limits accordingly.
-    """
-    whose = _whose(visitor_id, None)
-    return _count_messages(engine, kinds=("request", "correction"), whose=whose, since=since)
 
 
 # --- admin ---------------------------------------------------------------------------------------------
@@ -237,4 +169,23 @@ def table_counts(engine: Engine) -> dict[str, int]:
         return {
             name: int(session.scalar(select(func.count()).select_from(table)) or 0)
             for name, table in Base.metadata.tables.items()
+        }
+
+
+@retry_read
+def message_counts(engine: Engine) -> dict[str, int]:
+    """Stored visitor requests and replies, and ``(conversation, position)`` pairs held by more than one
+    message (``duplicated``: none unless a write was repeated) — what ``python -m webapp bench --visitors``
+    checks against what its visitors were told."""
+    duplicated = (
+        select(Message.conversation_id, Message.position)
+        .group_by(Message.conversation_id, Message.position)
+        .having(func.count() > 1)
+        .subquery()
+    )
+    with read_session(engine) as session:
+        return {
+            "requests": int(session.scalar(select(func.count()).where(Message.kind == "request")) or 0),
+            "replies": int(session.scalar(select(func.count()).where(Message.kind == "reply")) or 0),
+            "duplicated": int(session.scalar(select(func.count()).select_from(duplicated)) or 0),
         }

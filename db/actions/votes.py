@@ -1,7 +1,7 @@
 """Recording the one vote of a battle: the hottest write path, so it is written in SQLAlchemy Core.
 
 Votes are applied in sets (:func:`apply_votes`): concurrent callers share one transaction and one disk
-flush through :mod:`db.group_commit`, and the whole set costs three statements — one ``SELECT`` that
+flush through :mod:`db.actions.group_commit`, and the whole set costs three statements — one ``SELECT`` that
 locks the battle rows (in id order, so concurrent sets cannot deadlock) and gathers every fact the rules
 need (status, owner, both contestants, whether each side replied, whether anyone sent a correction), one
 multi-row ``INSERT`` and one ``UPDATE`` — instead of three per vote (two more for capped votes: the voters'
@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Engine, and_, bindparam, exists, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from db.actions.group_commit import group_committer
 from db.checks import require_battle_id, require_choice, require_int
 from db.engine import WRITE_OPTION, writer_gate
 from db.errors import DBError, InvalidInput, NotFound, VoteRefused
-from db.group_commit import group_committer
 from db.models import CHOICES, Base, utcnow
 from db.views import VoteView
 
@@ -154,8 +154,8 @@ def record_vote(
     row carries that hash), counted in the same transaction after taking the address's lock (an advisory
     lock on PostgreSQL): twelve cookies racing from one address with a cap of four store four votes.
 
-    Concurrent calls on one engine share a transaction and a flush (:mod:`db.group_commit`, on unless
-    turned off with :func:`db.group_commit.configure_group_commit`); each vote still succeeds or is
+    Concurrent calls on one engine share a transaction and a flush (:mod:`db.actions.group_commit`, on unless
+    turned off with :func:`db.actions.group_commit.configure_group_commit`); each vote still succeeds or is
     refused on its own.
     """
     require_choice(choice, CHOICES, what="choice")

@@ -1,5 +1,5 @@
 """The Fixing board's figures per model: one ``GROUP BY`` over ``side_stats`` (the per-side roll-up of
-``db.reply_stats``), with the battle filters on the facts copied into it. Result rows grow with models;
+``db.boards.reply_stats``), with the battle filters on the facts copied into it. Result rows grow with models;
 the scan with sides, never with replies or corrections, and no row reaches Python per side."""
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Why: a durable commit waits for the disk to flush (~2.5–5.5 ms on the reference machine, 230–430 flushes
 a second), so one flush per vote caps votes/s at the flush rate however fast the code is. In the web app
-every visitor's session is a thread of ONE process, so concurrent :func:`db.votes.record_vote` calls can
-ride on one flush, the way database servers group their own commits.
+every visitor's session is a thread of ONE process, so concurrent :func:`db.actions.votes.record_vote`
+calls can ride on one flush, the way database servers group their own commits.
 
 How: each engine gets one :class:`GroupCommitter` (one committer thread, or ``lanes`` of them each with
 its own connection; started on demand, gone after ``idle_s`` without work). A caller hands over its

@@ -1,10 +1,9 @@
-"""The repository: the only place where queries are written. Import everything from here.
+"""Contestants and visitors: who plays and who visits.
 
-Conventions: the first argument is the :class:`~sqlalchemy.Engine`, everything else is keyword-only;
-each visitor action is ONE transaction, committed (durable) before the function returns; refusals raise
-a typed error from :mod:`db.errors` and leave nothing half-written; results are frozen views
-(:mod:`db.views`), never ORM objects. Contestants and visitors live here; battle actions in
-:mod:`db.battles`; leaderboard and admin aggregations in :mod:`db.aggregates`.
+Conventions (every module of :mod:`db.actions`): the first argument is the :class:`~sqlalchemy.Engine`,
+everything else is keyword-only; each visitor action is ONE transaction, committed (durable) before the
+function returns; refusals raise a typed error from :mod:`db.errors` and leave nothing half-written;
+results are frozen views (:mod:`db.views`), never ORM objects.
 """
 
 from __future__ import annotations
@@ -149,88 +148,3 @@ def get_or_create_visitor(engine: Engine, *, anon_id: str, address_hash: str | N
         except IntegrityError:
             continue
     raise InvalidInput(f"could not create visitor {anon_id!r}")  # pragma: no cover - needs a third racer
-
-
-# Battle actions and aggregations, re-exported so callers import one module.
-from db.admin_logins import (  # noqa: E402
-    AdminFailureState,
-    KeyFailures,
-    admin_failure_state,
-    clear_admin_failures,
-    record_admin_failure,
-)
-from db.aggregates import (  # noqa: E402
-    admin_battles_per_hour,
-    admin_latency,
-    count_battles_since,
-    count_messages_since,
-    count_votes_since,
-    first_try_counts,
-    fix_counts,
-    pairwise_counts,
-    table_counts,
-)
-from db.battles import (  # noqa: E402
-    abandon_battle,
-    abandon_stale_battles,
-    append_message,
-    append_turn,
-    mark_revealed,
-    open_battle,
-    record_correction,
-    set_correction_outcome,
-    set_grader_label,
-)
-from db.generations import (  # noqa: E402
-    GenerationLimits,
-    GenerationRefused,
-    count_generations_since,
-    count_side_generations,
-    finish_generations,
-    generations_in_flight,
-    start_generations,
-)
-from db.moderation import flag_battle, moderation_log, recent_battles, unflag_battle  # noqa: E402
-from db.reading import get_battle, resume_open_battle  # noqa: E402
-from db.votes import record_vote, utc_day_start  # noqa: E402
-
-__all__ += [
-    "abandon_battle",
-    "admin_failure_state",
-    "AdminFailureState",
-    "abandon_stale_battles",
-    "admin_battles_per_hour",
-    "admin_latency",
-    "append_message",
-    "append_turn",
-    "clear_admin_failures",
-    "count_battles_since",
-    "count_generations_since",
-    "count_side_generations",
-    "count_messages_since",
-    "count_votes_since",
-    "first_try_counts",
-    "fix_counts",
-    "finish_generations",
-    "flag_battle",
-    "GenerationLimits",
-    "GenerationRefused",
-    "generations_in_flight",
-    "get_battle",
-    "KeyFailures",
-    "mark_revealed",
-    "moderation_log",
-    "open_battle",
-    "pairwise_counts",
-    "record_correction",
-    "recent_battles",
-    "record_admin_failure",
-    "record_vote",
-    "resume_open_battle",
-    "set_correction_outcome",
-    "set_grader_label",
-    "start_generations",
-    "table_counts",
-    "unflag_battle",
-    "utc_day_start",
-]

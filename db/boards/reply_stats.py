@@ -12,7 +12,7 @@ definitions of ``ranking.fixing`` (``count_recurrences``, ``fix_episodes``) appl
 tests check that the sums equal those functions over the rows read one by one.
 
 :func:`refresh_side_stats` recomputes a side from its few rows in the transaction of every write that
-changes them (``db.battles``); moderation updates the ``flagged`` copy; :func:`refill_side_stats`
+changes them (``db.actions.battles``); moderation updates the ``flagged`` copy; :func:`refill_side_stats`
 recomputes every side (migration 0005, bulk loaders).
 """
 

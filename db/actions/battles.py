@@ -1,6 +1,6 @@
 """Battle actions: open, append messages, corrections and outcomes, grader labels, reveal, abandon.
 
-Moderation (flag, unflag, its log, the admin's list of recent battles) lives in :mod:`db.moderation`.
+Moderation (flag, unflag, its log, the admin's list of recent battles) lives in :mod:`db.actions.moderation`.
 
 Each function is one transaction. Writers lock the battle row first (``SELECT ... FOR UPDATE`` on
 PostgreSQL; on SQLite the whole write transaction is ``BEGIN IMMEDIATE``), so two tabs or two replicas
@@ -16,6 +16,8 @@ from typing import Any
 from sqlalchemy import Engine, exists, func, select, update
 from sqlalchemy.orm import Session
 
+from db.actions.reading import battle_view, correction_view, get_battle, message_view, resume_open_battle
+from db.boards.reply_stats import refresh_side_stats
 from db.checks import (
     contestant_by_slug,
     optional_text,
@@ -44,11 +46,9 @@ from db.models import (
     Vote,
     utcnow,
 )
-from db.reading import battle_view, correction_view, get_battle, message_view, resume_open_battle
-from db.reply_stats import refresh_side_stats
 from db.views import BattleView, CorrectionView, MessageView
 
-__all__ = [  # get_battle / resume_open_battle live in db.reading; kept importable from here too
+__all__ = [  # get_battle / resume_open_battle live in db.actions.reading; kept importable from here too
     "abandon_battle",
     "abandon_stale_battles",
     "append_message",

@@ -1,6 +1,6 @@
 """Moderation: flag and unflag battles, the append-only moderation log, the admin's list of battles.
 
-Enabling or disabling a contestant (``db.repository.set_contestant_enabled``) is logged here too.
+Enabling or disabling a contestant (``db.actions.people.set_contestant_enabled``) is logged here too.
 
 Moderation never deletes: a flagged battle keeps every row, its vote only leaves the leaderboard.
 Every flag and unflag is one :class:`~db.models.ModerationEvent` row (time, reason, admin session,
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, exists, func, select, update
 
-from db.battles import lock_battle
+from db.actions.battles import lock_battle
+from db.actions.reading import battle_view
 from db.checks import require_int, require_text, retry_read
 from db.engine import read_session, write_session
 from db.errors import InvalidInput
 from db.models import Battle, Contestant, Conversation, Message, ModerationEvent, SideStats, Vote, utcnow
-from db.reading import battle_view
 from db.views import BattleSummaryView, BattleView, ModerationEventView
 
 __all__ = ["flag_battle", "moderation_log", "recent_battles", "unflag_battle"]

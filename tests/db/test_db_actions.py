@@ -1,4 +1,4 @@
-"""Every repository function and every refusal, on SQLite and PostgreSQL (fixtures in conftest.py)."""
+"""Every ``db.actions`` function and every refusal, on SQLite and PostgreSQL (fixtures in conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import Engine, func, select
 
-from db import repository as repo
+from db import actions, boards
 from db.errors import BattleClosed, InvalidInput, NotFound, VoteRefused
 from db.models import Battle, Message, Vote, utcnow
 
@@ -21,47 +21,47 @@ def _count(engine: Engine, model: type) -> int:
 
 
 def test_contestants_upsert_list_enable(engine: Engine) -> None:
-    repo.upsert_contestant(engine, slug="zeta", display_name="Zeta", family="llama", params={"t": 0.7})
-    repo.upsert_contestant(engine, slug="alpha", display_name="Alpha", source="gguf:x")
-    updated = repo.upsert_contestant(engine, slug="zeta", display_name="Zeta 2", family="llama")
+    actions.upsert_contestant(engine, slug="zeta", display_name="Zeta", family="llama", params={"t": 0.7})
+    actions.upsert_contestant(engine, slug="alpha", display_name="Alpha", source="gguf:x")
+    updated = actions.upsert_contestant(engine, slug="zeta", display_name="Zeta 2", family="llama")
     assert updated.display_name == "Zeta 2" and updated.params == {} and updated.enabled
-    assert [c.slug for c in repo.list_contestants(engine)] == ["alpha", "zeta"]
-    off = repo.set_contestant_enabled(engine, slug="alpha", enabled=False)
+    assert [c.slug for c in actions.list_contestants(engine)] == ["alpha", "zeta"]
+    off = actions.set_contestant_enabled(engine, slug="alpha", enabled=False)
     assert off.enabled is False
-    assert [c.slug for c in repo.list_contestants(engine, enabled_only=True)] == ["zeta"]
+    assert [c.slug for c in actions.list_contestants(engine, enabled_only=True)] == ["zeta"]
     # upsert keeps the enabled flag unless told otherwise
-    assert repo.upsert_contestant(engine, slug="alpha", display_name="Alpha").enabled is False
-    assert repo.get_contestant(engine, slug="zeta").family == "llama"
+    assert actions.upsert_contestant(engine, slug="alpha", display_name="Alpha").enabled is False
+    assert actions.get_contestant(engine, slug="zeta").family == "llama"
     with pytest.raises(NotFound):
-        repo.get_contestant(engine, slug="nope")
+        actions.get_contestant(engine, slug="nope")
     with pytest.raises(NotFound):
-        repo.set_contestant_enabled(engine, slug="nope", enabled=True)
+        actions.set_contestant_enabled(engine, slug="nope", enabled=True)
     with pytest.raises(InvalidInput):
-        repo.upsert_contestant(engine, slug=" ", display_name="blank")
+        actions.upsert_contestant(engine, slug=" ", display_name="blank")
 
 
 def test_visitor_get_or_create_and_address_hash(engine: Engine) -> None:
-    h = repo.hash_address("10.0.0.1", salt="pepper")
-    assert h == repo.hash_address("10.0.0.1", salt="pepper")
-    assert h != repo.hash_address("10.0.0.1", salt="other") and "10.0.0.1" not in h
-    first = repo.get_or_create_visitor(engine, anon_id="abc", address_hash=h)
-    again = repo.get_or_create_visitor(engine, anon_id="abc")
+    h = actions.hash_address("10.0.0.1", salt="pepper")
+    assert h == actions.hash_address("10.0.0.1", salt="pepper")
+    assert h != actions.hash_address("10.0.0.1", salt="other") and "10.0.0.1" not in h
+    first = actions.get_or_create_visitor(engine, anon_id="abc", address_hash=h)
+    again = actions.get_or_create_visitor(engine, anon_id="abc")
     assert again.id == first.id and again.address_hash == h
-    assert repo.get_or_create_visitor(engine, anon_id="other").id != first.id
+    assert actions.get_or_create_visitor(engine, anon_id="other").id != first.id
     with pytest.raises(InvalidInput):
-        repo.hash_address("x", salt="")
+        actions.hash_address("x", salt="")
     with pytest.raises(InvalidInput):
-        repo.get_or_create_visitor(engine, anon_id="")
+        actions.get_or_create_visitor(engine, anon_id="")
     with pytest.raises(InvalidInput):
-        repo.get_or_create_visitor(engine, anon_id="x" * 65)
+        actions.get_or_create_visitor(engine, anon_id="x" * 65)
 
 
 # --- opening battles -------------------------------------------------------------------------------------
 
 
 def test_open_battle_two_sides_and_single_side(arena, engine: Engine) -> None:
-    visitor = repo.get_or_create_visitor(engine, anon_id="v")
-    battle = repo.open_battle(
+    visitor = actions.get_or_create_visitor(engine, anon_id="v")
+    battle = actions.open_battle(
         engine, mode="anonymous", scenario="calendar", contestant_a="m1", contestant_b="m2",
         visitor_id=visitor.id, system_prompt="be brief", params_a={"temperature": 0.0},
     )
@@ -70,7 +70,7 @@ def test_open_battle_two_sides_and_single_side(arena, engine: Engine) -> None:
     assert battle.sides["a"].system_prompt == battle.sides["b"].system_prompt == "be brief"
     assert battle.sides["a"].params == {"temperature": 0.0} and battle.sides["b"].params == {}
     assert battle.created_at.tzinfo is not None
-    direct = repo.open_battle(engine, mode="direct", scenario="free", contestant_a="m3")
+    direct = actions.open_battle(engine, mode="direct", scenario="free", contestant_a="m3")
     assert set(direct.sides) == {"a"}
 
 
@@ -88,14 +88,14 @@ def test_open_battle_two_sides_and_single_side(arena, engine: Engine) -> None:
 def test_open_battle_refusals_write_nothing(arena, engine: Engine, kwargs: dict, error: type) -> None:
     kwargs = {"scenario": "calendar", **kwargs}
     with pytest.raises(error):
-        repo.open_battle(engine, **kwargs)
+        actions.open_battle(engine, **kwargs)
     assert _count(engine, Battle) == 0
 
 
 def test_open_battle_refuses_disabled_contestant_atomically(arena, engine: Engine) -> None:
-    repo.set_contestant_enabled(engine, slug="m2", enabled=False)
+    actions.set_contestant_enabled(engine, slug="m2", enabled=False)
     with pytest.raises(InvalidInput, match="disabled"):
-        repo.open_battle(engine, mode="anonymous", scenario="c", contestant_a="m1", contestant_b="m2")
+        actions.open_battle(engine, mode="anonymous", scenario="c", contestant_a="m1", contestant_b="m2")
     assert _count(engine, Battle) == 0  # the battle row flushed before the check was rolled back
 
 
@@ -104,21 +104,21 @@ def test_open_battle_refuses_disabled_contestant_atomically(arena, engine: Engin
 
 def test_append_messages_positions_roles_first_try(arena, engine: Engine) -> None:
     b = arena.battle(replies=False)
-    req = repo.append_message(engine, battle_id=b.id, side="a", kind="request", content="Add a meeting")
-    rep = repo.append_message(
+    req = actions.append_message(engine, battle_id=b.id, side="a", kind="request", content="Add a meeting")
+    rep = actions.append_message(
         engine, battle_id=b.id, side="a", kind="reply", content="action.add(...)", ttft_ms=12.5,
         total_ms=80.0, prompt_tokens=40, completion_tokens=9, finish_reason="stop",
         grader_label="partial", grader_mistakes=["year"],
     )
-    req2 = repo.append_message(engine, battle_id=b.id, side="a", kind="request", content="next")
-    rep2 = repo.append_message(engine, battle_id=b.id, side="a", kind="reply", content="second")
+    req2 = actions.append_message(engine, battle_id=b.id, side="a", kind="request", content="next")
+    rep2 = actions.append_message(engine, battle_id=b.id, side="a", kind="reply", content="second")
     assert [req.position, rep.position, req2.position, rep2.position] == [0, 1, 2, 3]
     assert (req.role, rep.role) == ("user", "assistant")
     assert rep.first_try and not rep2.first_try
-    stored = repo.get_battle(engine, battle_id=b.id).sides["a"].messages[1]
+    stored = actions.get_battle(engine, battle_id=b.id).sides["a"].messages[1]
     assert stored.ttft_ms == 12.5 and stored.completion_tokens == 9 and stored.grader_mistakes == ("year",)
     assert stored.finish_reason == "stop" and stored.grader_label == "partial"
-    assert repo.get_battle(engine, battle_id=b.id).sides["b"].messages == ()
+    assert actions.get_battle(engine, battle_id=b.id).sides["b"].messages == ()
 
 
 def test_append_message_bad_input_is_refused_and_writes_nothing(arena, engine: Engine) -> None:
@@ -139,163 +139,163 @@ def test_append_message_bad_input_is_refused_and_writes_nothing(arena, engine: E
     for kwargs, error in cases:
         kwargs = {"side": "a", **kwargs}
         with pytest.raises(error):
-            repo.append_message(engine, battle_id=b.id, **kwargs)
+            actions.append_message(engine, battle_id=b.id, **kwargs)
     with pytest.raises(NotFound):
-        repo.append_message(engine, battle_id="no-such-battle", side="a", kind="request", content="x")
+        actions.append_message(engine, battle_id="no-such-battle", side="a", kind="request", content="x")
     assert _count(engine, Message) == 0
-    assert repo.append_message(engine, battle_id=b.id, side="a", kind="request", content="x" * 12_000)
-    failed = repo.append_message(engine, battle_id=b.id, side="a", kind="reply", content="", error="OOM")
+    assert actions.append_message(engine, battle_id=b.id, side="a", kind="request", content="x" * 12_000)
+    failed = actions.append_message(engine, battle_id=b.id, side="a", kind="reply", content="", error="OOM")
     assert failed.error == "OOM" and failed.content == ""
 
 
 def test_single_side_battle_has_no_side_b(arena, engine: Engine) -> None:
     b = arena.battle("m1", None, mode="direct", replies=False)
     with pytest.raises(NotFound):
-        repo.append_message(engine, battle_id=b.id, side="b", kind="request", content="x")
+        actions.append_message(engine, battle_id=b.id, side="b", kind="request", content="x")
 
 
 def test_retry_supersedes_reply_and_relinks_correction(arena, engine: Engine) -> None:
     b = arena.battle()
     faulty = b.sides["a"].replies[-1]
-    corr = repo.record_correction(engine, battle_id=b.id, side="a", content="The current year is 2024.")
+    corr = actions.record_correction(engine, battle_id=b.id, side="a", content="The current year is 2024.")
     assert corr.faulty_message_id == faulty.id and corr.next_reply_message_id is None and corr.side == "a"
-    first = repo.append_message(engine, battle_id=b.id, side="a", kind="reply", content="try 1")
-    second = repo.append_message(
+    first = actions.append_message(engine, battle_id=b.id, side="a", kind="reply", content="try 1")
+    second = actions.append_message(
         engine, battle_id=b.id, side="a", kind="reply", content="try 2", replaces_message_id=first.id
     )
-    view = repo.get_battle(engine, battle_id=b.id).sides["a"]
+    view = actions.get_battle(engine, battle_id=b.id).sides["a"]
     assert [m.content for m in view.replies] == ["ok", "try 2"]
     assert [m.superseded for m in view.messages if m.kind == "reply"] == [False, True, False]
     assert view.corrections[0].next_reply_message_id == second.id
     with pytest.raises(InvalidInput, match="already replaced"):
-        repo.append_message(
+        actions.append_message(
             engine, battle_id=b.id, side="a", kind="reply", content="x", replaces_message_id=first.id
         )
-    other_side = repo.get_battle(engine, battle_id=b.id).sides["b"].replies[0]
+    other_side = actions.get_battle(engine, battle_id=b.id).sides["b"].replies[0]
     with pytest.raises(InvalidInput, match="not a reply of side a"):
-        repo.append_message(
+        actions.append_message(
             engine, battle_id=b.id, side="a", kind="reply", content="x", replaces_message_id=other_side.id
         )
 
 
 def test_correction_outcome_and_grader_label(arena, engine: Engine) -> None:
     b = arena.battle()
-    corr = repo.record_correction(engine, battle_id=b.id, side="b", content="Just the API call please")
+    corr = actions.record_correction(engine, battle_id=b.id, side="b", content="Just the API call please")
     with pytest.raises(InvalidInput, match="nothing to judge"):
-        repo.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="person")
-    unknown = repo.set_correction_outcome(
+        actions.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="person")
+    unknown = actions.set_correction_outcome(
         engine, correction_id=corr.id, outcome="unknown", judged_by="grader"
     )
     assert unknown.outcome == "unknown" and unknown.judged_at is not None
-    reply = repo.append_message(engine, battle_id=b.id, side="b", kind="reply", content="fixed call")
-    judged = repo.set_correction_outcome(
+    reply = actions.append_message(engine, battle_id=b.id, side="b", kind="reply", content="fixed call")
+    judged = actions.set_correction_outcome(
         engine, correction_id=corr.id, outcome="not_fixed", judged_by="person"
     )
     assert (judged.outcome, judged.judged_by) == ("not_fixed", "person")
     assert judged.next_reply_message_id == reply.id
     with pytest.raises(InvalidInput):
-        repo.set_correction_outcome(engine, correction_id=corr.id, outcome="maybe", judged_by="person")
+        actions.set_correction_outcome(engine, correction_id=corr.id, outcome="maybe", judged_by="person")
     with pytest.raises(InvalidInput):
-        repo.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="robot")
+        actions.set_correction_outcome(engine, correction_id=corr.id, outcome="fixed", judged_by="robot")
     with pytest.raises(NotFound):
-        repo.set_correction_outcome(engine, correction_id=10_000, outcome="fixed", judged_by="person")
-    labelled = repo.set_grader_label(engine, message_id=reply.id, label="correct", mistakes=[])
+        actions.set_correction_outcome(engine, correction_id=10_000, outcome="fixed", judged_by="person")
+    labelled = actions.set_grader_label(engine, message_id=reply.id, label="correct", mistakes=[])
     assert labelled.grader_label == "correct" and labelled.grader_mistakes == () and labelled.side == "b"
     with pytest.raises(InvalidInput, match="only replies"):
-        repo.set_grader_label(engine, message_id=b.sides["a"].messages[0].id, label="correct")
+        actions.set_grader_label(engine, message_id=b.sides["a"].messages[0].id, label="correct")
     with pytest.raises(InvalidInput):
-        repo.set_grader_label(engine, message_id=reply.id, label="meh")
+        actions.set_grader_label(engine, message_id=reply.id, label="meh")
     with pytest.raises(NotFound):
-        repo.set_grader_label(engine, message_id=10_000, label="correct")
+        actions.set_grader_label(engine, message_id=10_000, label="correct")
 
 
 # --- votes --------------------------------------------------------------------------------------------------
 
 
 def test_vote_once_then_closed(arena, engine: Engine) -> None:
-    visitor = repo.get_or_create_visitor(engine, anon_id="v")
+    visitor = actions.get_or_create_visitor(engine, anon_id="v")
     b = arena.battle(visitor_id=visitor.id)
-    vote = repo.record_vote(engine, battle_id=b.id, choice="b", visitor_id=visitor.id)
+    vote = actions.record_vote(engine, battle_id=b.id, choice="b", visitor_id=visitor.id)
     assert vote.counted and vote.choice == "b" and vote.visitor_id == visitor.id
-    battle = repo.get_battle(engine, battle_id=b.id)
+    battle = actions.get_battle(engine, battle_id=b.id)
     assert battle.status == "voted" and battle.closed_at is not None and battle.vote == vote
     with pytest.raises(VoteRefused) as refused:
-        repo.record_vote(engine, battle_id=b.id, choice="a", visitor_id=visitor.id)
+        actions.record_vote(engine, battle_id=b.id, choice="a", visitor_id=visitor.id)
     assert refused.value.reason == "already_voted"
     with pytest.raises(BattleClosed):
-        repo.append_message(engine, battle_id=b.id, side="a", kind="request", content="more")
+        actions.append_message(engine, battle_id=b.id, side="a", kind="request", content="more")
     assert _count(engine, Vote) == 1
 
 
 @pytest.mark.parametrize("choice", ["a", "b", "tie", "both_bad"])
 def test_vote_choices_accepted(arena, engine: Engine, choice: str) -> None:
-    assert repo.record_vote(engine, battle_id=arena.battle().id, choice=choice).choice == choice
+    assert actions.record_vote(engine, battle_id=arena.battle().id, choice=choice).choice == choice
 
 
 def test_vote_refusals(arena, engine: Engine) -> None:
-    owner = repo.get_or_create_visitor(engine, anon_id="owner")
-    stranger = repo.get_or_create_visitor(engine, anon_id="stranger")
+    owner = actions.get_or_create_visitor(engine, anon_id="owner")
+    stranger = actions.get_or_create_visitor(engine, anon_id="stranger")
 
     def reason(battle_id: str, **kwargs: object) -> str:
         with pytest.raises(VoteRefused) as refused:
-            repo.record_vote(engine, battle_id=battle_id, choice="a", **kwargs)  # type: ignore[arg-type]
+            actions.record_vote(engine, battle_id=battle_id, choice="a", **kwargs)  # type: ignore[arg-type]
         return refused.value.reason
 
     not_ready = arena.battle(replies=False)
-    repo.append_message(engine, battle_id=not_ready.id, side="a", kind="reply", content="only a")
+    actions.append_message(engine, battle_id=not_ready.id, side="a", kind="reply", content="only a")
     assert reason(not_ready.id) == "not_ready"
     assert reason(arena.battle("m1", None, mode="direct").id) == "single_side"
     assert reason(arena.battle(visitor_id=owner.id).id, visitor_id=stranger.id) == "not_owner"
     stale = arena.battle()
-    assert repo.abandon_stale_battles(engine, older_than=utcnow() + dt.timedelta(seconds=1)) >= 1
+    assert actions.abandon_stale_battles(engine, older_than=utcnow() + dt.timedelta(seconds=1)) >= 1
     assert reason(stale.id) == "closed"
     flagged = arena.battle()
-    repo.flag_battle(engine, battle_id=flagged.id, reason="spam")
+    actions.flag_battle(engine, battle_id=flagged.id, reason="spam")
     assert reason(flagged.id) == "closed"
     with pytest.raises(InvalidInput):
-        repo.record_vote(engine, battle_id=arena.battle().id, choice="c")
+        actions.record_vote(engine, battle_id=arena.battle().id, choice="c")
     with pytest.raises(NotFound):
-        repo.record_vote(engine, battle_id="missing", choice="a")
+        actions.record_vote(engine, battle_id="missing", choice="a")
     assert _count(engine, Vote) == 0
 
 
 def test_revealed_before_vote_refused_or_recorded_uncounted(arena, engine: Engine) -> None:
     b = arena.battle()
-    revealed = repo.mark_revealed(engine, battle_id=b.id)
+    revealed = actions.mark_revealed(engine, battle_id=b.id)
     assert revealed.revealed_before_vote and revealed.revealed_at is not None
     with pytest.raises(VoteRefused) as refused:
-        repo.record_vote(engine, battle_id=b.id, choice="a")
+        actions.record_vote(engine, battle_id=b.id, choice="a")
     assert refused.value.reason == "revealed"
-    vote = repo.record_vote(engine, battle_id=b.id, choice="a", accept_revealed=True)
+    vote = actions.record_vote(engine, battle_id=b.id, choice="a", accept_revealed=True)
     assert vote.revealed and not vote.counted
-    assert repo.pairwise_counts(engine).total == 0
-    assert repo.pairwise_counts(engine, exclude_revealed=False).total == 1
+    assert boards.pairwise_counts(engine).total == 0
+    assert boards.pairwise_counts(engine, exclude_revealed=False).total == 1
     # Revealing after the vote (the normal flow) keeps the vote counted.
     normal = arena.battle()
-    repo.record_vote(engine, battle_id=normal.id, choice="b")
-    after = repo.mark_revealed(engine, battle_id=normal.id)
+    actions.record_vote(engine, battle_id=normal.id, choice="b")
+    after = actions.mark_revealed(engine, battle_id=normal.id)
     assert not after.revealed_before_vote and after.revealed_at is not None and after.vote.counted
-    assert repo.pairwise_counts(engine).total == 1
+    assert boards.pairwise_counts(engine).total == 1
 
 
 def test_flag_and_unflag(arena, engine: Engine) -> None:
     b = arena.battle()
-    repo.record_vote(engine, battle_id=b.id, choice="a")
-    flagged = repo.flag_battle(engine, battle_id=b.id, reason="abuse")
+    actions.record_vote(engine, battle_id=b.id, choice="a")
+    flagged = actions.flag_battle(engine, battle_id=b.id, reason="abuse")
     assert flagged.status == "flagged" and flagged.flag_reason == "abuse" and not flagged.vote.counted
-    assert repo.pairwise_counts(engine).total == 0
-    assert repo.pairwise_counts(engine, exclude_flagged=False).total == 1
-    restored = repo.unflag_battle(engine, battle_id=b.id)
-    assert restored.status == "voted" and restored.vote.counted and repo.pairwise_counts(engine).total == 1
+    assert boards.pairwise_counts(engine).total == 0
+    assert boards.pairwise_counts(engine, exclude_flagged=False).total == 1
+    restored = actions.unflag_battle(engine, battle_id=b.id)
+    assert restored.status == "voted" and restored.vote.counted and boards.pairwise_counts(engine).total == 1
     with pytest.raises(InvalidInput):
-        repo.unflag_battle(engine, battle_id=b.id)
+        actions.unflag_battle(engine, battle_id=b.id)
     open_one = arena.battle()
-    repo.flag_battle(engine, battle_id=open_one.id, reason="x")
-    assert repo.unflag_battle(engine, battle_id=open_one.id).status == "open", "the prior status returns"
+    actions.flag_battle(engine, battle_id=open_one.id, reason="x")
+    assert actions.unflag_battle(engine, battle_id=open_one.id).status == "open", "the prior status returns"
     with pytest.raises(InvalidInput):
-        repo.flag_battle(engine, battle_id=b.id, reason="")
+        actions.flag_battle(engine, battle_id=b.id, reason="")
     with pytest.raises(NotFound):
-        repo.flag_battle(engine, battle_id="missing", reason="x")
+        actions.flag_battle(engine, battle_id="missing", reason="x")
     assert _count(engine, Vote) == 1  # moderation flags, it never deletes
 
 
@@ -303,56 +303,56 @@ def test_flag_and_unflag(arena, engine: Engine) -> None:
 
 
 def test_resume_open_battle_and_abandon(arena, engine: Engine) -> None:
-    v = repo.get_or_create_visitor(engine, anon_id="v")
-    assert repo.resume_open_battle(engine, visitor_id=v.id) is None
+    v = actions.get_or_create_visitor(engine, anon_id="v")
+    assert actions.resume_open_battle(engine, visitor_id=v.id) is None
     older = arena.battle(visitor_id=v.id, replies=False)
     newer = arena.battle(visitor_id=v.id, replies=False)
-    assert repo.resume_open_battle(engine, visitor_id=v.id).id == newer.id
-    repo.append_message(engine, battle_id=older.id, side="a", kind="request", content="back to this one")
-    resumed = repo.resume_open_battle(engine, visitor_id=v.id)
+    assert actions.resume_open_battle(engine, visitor_id=v.id).id == newer.id
+    actions.append_message(engine, battle_id=older.id, side="a", kind="request", content="back to this one")
+    resumed = actions.resume_open_battle(engine, visitor_id=v.id)
     assert resumed.id == older.id and resumed.sides["a"].messages[0].content == "back to this one"
-    assert repo.resume_open_battle(engine, visitor_id=v.id, mode="named") is None
+    assert actions.resume_open_battle(engine, visitor_id=v.id, mode="named") is None
     cutoff = utcnow()
     fresh = arena.battle(visitor_id=v.id, replies=False)
-    assert repo.abandon_stale_battles(engine, older_than=cutoff) == 2
-    assert repo.get_battle(engine, battle_id=older.id).status == "abandoned"
-    assert repo.resume_open_battle(engine, visitor_id=v.id).id == fresh.id
+    assert actions.abandon_stale_battles(engine, older_than=cutoff) == 2
+    assert actions.get_battle(engine, battle_id=older.id).status == "abandoned"
+    assert actions.resume_open_battle(engine, visitor_id=v.id).id == fresh.id
     with pytest.raises(InvalidInput):
-        repo.abandon_stale_battles(engine, older_than=dt.datetime(2026, 1, 1))  # naive
+        actions.abandon_stale_battles(engine, older_than=dt.datetime(2026, 1, 1))  # naive
     with pytest.raises(NotFound):
-        repo.get_battle(engine, battle_id="missing")
+        actions.get_battle(engine, battle_id="missing")
 
 
 def test_rate_limit_counts(arena, engine: Engine) -> None:
-    v = repo.get_or_create_visitor(engine, anon_id="v")
-    other = repo.get_or_create_visitor(engine, anon_id="other")
+    v = actions.get_or_create_visitor(engine, anon_id="v")
+    other = actions.get_or_create_visitor(engine, anon_id="other")
     start = utcnow()
     b = arena.battle(visitor_id=v.id)  # 2 requests + 2 replies
     arena.battle(visitor_id=other.id)
-    repo.record_correction(engine, battle_id=b.id, side="a", content="wrong year")
-    assert repo.count_battles_since(engine, visitor_id=v.id, since=start) == 1
-    assert repo.count_messages_since(engine, visitor_id=v.id, since=start) == 3
+    actions.record_correction(engine, battle_id=b.id, side="a", content="wrong year")
+    assert actions.count_battles_since(engine, visitor_id=v.id, since=start) == 1
+    assert actions.count_messages_since(engine, visitor_id=v.id, since=start) == 3
     later = utcnow() + dt.timedelta(seconds=1)
-    assert repo.count_battles_since(engine, visitor_id=v.id, since=later) == 0
-    assert repo.count_messages_since(engine, visitor_id=v.id, since=later) == 0
+    assert actions.count_battles_since(engine, visitor_id=v.id, since=later) == 0
+    assert actions.count_messages_since(engine, visitor_id=v.id, since=later) == 0
 
 
 def test_admin_figures_and_table_counts(arena, engine: Engine) -> None:
     since = utcnow() - dt.timedelta(hours=2)
     b = arena.battle()
     arena.battle("m1", "m3")
-    repo.append_message(engine, battle_id=b.id, side="a", kind="reply", content="", error="timeout",
-                        ttft_ms=10.0, total_ms=100.0, completion_tokens=5)
-    repo.append_message(engine, battle_id=b.id, side="a", kind="reply", content="x", ttft_ms=30.0,
-                        total_ms=300.0, completion_tokens=7)
-    hours = repo.admin_battles_per_hour(engine, since=since)
+    actions.append_message(engine, battle_id=b.id, side="a", kind="reply", content="", error="timeout",
+                           ttft_ms=10.0, total_ms=100.0, completion_tokens=5)
+    actions.append_message(engine, battle_id=b.id, side="a", kind="reply", content="x", ttft_ms=30.0,
+                           total_ms=300.0, completion_tokens=7)
+    hours = boards.admin_battles_per_hour(engine, since=since)
     assert sum(h.count for h in hours) == 2 and all(h.hour.tzinfo is not None for h in hours)
     assert hours[-1].hour <= utcnow() < hours[-1].hour + dt.timedelta(hours=1)
-    figures = {f.model: f for f in repo.admin_latency(engine, since=since)}
+    figures = {f.model: f for f in boards.admin_latency(engine, since=since)}
     m1 = figures["m1"]
     assert (m1.replies, m1.errors, m1.completion_tokens) == (4, 1, 12)
     assert m1.mean_ttft_ms == pytest.approx(20.0) and m1.max_total_ms == pytest.approx(300.0)
     assert figures["m2"].mean_ttft_ms is None and figures["m3"].replies == 1
-    counts = repo.table_counts(engine)
+    counts = boards.table_counts(engine)
     assert counts["battles"] == 2 and counts["contestants"] == 3 and counts["messages"] == 10
     assert counts["votes"] == 0 and counts["corrections"] == 0
