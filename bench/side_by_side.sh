@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Speed of the bundled models against llama.cpp on the same GGUF files, one model after the other in one
-# run (docs/BENCHMARKS.md, "portable kernels"). Needs llama-cpp-python in its own virtualenv:
+# run (docs/BENCHMARKS-HISTORY.md, "portable kernels"). Needs llama-cpp-python in its own virtualenv:
 #   python3.11 -m venv ~/anchor && ~/anchor/bin/pip install "llama-cpp-python[server]"   (7-12 minutes)
 #   ANCHOR=~/anchor/bin/python bench/side_by_side.sh [MODEL ...] > figures.jsonl
 # Prints one JSON line per (model, weight format): our figures at concurrency 1 and 8, llama.cpp's, ratios.
