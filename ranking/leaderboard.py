@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from ranking.blas import single_threaded_blas
 from ranking.bootstrap import bootstrap_rounds
@@ -13,6 +14,7 @@ from ranking.bt import DEFAULT_TOL, fit_bt, to_elo, win_probability
 from ranking.counts import (
     CountsError,
     FloatArray,
+    IntArray,
     IntMatrix,
     check_policies,
     effective_ties,
@@ -97,9 +99,9 @@ class Leaderboard:
 
 def leaderboard(
     models: tuple[str, ...] | list[str],
-    wins: Any,
-    tie_counts: Any,
-    both_bad_counts: Any,
+    wins: npt.ArrayLike,
+    tie_counts: npt.ArrayLike,
+    both_bad_counts: npt.ArrayLike,
     /,
     *,
     ties: str = "half",
@@ -137,9 +139,9 @@ def leaderboard(
 
 def _leaderboard(
     models: tuple[str, ...] | list[str],
-    wins: Any,
-    tie_counts: Any,
-    both_bad_counts: Any,
+    wins: npt.ArrayLike,
+    tie_counts: npt.ArrayLike,
+    both_bad_counts: npt.ArrayLike,
     *,
     ties: str,
     both_bad: str,
@@ -206,7 +208,9 @@ def _leaderboard(
     )
 
 
-def _anchor_index(anchor: tuple[str, float] | None, names: tuple[str, ...], rated_idx: Any) -> int | None:
+def _anchor_index(
+    anchor: tuple[str, float] | None, names: tuple[str, ...], rated_idx: IntArray
+) -> int | None:
     if anchor is None:
         return None
     model, _value = anchor
@@ -220,11 +224,11 @@ def _anchor_index(anchor: tuple[str, float] | None, names: tuple[str, ...], rate
 
 def _rows(
     names: tuple[str, ...],
-    rated_idx: Any,
+    rated_idx: IntArray,
     ratings: FloatArray,
     ci_low: FloatArray,
     ci_high: FloatArray,
-    ranks: Any,
+    ranks: IntArray,
     wins: IntMatrix,
     tie_mat: IntMatrix,
 ) -> tuple[LeaderboardRow, ...]:

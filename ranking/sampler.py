@@ -16,9 +16,8 @@ of uniform pairs so that every enabled model keeps being shown. Left/right is a 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from ranking.blas import single_threaded_blas
 from ranking.counts import CountsError, FloatArray
@@ -27,7 +26,7 @@ BLAS_SCOPE_MODELS = 32  # from this size on, scope BLAS to one thread (entering 
 PRIOR_INFORMATION = 0.5  # total weight of virtual even battles per model, spread over all its pairs
 
 
-def _win_probabilities(n: int, ratings: Any, scale: float) -> FloatArray:
+def _win_probabilities(n: int, ratings: npt.ArrayLike | None, scale: float) -> FloatArray:
     if ratings is None:
         return np.full((n, n), 0.5)
     r = np.asarray(ratings, dtype=np.float64)
@@ -38,7 +37,11 @@ def _win_probabilities(n: int, ratings: Any, scale: float) -> FloatArray:
 
 
 def pair_gains(
-    battle_counts: Any, *, ratings: Any = None, scale: float = 400.0, power: float = 6.0
+    battle_counts: npt.ArrayLike,
+    *,
+    ratings: npt.ArrayLike | None = None,
+    scale: float = 400.0,
+    power: float = 6.0,
 ) -> FloatArray:
     """First-order drop of ``Σ_k var_k^power`` from one more battle, for every pair (0 on the diagonal)."""
     counts = np.asarray(battle_counts, dtype=np.float64)
@@ -67,11 +70,11 @@ def pair_gains(
 
 
 def sample_pair(
-    battle_counts: Any,
-    enabled_mask: Any,
+    battle_counts: npt.ArrayLike,
+    enabled_mask: npt.ArrayLike,
     rng: np.random.Generator,
     *,
-    ratings: Any = None,
+    ratings: npt.ArrayLike | None = None,
     sharpness: float = 4.0,
     explore: float = 0.1,
 ) -> tuple[int, int]:
@@ -91,11 +94,11 @@ def sample_pair(
 
 
 def draw_pair(
-    battle_counts: Any,
-    enabled_mask: Any,
+    battle_counts: npt.ArrayLike,
+    enabled_mask: npt.ArrayLike,
     rng: np.random.Generator,
     *,
-    ratings: Any = None,
+    ratings: npt.ArrayLike | None = None,
     sharpness: float = 4.0,
     explore: float = 0.1,
 ) -> tuple[int, int]:
