@@ -12,7 +12,9 @@ runs graded by ``scenarios``):
 * **fix rate** — corrections judged fixed over corrections judged (people's and the grader's apart).
 * **Cohen's κ** between two judges of the same corrections (person vs grader), with the large-sample
   standard error of Cohen (1960) for a normal 95% interval, clipped to [-1, 1].
-* **turns to fix** — for each mistake, how many corrections it took: 1, 2, 3+ or never.
+* **turns to fix** — for each mistake, how many corrections it took: 1, 2, 3+ or never. Counted where
+  the chains of corrections are known (``db.boards.turns_to_fix``, one fold for people, the grader and
+  the automatic arena); here it arrives as counts per bucket.
 * **regression / recurrence / chatty rates** — flagged replies over graded replies (Wilson).
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,66 +130,15 @@ def kappa_from_table(both_yes: int, first_only: int, second_only: int, both_no: 
     return Agreement(kappa, max(-1.0, kappa - Z95 * se), min(1.0, kappa + Z95 * se), n, p_o)
 
 
-def fix_episodes(links: Sequence[tuple[int, int, bool | None]]) -> list[int | None]:
-    """Turns to fix per mistake from correction links ``(faulty reply, next reply, fixed)``.
-
-    Links chain when a correction's faulty reply is the previous correction's next reply (the person
-    corrected again). An episode ends at its first fixed link (its position, from 1) or, unfixed, at the
-    chain's end (None). A chain whose first judged verdict is missing is skipped.
-    """
-    by_faulty = {faulty: (following, fixed) for faulty, following, fixed in links}
-    followers = {following for _, following, _ in links}
-    episodes: list[int | None] = []
-    for faulty, _, _ in links:
-        if faulty in followers:
-            continue  # not the start of a chain
-        turns, current, outcome = 0, faulty, None
-        seen: set[int] = set()
-        while current in by_faulty and current not in seen:
-            seen.add(current)
-            following, fixed = by_faulty[current]
-            if fixed is None:
-                break
-            turns += 1
-            if fixed:
-                outcome = turns
-                break
-            current = following
-        if turns:
-            episodes.append(outcome)
-    return episodes
-
-
-def count_recurrences(sequences: Iterable[Sequence[Iterable[str]]]) -> int:
-    """Replies that repeat a mistake kind an earlier reply of the same conversation made and a later
-    one had cleared ("20 24", fixed, then back), over conversations given as sequences of mistake sets."""
-    total = 0
-    for sequence in sequences:
-        made: set[str] = set()
-        cleared: set[str] = set()
-        for mistakes in sequence:
-            kinds = set(mistakes)
-            total += bool(kinds & cleared)
-            cleared = (cleared | (made - kinds)) - kinds
-            made |= kinds
-    return total
-
-
-def turns_to_fix(episodes: Iterable[int | None]) -> dict[str, int]:
-    """Histogram of corrections needed per mistake: ``{"1", "2", "3+", "never"}`` → count.
-
-    Each episode is the number of corrections after which the mistake was fixed (≥ 1), or None when it
-    never was.
-    """
-    counts = dict.fromkeys(TURN_BUCKETS, 0)
-    for turns in episodes:
-        if turns is None:
-            counts["never"] += 1
-        elif turns < 1:
-            raise CountsError("an episode is fixed after at least one correction")
-        else:
-            counts["1" if turns == 1 else "2" if turns == 2 else "3+"] += 1
-    return counts
+def turns_to_fix(counts: Mapping[str, int]) -> dict[str, int]:
+    """The turns-to-fix histogram in ``TURN_BUCKETS`` order (``{"1", "2", "3+", "never"}`` → count), a
+    bucket not given being 0; CountsError for an unknown bucket or a negative count."""
+    unknown = set(counts) - set(TURN_BUCKETS)
+    if unknown:
+        raise CountsError(f"unknown turns-to-fix buckets {sorted(unknown)}; expected {TURN_BUCKETS}")
+    if any(n < 0 for n in counts.values()):
+        raise CountsError("turns-to-fix counts must be non-negative")
+    return {bucket: int(counts.get(bucket, 0)) for bucket in TURN_BUCKETS}
 
 
 def flag_rate(flagged: int, graded: int) -> Estimate:
@@ -209,8 +160,7 @@ class FixingCounts:
     regressions: int = 0
     recurrences: int = 0
     chatty: int = 0
-    episodes: tuple[int | None, ...] = ()
-    turns: dict[str, int] | None = None  # the turns-to-fix histogram when counted elsewhere (db aggregates)
+    turns: Mapping[str, int] = dataclasses.field(default_factory=dict)  # TURN_BUCKETS -> chains (db's fold)
 
 
 @dataclass(frozen=True)
@@ -236,7 +186,7 @@ def fixing_table(counts: Sequence[FixingCounts], *, k: int = 5) -> tuple[FixingR
             pass_at_1=pass_at_1(c.first_correct, c.first_attempts), pass_hat_k=pass_hat_k(c.tasks, k),
             regression=flag_rate(c.regressions, c.graded), recurrence=flag_rate(c.recurrences, c.graded),
             chatty=flag_rate(c.chatty, c.graded),
-            turns_to_fix=dict(c.turns) if c.turns is not None else turns_to_fix(c.episodes),
+            turns_to_fix=turns_to_fix(c.turns),
         ))
     low = np.array([r.fix_rate.low if r.fix_rate.n else 0.0 for r in rows])
     high = np.array([r.fix_rate.high if r.fix_rate.n else 0.0 for r in rows])

@@ -23,16 +23,18 @@ calendar of ``scenarios.calendar_state``, fed with every reply so far). Decided 
   (CodeGemma's "20 24" date, fixed, then back), the study's "(🍄) recurring mistake".
 
 The web app and the automatic arena call :func:`grade_dialogue` (or :class:`DialogueGrader` one message
-at a time); :func:`answered_turn` says which turn the next reply answers.
+at a time); :func:`answered_turn` says which turn the next reply answers. They take any
+:class:`DialogueTurn` (``role``, ``kind``, ``content``): ``db``'s stored ``MessageView``, a run's
+``RunMessage``, or a :class:`DialogueMessage` read from JSON, as they are, with no copy.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 from scenarios.base import Scenario
 from scenarios.calendar_state import EMPTY, Calendar, apply_reply, overlap_count, states_match, without_years
@@ -47,9 +49,35 @@ _TARGET_YEAR = re.compile(r"""(["'])\d{4}-""")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
+class DialogueTurn(Protocol):
+    """What the grader reads of a message: ``role`` user/assistant (a system message is skipped), ``kind``
+    request/correction/reply, ``content``."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+
+def check_turn(role: object, kind: object, content: object) -> None:
+    """ValueError saying what is wrong with a message's ``role``, ``kind`` and ``content``, if anything."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if role not in ROLES:
+        raise ValueError(f"role must be user or assistant, got {role!r}")
+    if (kind == "reply") != (role == "assistant"):
+        raise ValueError(f"a {kind} comes from the {'assistant' if kind == 'reply' else 'user'}")
+    if not isinstance(content, str):
+        raise ValueError("content must be a string")
+
+
 @dataclass(frozen=True, slots=True)
 class DialogueMessage:
-    """One message of a dialogue: ``role`` user/assistant, ``kind`` request/correction/reply."""
+    """One message of a dialogue read from JSON (``python -m scenarios grade --dialogue``, tests)."""
 
     role: str
     kind: Kind
@@ -59,15 +87,8 @@ class DialogueMessage:
     def from_mapping(cls, item: Mapping[str, Any]) -> DialogueMessage:
         """Validate one ``{"role", "kind", "content"}`` object; ValueError saying what is wrong."""
         role, kind, content = item.get("role"), item.get("kind"), item.get("content")
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        if role not in ROLES:
-            raise ValueError(f"role must be user or assistant, got {role!r}")
-        if (kind == "reply") != (role == "assistant"):
-            raise ValueError(f"a {kind} comes from the {'assistant' if kind == 'reply' else 'user'}")
-        if not isinstance(content, str):
-            raise ValueError("content must be a string")
-        return cls(role=role, kind=kind, content=content)
+        check_turn(role, kind, content)
+        return cls(role=str(role), kind=cast(Kind, kind), content=str(content))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +163,20 @@ class DialogueGrader:
     _cleared: set[tuple[Mistake, str | None]] = field(default_factory=set)
     _count: int = 0
 
-    def add(self, message: DialogueMessage) -> ReplyGrade | None:
+    def add(self, message: DialogueTurn) -> ReplyGrade | None:
+        """The grade of ``message`` if it is a reply, else None (the dialogue moves on either way); a
+        system message is skipped. ValueError for a message that is not a dialogue's (see
+        :func:`check_turn`)."""
+        if message.role == "system":
+            return None
+        check_turn(message.role, message.kind, message.content)
         index, self._count = self._count, self._count + 1
         if message.kind == "reply":
             return self._reply(index, message.content)
         self._user(message)
         return None
 
-    def _user(self, message: DialogueMessage) -> None:
+    def _user(self, message: DialogueTurn) -> None:
         years = _YEAR.findall(message.content)
         if years:
             self.year = int(years[-1])
@@ -216,39 +243,20 @@ class DialogueGrader:
         return recurrence
 
 
-MessageLike = DialogueMessage | Mapping[str, Any] | Any
-
-
-def as_messages(items: Iterable[MessageLike]) -> list[DialogueMessage]:
-    """Messages from dataclasses, ``{"role", "kind", "content"}`` mappings or any object with those
-    attributes (the web app's stored message views), validated. System messages are skipped."""
-    out = []
-    for item in items:
-        if isinstance(item, DialogueMessage):
-            out.append(item)
-            continue
-        fields = item if isinstance(item, Mapping) else {
-            name: getattr(item, name, None) for name in ("role", "kind", "content")
-        }
-        if fields.get("role") != "system":
-            out.append(DialogueMessage.from_mapping(fields))
-    return out
-
-
-def grade_dialogue(scenario: Scenario, messages: Sequence[MessageLike]) -> list[ReplyGrade]:
+def grade_dialogue(scenario: Scenario, messages: Iterable[DialogueTurn]) -> list[ReplyGrade]:
     """One :class:`ReplyGrade` per reply, in order. Retried (superseded) replies should be left out."""
     grader = DialogueGrader(scenario)
     out = []
-    for message in as_messages(messages):
+    for message in messages:
         grade = grader.add(message)
         if grade is not None:
             out.append(grade)
     return out
 
 
-def answered_turn(scenario: Scenario, messages: Sequence[MessageLike]) -> int | None:
+def answered_turn(scenario: Scenario, messages: Iterable[DialogueTurn]) -> int | None:
     """The scripted turn the next reply answers, after ``messages`` (None: off-script or no script)."""
     grader = DialogueGrader(scenario)
-    for message in as_messages(messages):
+    for message in messages:
         grader.add(message)
     return grader.turn

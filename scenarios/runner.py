@@ -19,6 +19,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from inference.protocol import (
     ChatMessage,
@@ -31,7 +32,7 @@ from inference.protocol import (
 )
 from scenarios.base import Scenario
 from scenarios.corrections import STYLES, Style, write_correction
-from scenarios.dialogue import DialogueGrader, DialogueMessage
+from scenarios.dialogue import DialogueGrader
 from scenarios.premade import PremadeCase
 from scenarios.records import PROTOCOLS, ProtocolName, RunCorrection, RunMessage, RunRecord, forgiven
 
@@ -145,21 +146,21 @@ class _Conversation:
         self.chat = [ChatMessage(role="system", content=record.system_prompt)]
         self.grader = DialogueGrader(scenario)  # grades each reply knowing the dialogue so far
 
-    def say(self, kind: str, content: str) -> int:
-        assert kind in ("request", "correction")
+    def say(self, kind: Literal["request", "correction"], content: str) -> int:
+        message = RunMessage(kind=kind, content=content)
         self.chat.append(ChatMessage(role="user", content=content))
-        self.grader.add(DialogueMessage(role="user", kind=kind, content=content))  # type: ignore[arg-type]
-        self.record.messages.append(RunMessage(kind=kind, content=content))  # type: ignore[arg-type]
+        self.grader.add(message)
+        self.record.messages.append(message)
         return len(self.record.messages) - 1
 
     def _reply(self, content: str, *, turn: int, graded: bool, result: GenerationResult | None) -> int:
+        message = RunMessage(kind="reply", content=content, target_turn=turn, result=result,
+                             scripted=result is None)
         self.chat.append(ChatMessage(role="assistant", content=content))
-        context = self.grader.add(DialogueMessage(role="assistant", kind="reply", content=content))
-        grade = context.grade if context is not None and graded else None
-        self.record.messages.append(
-            RunMessage(kind="reply", content=content, target_turn=turn, grade=grade, result=result,
-                       scripted=result is None, context=context if graded else None)
-        )
+        context = self.grader.add(message)
+        if graded and context is not None:
+            message = dataclasses.replace(message, grade=context.grade, context=context)
+        self.record.messages.append(message)
         return len(self.record.messages) - 1
 
     def scripted_reply(self, content: str, *, turn: int, graded: bool) -> int:

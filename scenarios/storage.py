@@ -33,7 +33,7 @@ from db.actions import (
 )
 from inference.protocol import GenerationParams, GenerationResult
 from scenarios.base import Scenario
-from scenarios.dialogue import DialogueGrader, DialogueMessage
+from scenarios.dialogue import DialogueGrader
 from scenarios.grader import Grade
 from scenarios.records import RunCorrection, RunMessage, RunRecord
 
@@ -124,8 +124,7 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
     grader = DialogueGrader(scenario)
     for stored in conv.messages:
         index_of[stored.id] = len(messages)
-        role = "assistant" if stored.kind == "reply" else "user"
-        context = grader.add(DialogueMessage(role=role, kind=stored.kind, content=stored.content))  # type: ignore[arg-type]
+        context = grader.add(stored)
         if stored.kind != "reply":
             messages.append(RunMessage(kind=stored.kind, content=stored.content))  # type: ignore[arg-type]
             continue

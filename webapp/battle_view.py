@@ -159,7 +159,7 @@ def _messages(view: ShownSide, *, show_badges: bool, outcomes: dict[int, str]) -
             st.caption(render.turn_caption(role="user", kind=message.kind))
             render.visitor_text(st, message.content)
             continue
-        badge = render.badge(message.label) if show_badges else ""
+        badge = render.badge(message.grader_label) if show_badges else ""
         verdict = OUTCOME_TEXT.get(outcomes.get(message.id, ""), "")
         badge = f"{badge} · {verdict}" if verdict and badge else verdict or badge
         st.caption(render.turn_caption(role="assistant", kind="reply", badge_text=badge))

@@ -29,7 +29,6 @@ from ranking import fit_style_bt, fixing_table, leaderboard, tally, wilson_inter
 from ranking.fixing import (
     TURN_BUCKETS,
     FixingCounts,
-    fix_episodes,
     fix_rate,
     kappa_from_table,
 )
@@ -286,7 +285,7 @@ def _auto_counts(totals: list[RunTotals]) -> list[FixingCounts]:
     return [FixingCounts(
         model=t.model, fixed=t.fixed, judged=t.judged, first_correct=t.first_correct,
         first_attempts=t.first_attempts, tasks=tuple(t.tasks), graded=t.graded, regressions=t.regressions,
-        recurrences=t.recurrences, chatty=t.chatty, episodes=tuple(fix_episodes(t.links)),
+        recurrences=t.recurrences, chatty=t.chatty, turns=db_boards.turns_to_fix(t.links),
     ) for t in totals]
 
 

@@ -1,5 +1,6 @@
 """The web layer's one set of battle views: what a page needs, as plain frozen values built from ``db``'s
-read model (``db.BattleView``) in one place, ``shown_battle``.
+read model (``db.BattleView``) in one place, ``shown_battle``. A message stays ``db``'s
+:class:`db.MessageView` (the standing ones only); the model's history is ``inference``'s ``ChatMessage``.
 
 Pure functions here decide what the UI offers (vote enabled? which corrections await a verdict? what
 history does a side's model see?), so the rules are testable without Streamlit.
@@ -9,22 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from db import BattleView
+from db import BattleView, MessageView
 from inference.protocol import ChatMessage
 
 SIDES = ("a", "b")
 VOTE_CHOICES = ("a", "b", "tie", "both_bad")
-
-
-@dataclass(frozen=True)
-class ShownMessage:
-    id: int
-    role: str  # "user" | "assistant"
-    kind: str  # "request" | "correction" | "reply"
-    content: str
-    label: str | None = None  # grader label of a reply
-    error: str | None = None
-    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,7 +34,7 @@ class ShownSide:
     display_name: str
     family: str
     system_prompt: str
-    messages: tuple[ShownMessage, ...] = ()  # the standing ones (superseded retries left out)
+    messages: tuple[MessageView, ...] = ()  # the standing ones (superseded retries left out)
     generated: int = 0  # every reply this side generated, superseded retries and failures included
 
 
@@ -69,19 +59,7 @@ def shown_battle(battle: BattleView) -> ShownBattle:
     sides: dict[str, ShownSide] = {}
     corrections: list[ShownCorrection] = []
     for side, conv in battle.sides.items():
-        messages = tuple(
-            ShownMessage(
-                id=m.id,
-                role=m.role,
-                kind=m.kind,
-                content=m.content,
-                label=m.grader_label,
-                error=m.error,
-                finish_reason=m.finish_reason,
-            )
-            for m in conv.messages
-            if not m.superseded
-        )
+        messages = tuple(m for m in conv.messages if not m.superseded)
         sides[side] = ShownSide(
             side=side,
             contestant=conv.contestant.slug,
@@ -114,7 +92,7 @@ def shown_battle(battle: BattleView) -> ShownBattle:
     )
 
 
-def last_reply(side: ShownSide) -> ShownMessage | None:
+def last_reply(side: ShownSide) -> MessageView | None:
     """The side's newest reply if it is the newest message (a retry replaces it in the history)."""
     if side.messages and side.messages[-1].kind == "reply":
         return side.messages[-1]

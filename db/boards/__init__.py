@@ -4,7 +4,8 @@ Modules: ``aggregates`` (the Votes board's pair counts, fix and first-try counts
 table sizes and stored messages), ``vote_features`` (the counted votes one by one and their style
 features: outliers, style control), ``side_totals`` (the Fixing board's per-model sums), ``fixing``
 (correction outcomes by judge, turns to fix, reply flags, automatic-arena battles) and ``reply_stats``
-(the per-side roll-up those read, kept current by :mod:`db.actions` when a battle is written).
+(the per-side roll-up those read, kept current by :mod:`db.actions` when a battle is written, and the
+folds that follow a conversation: ``fix_chains``, ``turns_to_fix``, ``recurrence_flags``).
 
 Every board query takes the keyword filters of :class:`db.VoteFilters` (``**filters.vote_args()`` or
 ``**filters.battle_args()``) and counts only published battles (:meth:`db.VoteFilters.published`).
@@ -40,6 +41,7 @@ from db.boards.fixing import (
     turns_from_totals,
     turns_to_fix_counts,
 )
+from db.boards.reply_stats import TURN_BUCKETS, fix_chains, recurrence_flags, turns_to_fix
 from db.boards.side_totals import FixingTotals, fixing_totals
 from db.boards.vote_features import (
     STYLE_COLUMNS,
@@ -54,6 +56,7 @@ __all__ = [
     "FIXED_LABEL",
     "STYLE_COLUMNS",
     "STYLE_NOTES",
+    "TURN_BUCKETS",
     "CorrectionLink",
     "CountedVotes",
     "FixingTotals",
@@ -69,6 +72,7 @@ __all__ = [
     "correction_links",
     "counted_votes",
     "first_try_counts",
+    "fix_chains",
     "fix_counts",
     "fix_outcomes",
     "fixing_totals",
@@ -77,9 +81,11 @@ __all__ = [
     "judge_table",
     "message_counts",
     "pairwise_counts",
+    "recurrence_flags",
     "reply_flags",
     "table_counts",
     "turns_from_totals",
+    "turns_to_fix",
     "turns_to_fix_counts",
     "vote_style_features",
 ]

@@ -24,6 +24,7 @@ from typing import Literal, Unpack
 from sqlalchemy import ColumnElement, Engine, String, and_, case, cast, func, select
 from sqlalchemy.orm import aliased
 
+from db.boards.reply_stats import TURN_BUCKETS
 from db.boards.side_totals import HUMAN_MODES, FixingTotals, fixing_totals
 from db.checks import retry_read
 from db.engine import read_session
@@ -176,9 +177,6 @@ def correction_links(
     return links
 
 
-TURN_BUCKETS: tuple[str, ...] = ("1", "2", "3+", "never")  # ranking.fixing's buckets
-
-
 @dataclass(frozen=True, slots=True)
 class TurnsToFix:
     """Per model (in ``models`` order): chains of corrections by the turn that fixed them
@@ -195,7 +193,7 @@ def turns_to_fix_counts(
     models: Sequence[str] | None = None,
     **filters: Unpack[BattleFilterArgs],
 ) -> TurnsToFix:
-    """``ranking.fixing.fix_episodes`` summed from the per-side roll-up (``db.boards.side_totals``)."""
+    """``db.boards.turns_to_fix`` of each side (rolled up when written), summed per model in SQL."""
     _check(judge)
     totals = fixing_totals(engine, models=models, **filters)
     return turns_from_totals(totals, judge)

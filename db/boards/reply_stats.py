@@ -7,9 +7,11 @@ A side's figures: current (not superseded) graded replies and those whose mistak
 later one had cleared: the study's "20 24" back after its fix); the label of its first try; corrections
 judged by the person and by the grader (the label of the reply that followed) and how many each found
 fixed, and the 2x2 table where both judged; chains of corrections (a correction of the reply that
-answered a correction continues that chain) by the turn that fixed them, per judge. These are the
-definitions of ``ranking.fixing`` (``count_recurrences``, ``fix_episodes``) applied to one side's rows;
-tests check that the sums equal those functions over the rows read one by one.
+answered a correction continues that chain) by the turn that fixed them, per judge.
+
+The two folds that follow a conversation live here and nowhere else: :func:`recurrence_flags` (the
+export's ``recurrence`` column uses it too) and :func:`fix_chains` / :func:`turns_to_fix` (the web app
+counts the automatic arena's chains with them; ``ranking.fixing`` takes the counts only).
 
 :func:`refresh_side_stats` recomputes a side from its few rows in the transaction of every write that
 changes them (``db.actions.battles``); moderation updates the ``flagged`` copy; :func:`refill_side_stats`
@@ -68,15 +70,23 @@ def _recurring(graded: Iterable[Sequence[str]]) -> int:
     return sum(recurrence_flags(graded))
 
 
-def _turns(links: Sequence[tuple[int, int, bool | None]]) -> list[int | None]:
-    """Per chain (faulty -> next reply -> corrected again ...), the position of its first fixed link, or
-    None when a judged chain never got fixed; chains whose first link is unjudged are left out."""
+TURN_BUCKETS: tuple[str, ...] = ("1", "2", "3+", "never")  # corrections a mistake needed, or never fixed
+Link = tuple[int, int, bool | None]  # (faulty reply, the reply that followed, fixed? None: unjudged)
+
+
+def fix_chains(links: Sequence[Link]) -> list[int | None]:
+    """Turns to fix per chain of corrections, from links ``(faulty reply, next reply, fixed)``.
+
+    Links chain when a correction's faulty reply is the previous correction's next reply (the person
+    corrected again). A chain ends at its first fixed link (its position, from 1) or, never fixed, at
+    its end (None); an unjudged link ends it too, and a chain whose first link is unjudged is left out.
+    """
     after = {faulty: (following, fixed) for faulty, following, fixed in links}
     continued = {following for _, following, _ in links}
     out: list[int | None] = []
     for start, _, _ in links:
         if start in continued:
-            continue
+            continue  # not the start of a chain
         position, reply, fixed_at, visited = 0, start, None, set()
         while reply in after and reply not in visited:
             visited.add(reply)
@@ -92,12 +102,19 @@ def _turns(links: Sequence[tuple[int, int, bool | None]]) -> list[int | None]:
     return out
 
 
-def _buckets(prefix: str, chains: Iterable[int | None]) -> dict[str, int]:
-    counts = dict.fromkeys([f"{prefix}_turns_{n}" for n in (1, 2, 3)] + [f"{prefix}_never"], 0)
-    for turns in chains:
-        key = "never" if turns is None else f"turns_{min(turns, 3)}"
-        counts[f"{prefix}_{key}"] += 1
+def turns_to_fix(links: Sequence[Link]) -> dict[str, int]:
+    """The chains of :func:`fix_chains` by the turn that fixed them: ``TURN_BUCKETS`` → count."""
+    counts = dict.fromkeys(TURN_BUCKETS, 0)
+    for turns in fix_chains(links):
+        counts["never" if turns is None else TURN_BUCKETS[min(turns, 3) - 1]] += 1
     return counts
+
+
+_COLUMN_OF = {"1": "turns_1", "2": "turns_2", "3+": "turns_3", "never": "never"}  # bucket -> SideStats
+
+
+def _buckets(prefix: str, links: Sequence[Link]) -> dict[str, int]:
+    return {f"{prefix}_{_COLUMN_OF[bucket]}": n for bucket, n in turns_to_fix(links).items()}
 
 
 def summarise(replies: Sequence[ReplyRow], corrections: Sequence[CorrectionRow]) -> dict[str, Any]:
@@ -105,8 +122,8 @@ def summarise(replies: Sequence[ReplyRow], corrections: Sequence[CorrectionRow])
     corrections (oldest first)."""
     graded = [r.mistakes for r in replies if r.label is not None and not r.superseded]
     label_of = {r.id: r.label for r in replies}
-    person_links: list[tuple[int, int, bool | None]] = []
-    grader_links: list[tuple[int, int, bool | None]] = []
+    person_links: list[Link] = []
+    grader_links: list[Link] = []
     counts = dict.fromkeys(SIDE_COUNTS, 0)
     for c in corrections:
         person = c.outcome == "fixed" if c.judged_by == "person" and c.outcome != "unknown" else None
@@ -133,8 +150,8 @@ def summarise(replies: Sequence[ReplyRow], corrections: Sequence[CorrectionRow])
         regression_replies=sum("regression" in m for m in graded),
         recurrence_replies=_recurring(graded),
         chatty_replies=sum("chatty" in m for m in graded),
-        **_buckets("person", _turns(person_links)),
-        **_buckets("grader", _turns(grader_links)),
+        **_buckets("person", person_links),
+        **_buckets("grader", grader_links),
     )
     return {**counts, "first_try_label": next((r.label for r in replies if r.first_try), None)}
 

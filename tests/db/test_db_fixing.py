@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,8 @@ import pytest
 from sqlalchemy import Engine
 
 from db import actions, boards
-from db.boards import fixing, vote_features
+from db.boards import fix_chains, fixing, recurrence_flags, turns_to_fix, vote_features
 from db.views import ModelCounts
-from ranking.fixing import count_recurrences, fix_episodes, turns_to_fix
 from tests.db.conftest import Arena
 
 
@@ -194,9 +194,39 @@ def test_roll_up_follows_retries_and_relabels(arena: Arena) -> None:
 
 
 def _turns_one_by_one(links: list[fixing.CorrectionLink], model: str) -> dict[str, int]:
-    """ranking.fixing's turns to fix from the correction links read one row each."""
+    """The fold's turns to fix over all of a model's correction links read one row each (the roll-up
+    folds each side apart when it is written, and SQL sums the sides)."""
     mine = [(k.faulty_message_id, k.next_reply_message_id, k.fixed) for k in links if k.model == model]
-    return turns_to_fix(fix_episodes(mine))
+    return turns_to_fix(mine)
+
+
+def count_recurrences(conversations: Iterable[Sequence[Sequence[str]]]) -> int:
+    """Recurrences over conversations given as sequences of mistake kinds, one per graded reply."""
+    return sum(sum(recurrence_flags(replies)) for replies in conversations)
+
+
+def test_fix_chains_on_hand_made_links() -> None:
+    links = [
+        (1, 2, True),  # fixed at once
+        (10, 11, False), (11, 12, False), (12, 13, True),  # the third correction worked
+        (20, 21, False), (21, 22, False),  # gave up
+        (30, 31, None),  # nobody judged it: left out
+        (40, 41, False), (41, 42, True),
+        (50, 51, False), (51, 52, None),  # judged once, then unjudged: never fixed
+        (60, 61, False), (61, 62, False), (62, 63, False), (63, 64, True),  # fixed at the fourth: 3+
+    ]
+    assert fix_chains(links) == [1, 3, None, 2, None, 4]
+    assert turns_to_fix(links) == {"1": 1, "2": 1, "3+": 2, "never": 2}
+    assert fix_chains([]) == [] and turns_to_fix([]) == {"1": 0, "2": 0, "3+": 0, "never": 0}
+    assert fix_chains([(1, 2, False), (2, 1, False)]) == []  # a cycle has no start: no chain, no hang
+
+
+def test_recurrence_flags_need_a_cleared_mistake() -> None:
+    sticky = [["bad_format"], [], ["bad_format"], ["bad_format"]]  # fixed, back (1), still there (0)
+    assert recurrence_flags(sticky) == [False, False, True, False]
+    assert recurrence_flags([["chatty"], ["chatty"], ["chatty"]]) == [False, False, False]
+    # Per reply: chatty cleared by the second reply, back in the third alongside a new kind.
+    assert recurrence_flags([["chatty"], ["wrong_time"], ["chatty", "wrong_time"]]) == [False, False, True]
 
 
 @pytest.mark.parametrize("judge", ["person", "grader"])
@@ -235,10 +265,10 @@ def test_chains_follow_corrections_of_corrections(arena: Arena) -> None:
 
 
 def test_bulk_seeded_roll_ups_equal_the_per_row_definitions(tmp_path: Path) -> None:
-    """Random graded dialogues bulk-loaded (db.bench_replies, the refill functions of migration 0005): the
+    """Random graded dialogues bulk-loaded (bench.db_replies, the refill functions of migration 0005): the
     aggregates equal recurrence and turns to fix recomputed from the rows one by one."""
-    from db.bench import bulk_votes, seed_contestants
-    from db.bench_replies import seed_graded_replies
+    from bench.db_replies import seed_graded_replies
+    from bench.db_writes import bulk_votes, seed_contestants
     from db.engine import make_engine
     from db.migrate import upgrade_to_head
 
@@ -270,8 +300,8 @@ def test_the_bulk_loader_stores_what_the_orm_would(tmp_path: Path) -> None:
     aware UTC timestamps, JSON lists and objects, booleans read back as written."""
     from sqlalchemy import select
 
-    from db.bench import bulk_votes, seed_contestants
-    from db.bench_replies import seed_graded_replies
+    from bench.db_replies import seed_graded_replies
+    from bench.db_writes import bulk_votes, seed_contestants
     from db.engine import make_engine, read_session
     from db.migrate import upgrade_to_head
     from db.models import Conversation, Message, Vote

@@ -70,18 +70,21 @@ def test_cohen_kappa_edges() -> None:
         cohen_kappa([True], [True, False])
 
 
-def test_turns_to_fix_buckets() -> None:
-    assert turns_to_fix([1, 1, 2, 3, 7, None, None]) == {"1": 2, "2": 1, "3+": 2, "never": 2}
-    assert turns_to_fix([]) == {"1": 0, "2": 0, "3+": 0, "never": 0}
+def test_turns_to_fix_takes_counts_per_bucket() -> None:
+    assert turns_to_fix({"never": 2, "1": 2, "3+": 2, "2": 1}) == {"1": 2, "2": 1, "3+": 2, "never": 2}
+    assert list(turns_to_fix({"never": 1})) == ["1", "2", "3+", "never"]
+    assert turns_to_fix({}) == {"1": 0, "2": 0, "3+": 0, "never": 0}
     with pytest.raises(CountsError):
-        turns_to_fix([0])
+        turns_to_fix({"4": 1})
+    with pytest.raises(CountsError):
+        turns_to_fix({"1": -1})
 
 
 def test_fixing_table_ranks_by_fix_rate_with_overlap_ranks() -> None:
     rows = fixing_table([
         FixingCounts("weak", fixed=2, judged=40, graded=50, chatty=10),
         FixingCounts("strong", fixed=38, judged=40, first_correct=4, first_attempts=5, tasks=((4, 5),),
-                     graded=50, regressions=1, recurrences=2, episodes=(1, 1, 2, None)),
+                     graded=50, regressions=1, recurrences=2, turns={"1": 2, "2": 1, "never": 1}),
         FixingCounts("close", fixed=36, judged=40),
         FixingCounts("unjudged"),
     ])
@@ -101,26 +104,3 @@ def test_kappa_from_a_table_equals_kappa_from_labels() -> None:
     assert kappa_from_table(0, 0, 0, 0).n == 0
     with pytest.raises(CountsError):
         kappa_from_table(-1, 0, 0, 0)
-
-
-def test_fix_episodes_follow_chains_of_corrections() -> None:
-    from ranking.fixing import fix_episodes
-
-    links = [
-        (1, 2, True),  # fixed at once
-        (10, 11, False), (11, 12, False), (12, 13, True),  # third correction worked
-        (20, 21, False), (21, 22, False),  # gave up
-        (30, 31, None),  # nobody judged it
-        (40, 41, False), (41, 42, True),
-    ]
-    assert fix_episodes(links) == [1, 3, None, 2]
-    assert turns_to_fix(fix_episodes(links)) == {"1": 1, "2": 1, "3+": 1, "never": 1}
-
-
-def test_count_recurrences_needs_a_cleared_mistake() -> None:
-    from ranking.fixing import count_recurrences
-
-    sticky = [["bad_format"], [], ["bad_format"], ["bad_format"]]  # fixed, back (1), still there (0)
-    always = [["chatty"], ["chatty"], ["chatty"]]
-    assert count_recurrences([sticky, always]) == 1
-    assert count_recurrences([[["chatty"], ["wrong_time"], ["chatty", "wrong_time"]]]) == 1  # per reply

@@ -19,17 +19,18 @@ ADD = "action.add_calendar_entry"
 FRED_2024 = f'{ADD}("Meeting with Fred", date="2024-11-11", time="17:00", duration=30)'
 
 
-def user(text: str, kind: str = "request") -> dict[str, str]:
-    return {"role": "user", "kind": kind, "content": text}
+def user(text: str, kind: str = "request") -> DialogueMessage:
+    return DialogueMessage.from_mapping({"role": "user", "kind": kind, "content": text})
 
 
-def reply(text: str) -> dict[str, str]:
-    return {"role": "assistant", "kind": "reply", "content": text}
+def reply(text: str) -> DialogueMessage:
+    return DialogueMessage(role="assistant", kind="reply", content=text)
 
 
 @pytest.mark.parametrize("dialogue", DIALOGUES, ids=[d["name"] for d in DIALOGUES])
 def test_labelled_dialogue(dialogue: dict) -> None:
-    got = [g.as_json() for g in grade_dialogue(CALENDAR, dialogue["messages"])]
+    messages = [DialogueMessage.from_mapping(item) for item in dialogue["messages"]]
+    got = [g.as_json() for g in grade_dialogue(CALENDAR, messages)]
     assert got == dialogue["expected"]
 
 
@@ -94,6 +95,15 @@ def test_stored_message_views_are_accepted_and_system_messages_skipped() -> None
     (graded,) = grade_dialogue(CALENDAR, views)
     assert (graded.turn, graded.label) == (1, "correct")
     assert answered_turn(CALENDAR, views[:2]) == 1
+
+
+def test_the_grader_refuses_a_message_that_is_not_a_dialogue_s() -> None:
+    from types import SimpleNamespace
+
+    with pytest.raises(ValueError, match="kind"):
+        grade_dialogue(CALENDAR, [SimpleNamespace(role="user", kind="question", content="x")])
+    with pytest.raises(ValueError, match="assistant"):
+        answered_turn(CALENDAR, [SimpleNamespace(role="user", kind="reply", content="x")])
 
 
 def test_messages_are_validated() -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
+from db import MessageView
 from webapp.views import (
     ShownBattle,
     ShownCorrection,
-    ShownMessage,
     ShownSide,
     awaiting_verdict,
     history_for_retry,
@@ -15,7 +17,7 @@ from webapp.views import (
 )
 
 
-def _side(side: str, *messages: ShownMessage) -> ShownSide:
+def _side(side: str, *messages: MessageView) -> ShownSide:
     return ShownSide(
         side=side,
         contestant=f"m-{side}",
@@ -26,16 +28,24 @@ def _side(side: str, *messages: ShownMessage) -> ShownSide:
     )
 
 
-def _user(i: int, text: str, kind: str = "request") -> ShownMessage:
-    return ShownMessage(id=i, role="user", kind=kind, content=text)
+_AT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def _reply(i: int, text: str, error: str | None = None) -> ShownMessage:
-    return ShownMessage(
+def _user(i: int, text: str, kind: str = "request") -> MessageView:
+    return MessageView(id=i, conversation_id=1, side="a", position=i, role="user", kind=kind, content=text,
+                       created_at=_AT)
+
+
+def _reply(i: int, text: str, error: str | None = None) -> MessageView:
+    return MessageView(
         id=i,
+        conversation_id=1,
+        side="a",
+        position=i,
         role="assistant",
         kind="reply",
         content=text,
+        created_at=_AT,
         error=error,
         finish_reason="error" if error else "stop",
     )

@@ -21,11 +21,12 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 import scenarios
-from db import BattleClosed, DBError
+from db import BattleClosed, DBError, MessageView
 from db import actions as db_actions
 from db import storable_text as storable
 from db.export import error_category
 from inference.protocol import GenerationResult, clean_text
+from scenarios import DialogueMessage
 from settings import Settings
 from webapp import context as run
 from webapp import limits, render
@@ -255,11 +256,11 @@ def _grade(battle: ShownBattle, side: str, text: str, *, retry: bool) -> tuple[s
     scenario = scenarios.get_scenario(battle.scenario)
     if not scenario.gradable:
         return None, None
-    history: list[Any] = list(battle.sides[side].messages)
+    history: list[MessageView | DialogueMessage] = list(battle.sides[side].messages)
     if retry and history and history[-1].kind == "reply":
         history.pop()  # the reply this one replaces
-    reply = {"role": "assistant", "kind": "reply", "content": text}
-    grades = scenarios.grade_dialogue(scenario, [*history, reply])
+    history.append(DialogueMessage(role="assistant", kind="reply", content=text))
+    grades = scenarios.grade_dialogue(scenario, history)
     if not grades or grades[-1].grade is None:
         return None, None
     record = grades[-1].as_json()

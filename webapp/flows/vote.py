@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from db import VoteRefused
+from db import VoteRefused, VoteView
 from db import actions as db_actions
 from webapp.context import Context
 from webapp.flows import Feedback
@@ -38,33 +38,41 @@ def cap_problem(ctx: Context) -> str | None:
 
 
 def record_vote(ctx: Context, *, battle_id: str, choice: str) -> str | None:
-    """Store the vote; returns None on success or the refusal reason in words. The database applies the
+    """Store the vote; returns None on success or the refusal reason in words (see :func:`cast_vote`)."""
+    outcome = cast_vote(ctx, battle_id=battle_id, choice=choice)
+    return outcome if isinstance(outcome, str) else None
+
+
+def cast_vote(ctx: Context, *, battle_id: str, choice: str) -> VoteView | str:
+    """Store the vote; returns the stored vote, or the refusal reason in words. The database applies the
     daily caps (the visitor's and the address's) again inside the vote's transaction, so tabs or cookies
     racing past :func:`cap_problem` cannot get through together."""
     cap = ctx.settings.votes_per_visitor_per_day
     try:
-        db_actions.record_vote(ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id,
-                               accept_revealed=True, daily_cap=cap, address_hash=address_key(ctx),
-                               address_cap=cap * ctx.settings.address_limit_factor)
+        return db_actions.record_vote(
+            ctx.engine, battle_id=battle_id, choice=choice, visitor_id=ctx.visitor_id,
+            accept_revealed=True, daily_cap=cap, address_hash=address_key(ctx),
+            address_cap=cap * ctx.settings.address_limit_factor,
+        )
     except VoteRefused as refused:
+        words = None
         if refused.reason == "daily_cap":
-            return votes_problem(cap, 0, settings=ctx.settings)
-        if refused.reason == "address_cap":
-            return votes_problem(0, cap * ctx.settings.address_limit_factor, settings=ctx.settings)
-        return _REFUSALS.get(refused.reason, str(refused))
-    return None
+            words = votes_problem(cap, 0, settings=ctx.settings)
+        elif refused.reason == "address_cap":
+            words = votes_problem(0, cap * ctx.settings.address_limit_factor, settings=ctx.settings)
+        return words or _REFUSALS.get(refused.reason, str(refused))
 
 
 def vote(ctx: Context, *, battle_id: str, choice: str) -> Feedback:
-    """Record the vote if the battle allows one; the database refuses a second vote in any case."""
+    """Record the vote if the battle allows one; the database refuses a second vote in any case. The
+    stored vote says whether a model revealed its identity first (read in the vote's own transaction)."""
     battle = load_battle(ctx, battle_id=battle_id)
     problem = vote_problem(battle) or cap_problem(ctx)
     if problem:
         return Feedback("error", problem)
-    refusal = record_vote(ctx, battle_id=battle_id, choice=choice)
-    if refusal:
-        return Feedback("error", refusal)
-    battle = load_battle(ctx, battle_id=battle_id)
-    if battle.identity_revealed:
+    outcome = cast_vote(ctx, battle_id=battle_id, choice=choice)
+    if isinstance(outcome, str):
+        return Feedback("error", outcome)
+    if outcome.revealed:
         return Feedback("warning", "Vote recorded, but not counted: a model revealed its identity.")
     return Feedback("success", "Thanks! Your vote is recorded.")
