@@ -21,7 +21,7 @@ $(STAMP): requirements.txt requirements-models.txt
 run: export ARENA_ENVIRONMENT ?= development
 run: setup
 	$(BIN)/python -m db upgrade
-	$(BIN)/streamlit run webapp/app.py --server.address 127.0.0.1
+	$(BIN)/python -m streamlit run webapp/app.py --server.address 127.0.0.1
 
 # Both steps print their 20 slowest tests (--durations), so a CI log says where its minutes went.
 # The fast suite in TEST_WORKERS processes (pytest-xdist; a test file stays in one process, so its module
@@ -42,7 +42,7 @@ test-all: test test-slow
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy settings.py db ranking inference scenarios webapp
+	$(BIN)/mypy settings.py db ranking inference scenarios webapp wiring commands bench
 	$(BIN)/lint-imports --no-logo  # the layering's contracts: pyproject.toml, [tool.importlinter]
 
 lock:

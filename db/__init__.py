@@ -7,8 +7,9 @@
   visitors) and the reads a flow needs before it acts (a battle, the rate limits' counts).
 - :mod:`db.boards`: the Leaderboard's and the admin page's figures.
 - :mod:`db.export`: the dataset export (``python -m db export``; the Dataset page).
+- :mod:`db.seed`: synthetic rows for benchmarks and load tests (bulk inserts that bypass the visitor flows).
 
-Code outside ``db`` imports only these four (``migrations/``, the schema's own history, may read the
+Code outside ``db`` imports only these five (``migrations/``, the schema's own history, may read the
 models). The other modules (``models``, ``engine``, ``checks``, ``errors``, ``views``, ``vote_filters``,
 ``migrate``) are ``db``'s own. The names below are loaded on first use (PEP 562), so ``import db`` (and
 ``from db.export import error_category``, on the web app's reply path) loads neither SQLAlchemy's models
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from db.checks import storable_text
     from db.engine import Durability, make_engine
     from db.errors import BattleClosed, DBError, InvalidInput, NotFound, VoteRefusal, VoteRefused
-    from db.migrate import upgrade_to_head
+    from db.migrate import current_revision, upgrade_to_head
     from db.models import GRADER_LABELS, MODES, utcnow
     from db.views import (
         BattleSummaryView,
@@ -48,7 +49,7 @@ _LAZY = {
     **dict.fromkeys(("Durability", "make_engine"), "db.engine"),
     **dict.fromkeys(("BattleClosed", "DBError", "InvalidInput", "NotFound", "VoteRefusal", "VoteRefused"),
                     "db.errors"),
-    "upgrade_to_head": "db.migrate",
+    **dict.fromkeys(("current_revision", "upgrade_to_head"), "db.migrate"),
     **dict.fromkeys(("GRADER_LABELS", "MODES", "utcnow"), "db.models"),
     **dict.fromkeys(("BattleSummaryView", "BattleView", "ContestantView", "ConversationView",
                      "CorrectionView", "HourCount", "LatencyFigures", "MessageView", "ModelCounts",
@@ -87,6 +88,7 @@ __all__ = [
     "VoteView",
     "make_engine",
     "storable_text",
+    "current_revision",
     "upgrade_to_head",
     "utcnow",
 ]

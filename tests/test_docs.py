@@ -24,9 +24,8 @@ def _section(layer: str) -> str:
 
 
 def _parser(layer: str) -> argparse.ArgumentParser:
-    module = importlib.import_module(f"{layer}.__main__")
-    factory = getattr(module, "build_parser", None) or module._parser
-    parser: argparse.ArgumentParser = factory()
+    module = importlib.import_module(f"commands.{layer}")
+    parser: argparse.ArgumentParser = module.build_parser()
     return parser
 
 

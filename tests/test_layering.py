@@ -3,7 +3,7 @@
 - No import cycle inside a package, counting imports inside function bodies (grimp reads them) and the
   modules loaded by ``importlib.import_module`` (added here from the source: a literal name, a
   ``f"{__name__}.…"`` child of the package, or any module name the loading module spells out).
-- db's protected-modules contract names every db module but its four front doors, so a new db module
+- db's protected-modules contract names every db module but its front doors, so a new db module
   is private until someone decides otherwise.
 - The checks themselves can fail: a cycle or a new db module in a scratch package is found.
 """
@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("db", "ranking", "inference", "scenarios", "webapp")
-DB_FRONT_DOORS = ("db", "db.actions", "db.boards", "db.export")
+DB_FRONT_DOORS = ("db", "db.actions", "db.boards", "db.export", "db.seed")
 
 Graph = Mapping[str, set[str]]
 
@@ -153,7 +153,7 @@ def _lint_copy(tmp_path: Path, breach: tuple[str, str] | None) -> tuple[int, str
     return done.returncode, done.stdout + done.stderr
 
 
-EXTRA_ROOTS: tuple[str, ...] = ()
+EXTRA_ROOTS = ("wiring", "commands", "bench")
 
 
 def test_the_contracts_hold_on_the_project(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_the_contracts_hold_on_the_project(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("breach", "broken", "named"), [
     (("ranking/elo.py", "from db import models as _breach"),
-     "webapp over scenarios over inference, db and ranking", "ranking.elo -> db.models"),
+     "over scenarios over inference, db and ranking", "ranking.elo -> db.models"),
     (("ranking/elo.py", "import settings as _breach"), "ranking, db and inference read no settings",
      "ranking.elo -> settings"),
     (("webapp/pages/leaderboard.py", "from db.boards import aggregates as _breach"), "pages hold no queries",
@@ -180,5 +180,5 @@ def test_the_contracts_hold_on_the_project(tmp_path: Path) -> None:
 def test_a_breach_fails_the_lint(tmp_path: Path, breach: tuple[str, str], broken: str, named: str) -> None:
     rc, out = _lint_copy(tmp_path, breach)
     assert rc != 0
-    section = out[out.index("Broken contracts"):]
+    section = " ".join(out[out.index("Broken contracts"):].split())  # names wrap at 80 columns
     assert broken in section and named in section

@@ -69,9 +69,8 @@ def _broken_links(path: Path) -> list[str]:
 
 
 def _subcommands(layer: str) -> dict[str, argparse.ArgumentParser]:
-    module = importlib.import_module(f"{layer}.__main__")
-    factory = getattr(module, "build_parser", None) or module._parser
-    parser: argparse.ArgumentParser = factory()
+    module = importlib.import_module(f"commands.{layer}")
+    parser: argparse.ArgumentParser = module.build_parser()
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)

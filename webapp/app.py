@@ -1,23 +1,19 @@
-"""Fixit Arena web app: the router. Run with ``streamlit run webapp/app.py`` (or ``make run``).
+"""Fixit Arena web app: the router. Run it from the repository root with
+``python -m streamlit run webapp/app.py`` (or ``make run``): ``python -m`` puts the root, where the layers
+live, on the import path.
 
 Only navigation lives here; every page is a short script under ``webapp/pages/``.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-# `streamlit run webapp/app.py` puts webapp/ on sys.path, not the repository root the layers live in.
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+import streamlit as st
 
-import streamlit as st  # noqa: E402
-
-from webapp import resources  # noqa: E402
-from webapp.admin_gate import startup_problem  # noqa: E402
-from webapp.visitor import current_visitor_id  # noqa: E402
+from webapp import resources
+from webapp.admin_gate import startup_problem
+from webapp.visitor import current_visitor_id
 
 st.set_page_config(page_title="Fixit Arena", page_icon="🛠️", layout="wide")
 _problem = startup_problem()  # secrets fail closed: no page is served with weak secrets on a network

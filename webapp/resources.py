@@ -19,9 +19,9 @@ import streamlit as st
 
 from db import actions as db_actions
 from db import boards as db_boards
-from db import make_engine, upgrade_to_head
 from inference.catalogue import CatalogueEntry, load_catalogue
 from settings import Settings
+from wiring import database, model_pool
 
 _LOG = logging.getLogger(__name__)
 
@@ -33,8 +33,7 @@ def settings() -> Settings:
 
 @st.cache_resource(show_spinner="Opening the database…")
 def engine(url: str) -> Any:
-    upgrade_to_head(url)
-    return make_engine(url)
+    return database(url)
 
 
 @st.cache_resource(show_spinner=False)
@@ -71,21 +70,9 @@ def synced(url: str, path: str) -> bool:
 @st.cache_resource(show_spinner=False)
 def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str, mesh: str = "auto") -> Any:
     """The model pool; it starts loading every enabled catalogue model in the background at once, each
-    sharded on the ``mesh`` setting's device mesh (``ARENA_MESH``)."""
-    from inference.pool import ModelPool
-    from inference.sharding import mesh_from_setting
-
-    current = settings()
-    return ModelPool(
-        catalogue(catalogue_path),
-        memory_budget_mb=memory_budget_mb,
-        cache_dir=Path(data_dir) / "models",
-        api_keys={k: v.get_secret_value() for k, v in current.remote_api_keys.items()},
-        max_outstanding=current.model_queue_limit,  # the hard bound; pages refuse earlier, in words
-        queue_deadline_s=current.model_queue_deadline_s,
-        remote_timeouts=(current.remote_reply_deadline_s, current.remote_idle_timeout_s),
-        mesh=mesh_from_setting(mesh),
-    )
+    sharded on the ``mesh`` setting's device mesh (``ARENA_MESH``), each model's waiting line bounded."""
+    return model_pool(settings(), catalogue(catalogue_path), memory_budget_mb=memory_budget_mb,
+                      data_dir=data_dir, mesh=mesh, visitor_queue=True)
 
 
 def serving_devices(mesh: str) -> str:

@@ -3,9 +3,8 @@
 One package, layered one way: ``filters`` (what is selected), ``schema`` (Arrow schemas) and
 ``categories`` (error texts to a closed set of categories) at the bottom; ``read`` (keyset pages of the
 dialogues) and ``pairwise`` (the ``battles`` view) read the database; ``records`` shapes pages;
-``writers`` and ``card`` write; ``core`` runs an export to files or bytes; ``cli`` (command-line glue, the
-only module that reads ``settings``) and ``bench`` sit on top and are imported by ``db/__main__`` only,
-never from here.
+``writers`` and ``card`` write; ``core`` runs an export to files or bytes. The command line
+(``commands/db_export.py``) and the benchmark (``bench/db_export.py``) live outside ``db``.
 
 What is selected is a :class:`db.VoteFilters`, the one filter value of ``db`` (``EXPORT_DEFAULTS`` when none
 is given: every closed battle of every mode, flagged ones kept). The names below are the export's public
@@ -35,23 +34,32 @@ if TYPE_CHECKING:
     from db.export.filters import (
         EXPORT_DEFAULTS,
         ExportError,
+        check,
         check_modes,
         describe_filters,
         parse_date,
         visitor_hash,
     )
-    from db.export.read import SELECTION_COUNTS, count_battles, count_selection, snapshot
+    from db.export.read import (
+        DEFAULT_CHUNK_SIZE,
+        SELECTION_COUNTS,
+        count_battles,
+        count_selection,
+        snapshot,
+    )
 
 _LAZY = {
     **dict.fromkeys(("DEFAULT_LICENCE", "card_body", "render_card"), "db.export.card"),
     **dict.fromkeys(("DEFAULT_VIEW", "FORMATS", "VIEWS", "ExportBlob", "ExportCounts", "ExportResult",
                      "export_battles", "export_bytes"), "db.export.core"),
-    **dict.fromkeys(("EXPORT_DEFAULTS", "ExportError", "check_modes", "describe_filters", "parse_date",
-                     "visitor_hash"), "db.export.filters"),
-    **dict.fromkeys(("SELECTION_COUNTS", "count_battles", "count_selection", "snapshot"), "db.export.read"),
+    **dict.fromkeys(("EXPORT_DEFAULTS", "ExportError", "check", "check_modes", "describe_filters",
+                     "parse_date", "visitor_hash"), "db.export.filters"),
+    **dict.fromkeys(("DEFAULT_CHUNK_SIZE", "SELECTION_COUNTS", "count_battles", "count_selection",
+                     "snapshot"), "db.export.read"),
 }
 
 __all__ = [
+    "DEFAULT_CHUNK_SIZE",
     "DEFAULT_LICENCE",
     "DEFAULT_VIEW",
     "ERROR_CATEGORIES",
@@ -64,6 +72,7 @@ __all__ = [
     "ExportError",
     "ExportResult",
     "card_body",
+    "check",
     "check_modes",
     "count_battles",
     "count_selection",

@@ -19,10 +19,10 @@ from sqlalchemy import Engine, func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from db import actions
-from db.bench import prepare_vote_battles, seed_contestants
 from db.engine import make_engine
 from db.errors import VoteRefused
 from db.models import Battle, Vote
+from db.seed import prepare_vote_battles, seed_contestants
 
 WORKER = Path(__file__).with_name("vote_worker.py")
 

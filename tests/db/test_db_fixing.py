@@ -265,12 +265,11 @@ def test_chains_follow_corrections_of_corrections(arena: Arena) -> None:
 
 
 def test_bulk_seeded_roll_ups_equal_the_per_row_definitions(tmp_path: Path) -> None:
-    """Random graded dialogues bulk-loaded (bench.db_replies, the refill functions of migration 0005): the
+    """Random graded dialogues bulk-loaded (db.seed, the refill functions of migration 0005): the
     aggregates equal recurrence and turns to fix recomputed from the rows one by one."""
-    from bench.db_replies import seed_graded_replies
-    from bench.db_writes import bulk_votes, seed_contestants
     from db.engine import make_engine
     from db.migrate import upgrade_to_head
+    from db.seed import bulk_votes, seed_contestants, seed_graded_replies
 
     url = f"sqlite:///{tmp_path / 'seeded.db'}"
     upgrade_to_head(url)
@@ -300,11 +299,10 @@ def test_the_bulk_loader_stores_what_the_orm_would(tmp_path: Path) -> None:
     aware UTC timestamps, JSON lists and objects, booleans read back as written."""
     from sqlalchemy import select
 
-    from bench.db_replies import seed_graded_replies
-    from bench.db_writes import bulk_votes, seed_contestants
     from db.engine import make_engine, read_session
     from db.migrate import upgrade_to_head
     from db.models import Conversation, Message, Vote
+    from db.seed import bulk_votes, seed_contestants, seed_graded_replies
 
     url = f"sqlite:///{tmp_path / 'seeded.db'}"
     upgrade_to_head(url)

@@ -15,8 +15,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from commands.db import build_parser, main
 from db import actions
-from db.__main__ import build_parser, main
 from db.engine import make_engine
 from db.migrate import alembic_config, current_revision, downgrade_to_base, head_revision, upgrade_to_head
 from db.models import Base

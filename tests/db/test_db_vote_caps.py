@@ -12,10 +12,10 @@ from sqlalchemy import Engine, func, select, update
 
 from db import actions
 from db.actions.votes import VoteRequest, apply_votes, utc_day_start
-from db.bench import prepare_vote_battles, seed_contestants
 from db.engine import make_engine, writer_gate
 from db.errors import VoteRefused
 from db.models import Battle, Vote, utcnow
+from db.seed import prepare_vote_battles, seed_contestants
 from db.views import VoteView
 
 

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Engine
 
+from commands.db import main as db_main
+from commands.ranking import main as ranking_main
 from db import actions
-from db.__main__ import main as db_main
 from db.boards import STYLE_COLUMNS, pairwise_counts, vote_style_features
 from ranking import fit_style_bt, leaderboard
-from ranking.__main__ import main as ranking_main
 from settings import get_settings
 
 MODELS = ("m1", "m2", "m3", "m4")

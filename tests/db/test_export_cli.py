@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import update
 
+from commands.db import main
 from db import actions
-from db.__main__ import main
 from db.engine import make_engine
 from db.export import visitor_hash
 from db.models import Base, Battle

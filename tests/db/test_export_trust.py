@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Engine, update
 
+from commands.db import main
 from db import actions
-from db.__main__ import main
 from db.export import ERROR_CATEGORIES, EXPORT_DEFAULTS, error_category, export_bytes
 from db.export.read import count_selection, snapshot
 from db.export.writers import CsvWriter, csv_cell

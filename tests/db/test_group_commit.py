@@ -19,10 +19,10 @@ from sqlalchemy import Engine, event, func, select
 
 from db import actions
 from db.actions.group_commit import GroupCommitter, configure_group_commit, group_committer
-from db.bench import prepare_vote_battles, seed_contestants
 from db.engine import make_engine
 from db.errors import NotFound, VoteRefused
 from db.models import Battle, Contestant, Vote, utcnow
+from db.seed import prepare_vote_battles, seed_contestants
 
 WORKER = Path(__file__).with_name("vote_worker.py")
 

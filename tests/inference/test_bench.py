@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from inference.__main__ import main
-from inference.bench import fixed_prompt
+from bench.inference import fixed_prompt
+from commands.inference import main
 from settings import get_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,7 +136,7 @@ def test_an_absent_anchor_is_refused_before_our_bench(
 
 
 def test_anchor_ratios_compare_like_with_like() -> None:
-    from inference.anchor import ratios
+    from bench.inference_anchor import ratios
 
     ours = {"results": [{"concurrency": 1, "ttft_ms": 200.0, "decode_tok_s": 90.0, "aggregate_tok_s": 60.0},
                         {"concurrency": 8, "ttft_ms": 900.0, "decode_tok_s": 40.0, "aggregate_tok_s": 240.0}]}
@@ -183,7 +183,7 @@ def fake_anchor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_anchor_runs_once_per_request_and_reports_medians(fake_anchor: Path) -> None:
     import sys
 
-    from inference.anchor import AnchorSession, run_anchor
+    from bench.inference_anchor import AnchorSession, run_anchor
 
     log = fake_anchor.parent / "runs.log"
     with AnchorSession(fake_anchor, [1, 2, 3], new_tokens=5, threads=2, python=sys.executable) as session:
@@ -203,7 +203,7 @@ def test_the_anchor_runs_once_per_request_and_reports_medians(fake_anchor: Path)
 def test_an_anchor_that_cannot_load_says_why(fake_anchor: Path) -> None:
     import sys
 
-    from inference.anchor import AnchorSession, AnchorUnavailable
+    from bench.inference_anchor import AnchorSession, AnchorUnavailable
 
     with pytest.raises(AnchorUnavailable, match="Model path does not exist"):
         AnchorSession(fake_anchor.with_name("missing.gguf"), [1], new_tokens=2, python=sys.executable)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.__main__ import main
+from commands.inference import main
 from settings import get_settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -563,7 +563,7 @@ def test_natively_served_requests_batched_equal_each_alone(native_twins: tuple[L
 
 
 def test_kernels_command_reports_the_built_library(capsys: pytest.CaptureFixture[str]) -> None:
-    from inference.__main__ import main
+    from commands.inference import main
 
     assert main(["kernels", "--json"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -725,7 +725,7 @@ def test_auto_measures_once_per_machine_then_reads_the_verdict(
 def test_kernels_measure_replaces_the_cached_verdict(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from inference.__main__ import main
+    from commands.inference import main
     from inference.engine import weight_policy
 
     monkeypatch.setenv("ARENA_KERNEL_CACHE", str(tmp_path))
@@ -1000,7 +1000,7 @@ def test_kernel_bench_times_every_copy_beside_xla() -> None:
 def test_kernel_bench_cli_runs_the_named_workload(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from inference.__main__ import main
+    from commands.inference import main
     from inference.engine import kernel_bench
 
     monkeypatch.setitem(kernel_bench.WORKLOADS, "qwen2.5-1.5b", ((48, 64), (64, 96)))  # Qwen's, shrunk

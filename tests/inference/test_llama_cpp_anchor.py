@@ -96,7 +96,7 @@ def test_replies_stream_from_llama_cpps_server_with_usage_and_our_sampling(serve
 
 
 def test_the_anchor_bench_runs_both_engines_on_the_same_prompt(capsys: pytest.CaptureFixture[str]) -> None:
-    from inference.__main__ import main
+    from commands.inference import main
 
     assert main(["bench", "--model", "smollm2-135m-instruct", "--concurrency", "1", "--runs", "1",
                  "--new-tokens", "16", "--json", "--anchor", "llama.cpp", "--anchor-python", ANCHOR]) == 0

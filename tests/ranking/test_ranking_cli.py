@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from commands.ranking import build_parser, main
 from ranking import leaderboard, tally
-from ranking.__main__ import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = ["model", "rating", "ci_low", "ci_high", "rank", "battles", "wins", "losses", "ties"]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from commands.scenarios_arena import RunInputError, run_and_store
 from db.actions import get_battle
 from db.engine import make_engine
 from scenarios import get_scenario
-from scenarios.arena_cli import RunInputError, run_and_store
 from scenarios.premade import load_premade
 from scenarios.report import build_report, render_markdown
 from scenarios.storage import load_runs

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.__main__ import main
+from commands.scenarios import main
 
 ADD = "action.add_calendar_entry"
 
@@ -78,7 +78,7 @@ def test_bench_reports_figures_and_hostile_labels(capsys: pytest.CaptureFixture[
 
 
 def test_every_command_and_flag_is_documented_in_the_cli_reference() -> None:
-    from scenarios.__main__ import _parser
+    from commands.scenarios import build_parser as _parser
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "CLI.md").read_text(encoding="utf-8")
     section = readme.split("### python -m scenarios", 1)[1].split("\n## ", 1)[0]
@@ -136,7 +136,7 @@ def test_a_bad_dialogue_file_exits_2(tmp_path: Path, content: str, message: str,
 
 
 def test_run_style_takes_a_comma_separated_list() -> None:
-    from scenarios.__main__ import _parser
+    from commands.scenarios import build_parser as _parser
 
     args = _parser().parse_args(["run", "calendar", "--models", "x", "--style", "fix, hint,fix"])
     assert args.style == ("fix", "hint")

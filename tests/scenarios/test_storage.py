@@ -144,7 +144,7 @@ def test_many_is_stored_as_its_own_label() -> None:
 
 
 def test_report_command_reads_the_stored_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from scenarios.__main__ import main
+    from commands.scenarios import main
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     assert main(["report", "--url", url]) == 0  # an empty database: empty tables, a note on stderr
@@ -169,7 +169,7 @@ def test_the_report_shows_each_models_latest_run_per_protocol(
 ) -> None:
     import dataclasses
 
-    from scenarios.__main__ import main
+    from commands.scenarios import main
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     upgrade_to_head(url)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from webapp.load_bench import reason_of, run_visitors
+from bench.webapp_load import reason_of, run_visitors
 
 
 def test_a_short_load_run_loses_no_row(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:

@@ -1,10 +1,10 @@
 """``python -m db export``: argument parsing and the progress bar around :func:`db.export.export_battles`.
 
-Wired into ``db/__main__.py`` through
+Wired into :mod:`commands.db` through
 ``add_export_parser(subparsers)`` and ``run_export(args) -> int``.
-This is command-line glue, so it is the one export module that reads ``settings.py`` (the hashing salt,
-and the database URL through ``db/__main__``). Bad input exits 2 with one line on stderr; success
-prints one JSON line (counts and files) on stdout for scripts.
+It reads ``settings.py`` for the hashing salt (the database URL comes through :mod:`commands.db`).
+Bad input exits 2 with one line on stderr; success prints one JSON line (counts and files) on stdout
+for scripts.
 """
 
 from __future__ import annotations
@@ -15,11 +15,18 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from db.errors import InvalidInput
-from db.export.core import DEFAULT_VIEW, FORMATS, VIEWS, export_battles
-from db.export.filters import ExportError, check, check_modes, parse_date
-from db.export.read import DEFAULT_CHUNK_SIZE
-from db.vote_filters import VoteFilters
+from db import InvalidInput, VoteFilters
+from db.export import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_VIEW,
+    FORMATS,
+    VIEWS,
+    ExportError,
+    check,
+    check_modes,
+    export_battles,
+    parse_date,
+)
 
 
 def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -90,7 +97,7 @@ def _filters(args: argparse.Namespace) -> VoteFilters:
 
 def run_export(args: argparse.Namespace) -> int:
     """Run ``python -m db export``; 0 on success, 2 with a one-line reason on bad input."""
-    from db.engine import make_engine
+    from db import make_engine
 
     bar = _Bar(enabled=not args.no_progress)
     try:

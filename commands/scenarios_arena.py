@@ -1,7 +1,7 @@
-"""``python -m scenarios run``: wire the runner to the catalogue, the model pool and the database.
+"""``python -m scenarios run`` and ``report``: the runner wired to the catalogue, the pool and the database.
 
-Composition root (with ``__main__``): it reads settings, builds models through ``inference.pool``,
-stores runs through ``scenarios.storage`` and prints the report. Models are run one after another in
+The pool and the database engine come from :mod:`wiring`; runs are stored through ``scenarios.storage``
+and the report is printed. Models are run one after another in
 the order given; the pool loads the next one in the background meanwhile. A model that cannot load is
 reported on stderr and left out of the tables; the others still run.
 """
@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scenarios.base import Scenario
+from scenarios import Scenario
 from scenarios.corrections import Style
 from scenarios.premade import load_premade
 from scenarios.records import ProtocolName, RunRecord
 from scenarios.report import Report, build_report, latest_runs, render_markdown
 from scenarios.runner import Progress, RunnerConfig, planned_runs, run_arena
 from settings import Settings
+from wiring import database, database_url, enable_compilation_cache, model_pool
 
 LOAD_TIMEOUT_S = 3600.0
 
@@ -71,8 +72,7 @@ def run_and_store(
 ) -> ArenaOutcome:
     """Run the arena for catalogue models; store every run as an ``auto`` battle unless ``store`` is off."""
     from inference.catalogue import CatalogueError, load_catalogue
-    from inference.pool import ModelNotReadyError, ModelPool
-    from inference.sharding import mesh_from_setting
+    from inference.pool import ModelNotReadyError
 
     try:
         entries = select_entries(load_catalogue(settings.catalogue_path), slugs)
@@ -80,7 +80,7 @@ def run_and_store(
         raise RunInputError(str(exc)) from exc
     cases = load_premade()
     run_id = uuid.uuid4().hex  # every record of this invocation: `scenarios report` shows the latest run
-    engine = _database(settings) if store else None
+    engine = database(database_url(settings)) if store else None
     outcome = ArenaOutcome()
     if engine is not None:
         from scenarios.storage import ensure_contestant
@@ -88,16 +88,12 @@ def run_and_store(
         for entry in entries:
             ensure_contestant(engine, slug=entry.slug, name=entry.name, family=entry.family,
                               source=entry.source)
-    _compilation_cache(settings)
+    enable_compilation_cache(settings)
     sizes = RunnerConfig(repeats=repeats, fixing_attempts=fixing_attempts, correction_styles=tuple(styles))
     per_model = planned_runs(protocols=protocols, config=sizes, n_cases=len(cases))
     bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
-    keys = {slug: key.get_secret_value() for slug, key in settings.remote_api_keys.items()}
-    pool = ModelPool(entries, memory_budget_mb=settings.memory_budget_mb,
-                     cache_dir=Path(settings.data_dir) / "models", api_keys=keys,
-                     remote_timeouts=(settings.remote_reply_deadline_s, settings.remote_idle_timeout_s),
-                     mesh=mesh_from_setting(settings.mesh),
-                     on_progress=lambda s: bar.set_description(f"{s.slug}: {s.state} {s.message}".strip()))
+    pool = model_pool(settings, entries,
+                      on_progress=lambda s: bar.set_description(f"{s.slug}: {s.state} {s.message}".strip()))
     try:
         for entry in entries:
             bar.set_description(f"loading {entry.slug}")
@@ -139,24 +135,6 @@ def run_and_store(
 def _params(sampling: Any, overrides: dict[str, Any]) -> Any:
     params = dataclasses.replace(sampling, **overrides)
     return params if params.seed is not None else dataclasses.replace(params, seed=0)
-
-
-def _database(settings: Settings) -> Any:
-    return _database_at(settings.resolved_database_url)
-
-
-def _database_at(url: str) -> Any:
-    from db import make_engine, upgrade_to_head
-
-    upgrade_to_head(url)
-    return make_engine(url)
-
-
-def _compilation_cache(settings: Settings) -> None:
-    if settings.compilation_cache:
-        import jax
-
-        jax.config.update("jax_compilation_cache_dir", str(Path(settings.data_dir) / "jax-cache"))
 
 
 def _wait_ready(pool: Any, slug: str) -> str | None:
@@ -211,7 +189,7 @@ def stored_report(*, url: str, scenario: Scenario, all_runs: bool = False) -> tu
     from db.boards import auto_battle_ids
     from scenarios.storage import load_runs
 
-    engine = _database_at(url)
+    engine = database(url)
     try:
         records = load_runs(engine, battle_ids=auto_battle_ids(engine, scenario=scenario.slug),
                             scenario=scenario)

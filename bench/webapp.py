@@ -6,7 +6,7 @@ at the same time.
    Bradley-Terry fit, table, three Altair charts) with the data cache cleared (cold) and warm.
    Target: cold render <= 1.5 s at 1M votes over 100 contestants. The same page showing the Fixing
    board, and that board's queries one by one, then the Automatic arena board; ``replies`` graded replies
-   (db.bench_replies) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies).
+   (db.seed) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies).
 2. Streaming: two tiny random keras models from the real pool answer the same prompt, first one after
    the other, then through :func:`webapp.streaming.stream_pair`; overlap and the wall-time ratio show
    that the two sides generate concurrently.
@@ -35,7 +35,7 @@ def progress(line: str) -> None:
 def seed(url: str, *, votes: int, models: int) -> float:
     """Create the schema and bulk-load ``votes`` voted battles; returns seconds taken."""
     from db import make_engine, upgrade_to_head
-    from db.bench import bulk_votes, seed_contestants  # db's own bulk loader
+    from db.seed import bulk_votes, seed_contestants
 
     upgrade_to_head(url)
     engine = make_engine(url, durability="none")
@@ -179,7 +179,7 @@ def streaming_overlap(
 def seed_replies(url: str, *, replies: int) -> float:
     """Add ``replies`` graded replies (five per side, two corrections each) to the voted battles."""
     from db import make_engine
-    from db.bench_replies import seed_graded_replies
+    from db.seed import seed_graded_replies
 
     engine = make_engine(url, durability="none")
     started = time.perf_counter()

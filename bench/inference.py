@@ -2,21 +2,31 @@
 
 Figures (all wall-clock, this process): load, warm-up compile, time to first token and decode speed of
 the streaming engine (median of ``runs``), the cost of switching sampling settings (should be ~1x:
-nothing recompiles), and keras-hub's own compiled ``generate()`` on the same prompt for a ratio.
+nothing recompiles), and keras-hub's own compiled ``generate()`` on the same prompt for a ratio; the
+issue-7 contract's concurrency figures; resident memory. Fidelity: :mod:`bench.inference_fidelity`.
 """
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from inference import anchor
+from bench import inference_anchor as anchor
 from inference.catalogue import CatalogueEntry
-from inference.engine import TokenTrace, generate_stream
-from inference.protocol import ChatMessage, GenerationParams, GenerationResult
+from inference.engine import TokenTrace
+from inference.local import LocalChatModel
+from inference.protocol import (
+    BatchingChatModel,
+    ChatMessage,
+    ChatModel,
+    Emit,
+    GenerationParams,
+    GenerationResult,
+    StreamEvent,
+)
 from inference.split_weights import Progress
 
 BENCH_MESSAGES = [
@@ -32,11 +42,11 @@ BENCH_MESSAGES = [
 ]
 
 
-def _timed_run(model: Any, ids: list[int], params: GenerationParams) -> tuple[float, float, int]:
+def _timed_run(model: LocalChatModel, ids: list[int], params: GenerationParams) -> tuple[float, float, int]:
     """(ttft_ms, decode tokens/s after the first token, tokens) for one stop-free generation."""
     trace = TokenTrace(ids=[])
     result = None
-    for event in _serve(model, ids, params, trace=trace):
+    for event in serve_ids(model, ids, params, trace=trace):
         result = event
     assert isinstance(result, GenerationResult)
     decode_s = (result.total_ms - (result.ttft_ms or 0.0)) / 1000
@@ -44,32 +54,34 @@ def _timed_run(model: Any, ids: list[int], params: GenerationParams) -> tuple[fl
     return float(result.ttft_ms or 0.0), rate, len(trace.ids)
 
 
-def _forget_prefixes(model: Any) -> None:
+def local_model(model: ChatModel) -> LocalChatModel:
+    """The model a bench measures runs in this process (a :class:`inference.protocol.BatchingChatModel`,
+    built as :class:`inference.local.LocalChatModel`); a remote one is refused before it gets here."""
+    if not (isinstance(model, BatchingChatModel) and isinstance(model, LocalChatModel)):
+        raise ValueError(f"bench measures local models, not {type(model).__name__}")
+    return model
+
+
+def _forget_prefixes(model: LocalChatModel) -> None:
     """Every run starts cold: no kept row of the previous run's identical prompt is reused (llama.cpp's
     anchor resets its cache before each run too). Requests of one round still share a prompt's prefill."""
-    batcher = getattr(model, "batcher", None)
-    if batcher is not None:
-        batcher.forget_prefixes()
+    model.batcher.forget_prefixes()
 
 
-def _serve(model: Any, ids: list[int], params: GenerationParams, *, trace: TokenTrace,
-           started: float | None = None, cold: bool = True) -> Any:
-    """The model's serving path (the fast engine, else keras-hub's), stop-free so every run is as long;
-    ``cold``: no prefix kept from an earlier run is reused."""
+def serve_ids(model: LocalChatModel, ids: list[int], params: GenerationParams, *, trace: TokenTrace,
+              started: float | None = None, cold: bool = True) -> Iterator[StreamEvent]:
+    """The model's serving path (the fast engine, else keras-hub's, both behind its batcher), stop-free
+    so every run is as long; ``cold``: no prefix kept from an earlier run is reused."""
     if cold:
         _forget_prefixes(model)
-    if hasattr(model, "stream_ids"):
-        saved, model.stop_ids = model.stop_ids, frozenset()
-        try:
-            yield from model.stream_ids(ids, params, started=started, trace=trace)
-        finally:
-            model.stop_ids = saved
-        return
-    yield from generate_stream(model.runner, model.loaded.tokenizer, ids, params, stop_ids=(),
-                               started=started, trace=trace)
+    saved, model.stop_ids = model.stop_ids, frozenset()
+    try:
+        yield from model.stream_ids(ids, params, started=started, trace=trace)
+    finally:
+        model.stop_ids = saved
 
 
-def _keras_generate_rate(model: Any, ids: list[int], new_tokens: int) -> float:
+def _keras_generate_rate(model: LocalChatModel, ids: list[int], new_tokens: int) -> float:
     """keras-hub's compiled while-loop generate (greedy), tokens/s over the whole call, second call."""
     import numpy as np
 
@@ -94,7 +106,7 @@ def run_bench(
     from inference.builder import build_chat_model
 
     t0 = time.perf_counter()
-    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, progress=progress)
+    model = local_model(build_chat_model(entry, cache_dir=cache_dir, warm_up=False, progress=progress))
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     model.warm_up()
@@ -127,8 +139,8 @@ def run_bench(
         "keras_generate_tok_s": round(keras_rate, 1),
         "stream_over_keras_generate": round(greedy_rate / keras_rate, 2),
         "compiled_shapes": len(model.compiled_shapes),
-        "weights": model.weight_format if getattr(model, "engine", None) is not None else "keras-hub",
-        "stored_weights": bool(getattr(model, "from_store", False)),
+        "weights": model.weight_format if model.engine is not None else "keras-hub",
+        "stored_weights": model.from_store,
     }
 
 
@@ -160,7 +172,9 @@ def rss_mb() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) // 1024
 
 
-def _concurrent_round(model: Any, ids: list[int], params: GenerationParams, clients: int) -> dict[str, float]:
+def _concurrent_round(
+    model: LocalChatModel, ids: list[int], params: GenerationParams, clients: int
+) -> dict[str, float]:
     """``clients`` threads submit the same request at once; each one's ttft counts its queue wait.
 
     Requests go through the model's own lock (one generation at a time, as the pool's worker serves
@@ -171,7 +185,7 @@ def _concurrent_round(model: Any, ids: list[int], params: GenerationParams, clie
     results: list[tuple[float, float, int]] = []
     errors: list[BaseException] = []
     barrier = threading.Barrier(clients + 1)
-    lock = getattr(model, "_lock", None) or threading.Lock()
+    lock = threading.Lock()  # one generation at a time, as the pool's worker serves a serial model
 
     def client() -> None:
         barrier.wait()
@@ -180,7 +194,7 @@ def _concurrent_round(model: Any, ids: list[int], params: GenerationParams, clie
             with lock:
                 trace = TokenTrace(ids=[])
                 result = None
-                for event in _serve(model, ids, params, trace=trace, started=submitted):
+                for event in serve_ids(model, ids, params, trace=trace, started=submitted):
                     result = event
             assert isinstance(result, GenerationResult)
             ttft = float(result.ttft_ms or 0.0)
@@ -208,7 +222,9 @@ def _concurrent_round(model: Any, ids: list[int], params: GenerationParams, clie
     }
 
 
-def _batched_round(model: Any, ids: list[int], params: GenerationParams, clients: int) -> dict[str, float]:
+def _batched_round(
+    model: LocalChatModel, ids: list[int], params: GenerationParams, clients: int
+) -> dict[str, float]:
     """``clients`` requests submitted at once to the model's dynamic batcher, ticked to the end."""
     results: list[GenerationResult] = []
     batcher = model.batcher
@@ -234,19 +250,17 @@ def _batched_round(model: Any, ids: list[int], params: GenerationParams, clients
 FOLLOW_UP_TOKENS = 20  # the "correction" a follow-up turn adds after the first turn's reply
 
 
-def _follow_up(model: Any, ids: list[int], params: GenerationParams) -> dict[str, Any] | None:
+def _follow_up(model: LocalChatModel, ids: list[int], params: GenerationParams) -> dict[str, Any] | None:
     """A dialogue's next turn as the arena sends it (the first turn's prompt, its reply, then
     FOLLOW_UP_TOKENS more): its ttft with the first turn's cache row kept, and cold. Each is timed on
-    its second run (the first compiles its shapes). None for a model without a batcher."""
-    batcher = getattr(model, "batcher", None)
-    if batcher is None:
-        return None
+    its second run (the first compiles its shapes)."""
+    batcher = model.batcher
     reply = TokenTrace(ids=[])
     one = GenerationParams(max_new_tokens=1)
 
     def ttft(prompt: list[int], *, cold: bool) -> float:
         result = None
-        for event in _serve(model, prompt, one, trace=TokenTrace(ids=[]), cold=cold):
+        for event in serve_ids(model, prompt, one, trace=TokenTrace(ids=[]), cold=cold):
             result = event
         assert isinstance(result, GenerationResult)
         return float(result.ttft_ms or 0.0)
@@ -254,7 +268,7 @@ def _follow_up(model: Any, ids: list[int], params: GenerationParams) -> dict[str
     reused: list[float] = []
     before = batcher.reused_tokens
     for _ in range(2):
-        list(_serve(model, ids, params, trace=reply))  # the first turn, cold: its row is kept
+        list(serve_ids(model, ids, params, trace=reply))  # the first turn, cold: its row is kept
         follow = ids + reply.ids + ids[:FOLLOW_UP_TOKENS]
         reused.append(ttft(follow, cold=False))
     copied = (batcher.reused_tokens - before) // 2
@@ -263,8 +277,8 @@ def _follow_up(model: Any, ids: list[int], params: GenerationParams) -> dict[str
             "ttft_ms": round(reused[-1], 1), "ttft_ms_cold": round(cold[-1], 1)}
 
 
-def _keep_results(results: list[GenerationResult]) -> Any:
-    def emit(event: Any) -> None:
+def _keep_results(results: list[GenerationResult]) -> Emit:
+    def emit(event: StreamEvent) -> None:
         if isinstance(event, GenerationResult):
             results.append(event)
 
@@ -293,7 +307,7 @@ def run_concurrency_bench(
     ``batching``: requests share the dynamic batcher's decode steps (as the pool with
     ``batching=True`` serves them); off, they take turns on the batch-1 engine.
     ``anchor_python`` (not None; ``""`` for the default interpreter): llama.cpp on the same GGUF file and
-    prompt ids (:mod:`inference.anchor`), loaded after our cold start and run once after each of our
+    prompt ids (:mod:`bench.inference_anchor`), loaded after our cold start and run once after each of our
     measured rounds (ours idle meanwhile), so both see the same minutes of a shared machine: ``anchor``
     (medians over its runs) and ``ratios``.
     """
@@ -302,8 +316,8 @@ def run_concurrency_bench(
     if not concurrency or min(concurrency) < 1 or runs < 1:
         raise ValueError("concurrency levels and runs must be >= 1")
     t0 = time.perf_counter()
-    model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=False, keep_keras_weights=False,
-                                  progress=progress)
+    model = local_model(build_chat_model(entry, cache_dir=cache_dir, warm_up=False, keep_keras_weights=False,
+                                    progress=progress))
     load_s = time.perf_counter() - t0
     params = GenerationParams(max_new_tokens=new_tokens)
     ids = fixed_prompt(model.prompt_ids(BENCH_MESSAGES, params), prompt_tokens)
@@ -337,8 +351,8 @@ def run_concurrency_bench(
         "load_s": round(load_s, 2),
         "runs": runs,
         "batching": batching,
-        "weights": model.weight_format if getattr(model, "engine", None) is not None else "keras-hub",
-        "stored_weights": bool(getattr(model, "from_store", False)),
+        "weights": model.weight_format if model.engine is not None else "keras-hub",
+        "stored_weights": model.from_store,
         "compiled_shapes": len(model.compiled_shapes),
     }
     follow_up = _follow_up(model, ids, params)
@@ -369,16 +383,16 @@ def run_resident_bench(
     from inference.builder import build_chat_model
     from inference.engine.weights import weight_bytes
 
-    models: list[Any] = []
+    models: list[LocalChatModel] = []
     for entry in entries:
-        model: Any = build_chat_model(entry, cache_dir=cache_dir, warm_up=True, keep_keras_weights=False,
-                                      progress=progress)
+        model = local_model(build_chat_model(entry, cache_dir=cache_dir, warm_up=True,
+                                        keep_keras_weights=False, progress=progress))
         models.append(model)
     params = GenerationParams(max_new_tokens=new_tokens, temperature=0.0)
     replies = {}
     for entry, model in zip(entries, models, strict=True):
         trace = TokenTrace(ids=[])
-        list(_serve(model, model.prompt_ids(BENCH_MESSAGES, params), params, trace=trace))
+        list(serve_ids(model, model.prompt_ids(BENCH_MESSAGES, params), params, trace=trace))
         replies[entry.slug] = len(trace.ids)
     return {
         "models": [e.slug for e in entries],
@@ -387,113 +401,3 @@ def run_resident_bench(
                        for e, m in zip(entries, models, strict=True)},
         "reply_tokens": replies,
     }
-
-
-FIDELITY_FORMATS = ("bfloat16", "int8", "q8", "q4", "q8a8", "q4a8")
-
-
-def run_fidelity_bench(
-    entry: CatalogueEntry, *, cache_dir: Path, new_tokens: int = 256, progress: Progress | None = None,
-    formats: tuple[str, ...] = FIDELITY_FORMATS,
-) -> dict[str, Any]:
-    """How far each low-precision weight format (``formats``: all of :data:`FIDELITY_FORMATS` unless
-    asked for fewer) moves the model from float32, teacher-forced; ``progress`` is told ``fidelity FMT``
-    as each format starts (a format is a conversion and two passes: minutes on a 1.5B model).
-
-    The float32 fast engine writes a greedy, stop-free reply to the bench prompt; prompt + reply is then
-    run through the decoder in every format: ``{model, positions, formats: {fmt: {top1_agreement,
-    mean_kl, matrices, decode_top1_agreement, decode_mean_kl}}}``, KL(float32 ‖ format) in nats,
-    averaged over positions. The first two come from one prefill of the whole sequence (how a prompt is
-    read); the ``decode_`` pair from feeding it one token a step through a cache (how a reply's tokens
-    are computed: the native kernels' decode-batch path, which multiplies q4's integers exactly).
-    """
-    import dataclasses
-
-    from inference.builder import build_chat_model
-    from inference.local import return_freed_memory
-
-    model: Any = build_chat_model(dataclasses.replace(entry, weights="float32"), cache_dir=cache_dir,
-                                  warm_up=False, progress=progress)
-    if model.engine is None:
-        raise ValueError(f"{entry.slug}: the fast engine does not run this model ({model.engine_note})")
-    params = GenerationParams(max_new_tokens=new_tokens, temperature=0.0)
-    ids = model.prompt_ids(BENCH_MESSAGES, params)
-    trace = TokenTrace(ids=[])
-    list(_serve(model, ids, params, trace=trace))
-    sequence = (ids + trace.ids)[: model.context_length]
-    backbone = model.loaded.backbone
-    del model  # its float32 engine (as large as keras-hub's copy: 6 GB for Qwen2.5-Coder-1.5B) wrote the text
-    gc.collect()
-    return_freed_memory()
-    reference, _, _ = _all_logits(backbone, "float32", sequence, decode=False)
-    figures = {}
-    for weights in formats:
-        if progress is not None:
-            progress(f"fidelity {weights}", 0.0)
-        logits, stepped, matrices = _all_logits(backbone, weights, sequence, decode=True)
-        gc.collect()
-        return_freed_memory()
-        figures[weights] = {
-            **_agreement(reference, logits),
-            "matrices": matrices,
-            **{f"decode_{key}": value for key, value in _agreement(reference, stepped).items()},
-        }
-    return {"model": entry.slug, "positions": len(sequence), "formats": figures}
-
-
-def _agreement(reference: Any, logits: Any) -> dict[str, float]:
-    import numpy as np
-
-    return {"top1_agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
-            "mean_kl": round(_mean_kl(reference, logits), 5)}
-
-
-def _all_logits(
-    backbone: Any, weights: str, sequence: list[int], *, decode: bool
-) -> tuple[Any, Any, dict[str, int]]:
-    """Next-token logits at every position of ``sequence``, from one prefill through the fast decoder and
-    (``decode``) from one token a step through a cache, as a reply is generated (else None); and how many
-    matrices each format served (:func:`inference.engine.weights.matrix_formats`)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from inference.engine.forward import empty_cache, forward, output_logits
-    from inference.engine.weight_policy import choose_weights, served_six_bit
-    from inference.engine.weights import decoder_spec, extract_params, matrix_formats
-
-    _, native, _ = choose_weights(weights)  # type: ignore[arg-type]
-    spec = decoder_spec(backbone, weights, native_kernels=native,  # type: ignore[arg-type]
-                        six_bit=served_six_bit(weights, native))  # type: ignore[arg-type]
-    params = extract_params(backbone, spec)
-
-    def run(p: Any, tokens: Any) -> Any:
-        cache = empty_cache(spec, batch=1, slots=tokens.shape[1])
-        hidden, _ = forward(spec, p, cache, tokens, jnp.zeros((1,), "int32"))
-        return output_logits(spec, p, hidden[0])
-
-    def step(p: Any, cache: Any, token: Any, index: Any) -> Any:
-        hidden, cache = forward(spec, p, cache, token[None, None], index[None])
-        return output_logits(spec, p, hidden[:, 0])[0], cache
-
-    logits = np.asarray(jax.jit(run)(params, jnp.asarray([sequence], "int32")), dtype=np.float64)
-    if not decode:
-        return logits, None, matrix_formats(params)
-    stepped = []
-    one_step = jax.jit(step, donate_argnums=(1,))
-    cache = empty_cache(spec, batch=1, slots=len(sequence))
-    for position, token in enumerate(sequence):
-        row, cache = one_step(params, cache, jnp.int32(token), jnp.int32(position))
-        stepped.append(np.asarray(row, dtype=np.float64))
-    return logits, np.stack(stepped), matrix_formats(params)
-
-
-def _mean_kl(reference: Any, other: Any) -> float:
-    import numpy as np
-
-    def log_softmax(x: Any) -> Any:
-        shifted = x - x.max(axis=-1, keepdims=True)
-        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-    p, q = log_softmax(reference), log_softmax(other)
-    return float(np.mean(np.sum(np.exp(p) * (p - q), axis=-1)))

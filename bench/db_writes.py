@@ -3,10 +3,11 @@
 0. The disk's fsync rate (8 kB write + fdatasync per round): the ceiling of fsync-per-commit writes.
 1. Votes/s: ``writers`` processes each record ``votes_per_writer`` votes through the real
    :func:`db.actions.record_vote` (one committed transaction each, the plain path) on battles prepared
-   beforehand; wall time from a shared start barrier to the last commit; for both durability modes of
-   :func:`db.engine.make_engine`. Then ``writers`` threads of one process (the web app's shape), durable
-   (fsync), on the plain path and through :mod:`db.actions.group_commit`. Target >= 2,000 votes/s.
-2. Aggregation: ``aggregate_votes`` votes (and their battles) bulk-loaded, then
+   beforehand (:mod:`db.seed`); wall time from a shared start barrier to the last commit; for both
+   durability modes of :func:`db.engine.make_engine`. Then ``writers`` threads of one process (the web
+   app's shape), durable (fsync), on the plain path and through :mod:`db.actions.group_commit`.
+   Target >= 2,000 votes/s.
+2. Aggregation: ``aggregate_votes`` votes (and their battles) bulk-loaded (:mod:`db.seed`), then
    :func:`db.boards.pairwise_counts` timed (best of 3). Target <= 0.5 s.
 
 Measured on SQLite (a fresh file) and, when a URL is given, on PostgreSQL (a fresh schema, dropped after).
@@ -27,20 +28,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from sqlalchemy import Engine, insert
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Engine
 
-from db.engine import Durability, make_engine
-from db.models import Base, Battle, Contestant, Conversation, Message, utcnow
+from db import Durability, make_engine
+from db.seed import VOTE_CHOICES, bulk_votes, create_schema, prepare_vote_battles, seed_contestants
 
 VOTES_PER_S_TARGET = 2_000.0
 AGGREGATION_S_TARGET = 0.5
-CHOICES = np.array(["a", "b", "tie", "both_bad"])
 
 
 @contextmanager
-def _postgres_schema(url: str) -> Iterator[str]:
+def postgres_schema(url: str) -> Iterator[str]:
     """A throw-away schema on the server at ``url``; yields a URL whose search_path points at it."""
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     admin = make_engine(url)
@@ -53,49 +51,6 @@ def _postgres_schema(url: str) -> Iterator[str]:
         with admin.begin() as conn:
             conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
         admin.dispose()
-
-
-def seed_contestants(engine: Engine, n: int, prefix: str = "model") -> list[int]:
-    """``n`` contestants named ``{prefix}-000`` ...; returns their ids in that order."""
-    now = utcnow()
-    rows = [
-        {"slug": f"{prefix}-{i:03d}", "display_name": f"Model {i}", "family": "bench", "source": "",
-         "params": {}, "enabled": True, "created_at": now, "updated_at": now}
-        for i in range(n)
-    ]
-    with engine.begin() as conn:
-        return list(
-            conn.scalars(insert(Contestant).returning(Contestant.id, sort_by_parameter_order=True), rows)
-        )
-
-
-def prepare_vote_battles(engine: Engine, contestant_ids: list[int], count: int) -> list[str]:
-    """``count`` open battles, each with one reply per side (what a vote needs), bulk-inserted."""
-    now = utcnow()
-    rng = np.random.default_rng(1)
-    ids = [str(uuid.uuid4()) for _ in range(count)]
-    with engine.begin() as conn:
-        conn.execute(insert(Battle), [
-            {"id": b, "mode": "anonymous", "scenario": "bench", "status": "open",
-             "revealed_before_vote": False,
-             "created_at": now, "updated_at": now} for b in ids
-        ])
-        pairs = rng.choice(len(contestant_ids), size=(count, 2), replace=True)
-        conv_rows = []
-        for b, (i, j) in zip(ids, pairs, strict=True):
-            j = (i + 1) % len(contestant_ids) if i == j else j
-            conv_rows.append({"battle_id": b, "side": "a", "contestant_id": contestant_ids[i],
-                              "system_prompt": "", "params": {}})
-            conv_rows.append({"battle_id": b, "side": "b", "contestant_id": contestant_ids[j],
-                              "system_prompt": "", "params": {}})
-        conv_ids = conn.scalars(
-            insert(Conversation).returning(Conversation.id, sort_by_parameter_order=True), conv_rows
-        ).all()
-        conn.execute(insert(Message), [
-            {"conversation_id": c, "position": 0, "role": "assistant", "kind": "reply", "content": "ok",
-             "created_at": now, "first_try": True, "superseded": False} for c in conv_ids
-        ])
-    return ids
 
 
 def _analyze(engine: Engine) -> None:
@@ -113,8 +68,7 @@ def _analyze(engine: Engine) -> None:
 
 
 def _writer(url: str, durability: Durability, battle_ids: list[str], barrier: Any, out: Any) -> None:
-    from db.actions.group_commit import configure_group_commit
-    from db.actions.votes import record_vote
+    from db.actions import configure_group_commit, record_vote
 
     engine = make_engine(url, durability=durability)
     configure_group_commit(engine, enabled=False)  # one vote per process at a time: nothing to group
@@ -123,7 +77,7 @@ def _writer(url: str, durability: Durability, battle_ids: list[str], barrier: An
     barrier.wait()
     done = 0
     for i, battle_id in enumerate(battle_ids):
-        record_vote(engine, battle_id=battle_id, choice=str(CHOICES[i % 4]))
+        record_vote(engine, battle_id=battle_id, choice=str(VOTE_CHOICES[i % 4]))
         done += 1
     out.put(done)
     engine.dispose()
@@ -134,7 +88,7 @@ def measure_votes_per_s(
 ) -> dict[str, Any]:
     """Concurrent vote throughput through the real ``db.actions.record_vote``."""
     engine = make_engine(url)
-    Base.metadata.create_all(engine)
+    create_schema(engine)
     ids = prepare_vote_battles(engine, seed_contestants(engine, models), writers * votes_per_writer)
     _analyze(engine)
     engine.dispose()
@@ -170,11 +124,10 @@ def measure_thread_votes_per_s(
     ``True``: through :mod:`db.actions.group_commit` (votes of concurrent threads share a transaction and a
     flush).
     """
-    from db.actions.group_commit import configure_group_commit
-    from db.actions.votes import record_vote
+    from db.actions import configure_group_commit, record_vote
 
     setup = make_engine(url)
-    Base.metadata.create_all(setup)
+    create_schema(setup)
     ids = prepare_vote_battles(setup, seed_contestants(setup, models), writers * votes_per_writer)
     _analyze(setup)
     setup.dispose()
@@ -188,7 +141,7 @@ def measure_thread_votes_per_s(
     def writer(mine: list[str]) -> None:
         barrier.wait()
         for i, battle_id in enumerate(mine):
-            record_vote(engine, battle_id=battle_id, choice=str(CHOICES[i % 4]))
+            record_vote(engine, battle_id=battle_id, choice=str(VOTE_CHOICES[i % 4]))
         counts.append(len(mine))
 
     threads = [threading.Thread(target=writer, args=(ids[w::writers],)) for w in range(writers)]
@@ -217,90 +170,6 @@ def measure_thread_votes_per_s(
     return result
 
 
-_BATTLE_COLS = ("id", "mode", "scenario", "status", "revealed_before_vote", "created_at", "updated_at",
-                "closed_at")
-_VOTE_COLS = ("battle_id", "choice", "created_at", "model_a_id", "model_b_id", "mode", "scenario", "revealed",
-              "flagged", "with_corrections")
-
-
-def _skip_fk_triggers(conn: Any) -> None:
-    """Seeding only: let a superuser skip per-row FK triggers (the rows are consistent by construction)."""
-    try:
-        with conn.begin_nested():
-            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
-    except DBAPIError:
-        pass  # not a superuser: load with the checks, just slower
-
-
-def _sqlite_values(engine: Engine, table: str, cols: tuple[str, ...], rows: list[tuple[Any, ...]]) -> Any:
-    """``rows`` as the SQLite driver takes them: each column through its type's own bind processor (the
-    one SQLAlchemy would apply: UTC timestamps, JSON, booleans), without building a dict per row."""
-    columns = Base.metadata.tables[table].columns
-    processors = [columns[c].type.bind_processor(engine.dialect) for c in cols]
-    if not any(processors):
-        return rows
-    steps = [(i, f) for i, f in enumerate(processors) if f is not None]
-
-    def convert(row: tuple[Any, ...]) -> tuple[Any, ...]:
-        values = list(row)
-        for i, process in steps:
-            values[i] = process(values[i])
-        return tuple(values)
-
-    return map(convert, rows)
-
-
-def _load(engine: Engine, table: str, cols: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
-    """Bulk-load rows: PostgreSQL ``COPY`` through psycopg, else one driver-level executemany."""
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            _skip_fk_triggers(conn)
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            with cursor.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        else:
-            conn.exec_driver_sql("PRAGMA cache_size = -262144")  # 256 MB: random-key index inserts in RAM
-            marks = ", ".join("?" * len(cols))
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks})",
-                               _sqlite_values(engine, table, cols, rows))
-
-
-def bulk_votes(
-    engine: Engine,
-    contestant_ids: list[int],
-    n: int,
-    chunk: int = 100_000,
-    progress: Callable[[int], None] | None = None,
-) -> None:
-    """``n`` voted battles with their votes, loaded in chunks (COPY on PostgreSQL); ``progress`` is told
-    the votes loaded so far after each chunk."""
-    rng = np.random.default_rng(7)
-    ids = np.asarray(contestant_ids)
-    now = utcnow()
-    for start in range(0, n, chunk):
-        size = min(chunk, n - start)
-        a = rng.integers(0, len(ids), size)
-        b = (a + rng.integers(1, len(ids), size)) % len(ids)
-        choice = CHOICES[rng.choice(4, size=size, p=[0.42, 0.42, 0.1, 0.06])]
-        battle_ids = [str(uuid.uuid4()) for _ in range(size)]
-        _load(engine, "battles", _BATTLE_COLS,
-              [(bid, "anonymous", "bench", "voted", False, now, now, now) for bid in battle_ids])
-        _load(engine, "votes", _VOTE_COLS, [
-            (bid, str(c), now, int(ids[x]), int(ids[y]), "anonymous", "bench", False, False, k % 5 == 0)
-            for k, (bid, c, x, y) in enumerate(zip(battle_ids, choice, a, b, strict=True))
-        ])
-        if progress is not None:
-            progress(start + size)
-    with engine.connect() as conn:
-        if engine.dialect.name == "postgresql":  # index-only scans need the visibility map
-            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM ANALYZE votes")
-        else:
-            conn.exec_driver_sql("ANALYZE")
-            conn.commit()
-
-
 def measure_fsync_per_s(folder: str | None, *, seconds: float = 1.0) -> float:
     """How many 8 kB write+fdatasync rounds the disk does per second: the ceiling of durable commits."""
     with tempfile.NamedTemporaryFile(dir=folder) as handle:
@@ -316,10 +185,10 @@ def measure_fsync_per_s(folder: str | None, *, seconds: float = 1.0) -> float:
 
 def measure_aggregation(url: str, *, votes: int, models: int) -> dict[str, Any]:
     """Seed ``votes`` votes over ``models`` contestants, then time :func:`pairwise_counts`."""
-    from db.boards.aggregates import pairwise_counts
+    from db.boards import pairwise_counts
 
     engine = make_engine(url, durability="none")
-    Base.metadata.create_all(engine)
+    create_schema(engine)
     t0 = time.perf_counter()
     bulk_votes(engine, seed_contestants(engine, models), votes)
     seed_s = time.perf_counter() - t0
@@ -380,19 +249,19 @@ def run_bench(
         results["postgres"] = "skipped: no --postgres-url and no ARENA_TEST_POSTGRES_URL"
         return results
     for durability in durabilities if votes else ():
-        with _postgres_schema(postgres_url) as url:
+        with postgres_schema(postgres_url) as url:
             progress(f"postgresql: votes/s ({durability}) ...")
             results[f"postgres_votes_{durability}"] = measure_votes_per_s(
                 url, writers=writers, votes_per_writer=votes_per_writer, models=models, durability=durability)
     for group_commit in (False, True) if votes else ():
         path = "group_commit" if group_commit else "plain"
-        with _postgres_schema(postgres_url) as url:
+        with postgres_schema(postgres_url) as url:
             progress(f"postgresql: votes/s ({writers} threads, {path}) ...")
             results[f"postgres_votes_threads_{path}"] = measure_thread_votes_per_s(
                 url, writers=writers, votes_per_writer=votes_per_writer, models=models,
                 group_commit=group_commit)
     if aggregation:
-        with _postgres_schema(postgres_url) as url:
+        with postgres_schema(postgres_url) as url:
             progress("postgresql: aggregation ...")
             results["postgres_aggregation"] = measure_aggregation(url, votes=aggregate_votes, models=models)
     return results

@@ -7,14 +7,13 @@ Times are the best of ``repeat`` runs (the reference, which takes tens of second
 from __future__ import annotations
 
 import resource
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench import ranking_reference
 from ranking.bt import ELO_SCALE
 from ranking.counts import A_WINS, B_WINS, tally
 from ranking.elo import online_elo
@@ -33,15 +32,6 @@ def _best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
         out = fn()
         best = min(best, time.perf_counter() - start)
     return best, out
-
-
-def _reference_module() -> Any:
-    root = Path(__file__).resolve().parent.parent
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    from bench import ranking_reference
-
-    return ranking_reference
 
 
 def run_bench(
@@ -88,7 +78,7 @@ def run_bench(
     out.update(out_style)
     out.update(_choix_figures(wins, ties, ours, repeat))
     if reference:
-        ref_mod = _reference_module()
+        ref_mod = ranking_reference
         score = np.where(battles.outcome == A_WINS, 1.0, np.where(battles.outcome == B_WINS, 0.0, 0.5))
         start = time.perf_counter()
         ref = ref_mod.leaderboard(

@@ -1,0 +1,271 @@
+"""``python -m scenarios``: grade replies, and run the automatic arena that reproduces the study.
+
+Settings, the model pool, the database and the scenario registry come from :mod:`wiring`; ``run`` and
+``report`` are :mod:`commands.scenarios_arena`. Bad input exits with status 2 and one line saying what
+to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+from scenarios import Scenario, ScenarioError  # noqa: E402
+from scenarios.corrections import STYLES  # noqa: E402
+from scenarios.records import PROTOCOLS, ProtocolName  # noqa: E402
+from settings import SettingsProblem  # noqa: E402
+from wiring import database_url, scenario_registry  # noqa: E402
+
+EXIT_BAD_INPUT = 2
+PROTOCOL_CHOICES = (*PROTOCOLS, "all")
+
+
+class UsageError(Exception):
+    """Bad input from the command line; printed as one line, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (UsageError, ScenarioError, SettingsProblem) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's parser (also read by the docs tests)."""
+    parser = argparse.ArgumentParser(prog="python -m scenarios", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    slugs = [s.slug for s in scenario_registry().list()]
+
+    p = sub.add_parser("grade", help="grade replies against a scripted turn; one JSON line per reply")
+    p.add_argument("--scenario", default="calendar", help=f"scenario slug ({', '.join(slugs)})")
+    p.add_argument("--target", type=int, help="the turn the reply answers (1-based); with --reply")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--reply", help="the reply text")
+    source.add_argument("--replies", type=Path, help='JSONL file, lines {"target": N, "reply": "..."}')
+    source.add_argument("--dialogue", type=Path,
+                        help='JSON list of {"role", "kind", "content"}; each reply graded in context')
+    p.add_argument("--json", action="store_true",
+                   help='print {"label", "mistakes", "correction"} lines (--dialogue: {"turn", "label", '
+                        '"mistakes", "assumed", "fixed", "regression", "recurrence"})')
+    p.add_argument("--style", choices=STYLES, default="fix", help="correction style (default fix)")
+    p.set_defaults(handler=_cmd_grade)
+
+    p = sub.add_parser("run", help="the automatic arena: the study's three tables for catalogue models")
+    p.add_argument("scenario", help="scenario slug (calendar)")
+    p.add_argument("--models", required=True, help="comma-separated catalogue slugs, or 'all' (enabled)")
+    p.add_argument("--protocol", choices=PROTOCOL_CHOICES, default="all", help="which table(s) to run")
+    p.add_argument("--repeats", type=int, default=5, help="reliability attempts per model (default 5)")
+    p.add_argument("--max-fix-attempts", type=int, default=2,
+                   help="dialogue: corrections per wrong reply before moving on (default 2)")
+    p.add_argument("--fixing-attempts", type=int, default=3,
+                   help="fixing: fresh attempts per pre-made mistake (default 3, as in the study)")
+    p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    p.add_argument("--style", type=_styles, default=("fix",), metavar="STYLE[,STYLE]",
+                   help=f"correction style(s) of the dialogue protocol, comma-separated: {', '.join(STYLES)} "
+                        "(default fix; each style is one dialogue run per model)")
+    p.add_argument("--temperature", type=float, help="override the catalogue's sampling temperature")
+    p.add_argument("--max-new-tokens", type=int, help="override the catalogue's max_new_tokens")
+    p.add_argument("--seed", type=int, help="base seed (attempt i uses seed+i; default 0)")
+    p.add_argument("--no-store", action="store_true", help="do not write the runs to the database")
+    p.set_defaults(handler=_cmd_run)
+
+    p = sub.add_parser("report", help="the study's three emoji tables from the stored automatic runs")
+    p.add_argument("scenario", nargs="?", default="calendar", help="scenario slug (default calendar)")
+    p.add_argument("--url", default=None, help="SQLAlchemy URL (default: ARENA_DATABASE_URL / ./var)")
+    p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    p.add_argument("--json", action="store_true", help='print {"cells": {model: {column: text}}, "summary"}')
+    p.add_argument("--all-runs", action="store_true",
+                   help="every stored run in the tables (default: each model's latest run per protocol)")
+    p.set_defaults(handler=_cmd_report)
+
+    p = sub.add_parser("bench", help="grader speed on the labeled replies and on hostile input (JSON)")
+    p.add_argument("--rounds", type=int, default=20, help="repetitions per measurement (default 20)")
+    p.set_defaults(handler=_cmd_bench)
+    return parser
+
+
+def _styles(text: str) -> tuple[str, ...]:
+    styles = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    unknown = [s for s in styles if s not in STYLES]
+    if not styles or unknown:
+        raise argparse.ArgumentTypeError(f"expected styles from {', '.join(STYLES)}, got {text!r}")
+    return styles
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from bench.scenarios import run_bench
+
+    if args.rounds < 1:
+        raise UsageError("--rounds must be >= 1")
+    print(json.dumps(run_bench(rounds=args.rounds), ensure_ascii=False, indent=2))
+    return 0
+
+
+# --- grade -------------------------------------------------------------------------------------------
+
+
+def _gradable(slug: str) -> Scenario:
+    scenario = scenario_registry().get(slug)
+    if not scenario.gradable:
+        raise UsageError(f"scenario {slug!r} has no grader (free chat); use --scenario calendar")
+    return scenario
+
+
+def _grade_line(scenario: Scenario, *, reply: str, target: int, style: str, as_json: bool) -> str:
+    grade = scenario.grade(reply, target_turn=target)
+    assert grade is not None
+    correction = scenario.correction(grade, target_turn=target, style=style)  # type: ignore[arg-type]
+    if as_json:
+        mistakes = [m.value for m in grade.mistakes]
+        return json.dumps({"label": grade.label, "mistakes": mistakes, "correction": correction},
+                          ensure_ascii=False)
+    detail = f" ({', '.join(grade.mistakes)})" if grade.mistakes else ""
+    return f"{grade.emoji} {grade.label}{detail}" + (f" — {correction}" if correction else "")
+
+
+def _replies_from(path: Path) -> list[tuple[int, str]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    items = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            target, reply = item["target"], item["reply"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UsageError(f'{path}:{number}: expected {{"target": N, "reply": "..."}} ({exc})') from exc
+        if not isinstance(target, int) or isinstance(target, bool) or not isinstance(reply, str):
+            raise UsageError(f"{path}:{number}: target must be an integer and reply a string")
+        items.append((target, reply))
+    return items
+
+
+def _dialogue_from(path: Path) -> list[Any]:
+    from scenarios.dialogue import DialogueMessage
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from exc
+    if not isinstance(raw, list):
+        raise UsageError(f'{path}: expected a JSON list of {{"role", "kind", "content"}} messages')
+    messages = []
+    for number, item in enumerate(raw, start=1):
+        if not isinstance(item, dict):
+            raise UsageError(f"{path}: message {number} is not an object")
+        try:
+            messages.append(DialogueMessage.from_mapping(item))
+        except ValueError as exc:
+            raise UsageError(f"{path}: message {number}: {exc}") from exc
+    return messages
+
+
+def _dialogue_line(graded: Any, *, as_json: bool) -> str:
+    record = graded.as_json()
+    if as_json:
+        return json.dumps(record, ensure_ascii=False)
+    turn = "off-script" if record["turn"] is None else f"turn {record['turn']}"
+    if graded.grade is None:
+        return f"{turn}: not graded"
+    notes = [", ".join(record["mistakes"])] if record["mistakes"] else []
+    notes += [f"assumed {', '.join(record['assumed'])}"] if record["assumed"] else []
+    notes += [k for k in ("regression", "recurrence") if record[k]]
+    fixed = {True: " — fixed", False: " — not fixed", None: ""}[record["fixed"]]
+    detail = f" ({'; '.join(notes)})" if notes else ""
+    return f"{turn}: {graded.grade.emoji} {record['label']}{detail}{fixed}"
+
+
+def _cmd_grade(args: argparse.Namespace) -> int:
+    scenario = _gradable(args.scenario)
+    if args.dialogue is not None:
+        from scenarios.dialogue import grade_dialogue
+
+        for graded in grade_dialogue(scenario, _dialogue_from(args.dialogue)):
+            print(_dialogue_line(graded, as_json=args.json))
+        return 0
+    if args.reply is not None:
+        if args.target is None:
+            raise UsageError("--reply needs --target N (the turn it answers)")
+        items = [(args.target, args.reply)]
+    else:
+        items = _replies_from(args.replies)
+    for target, _ in items:
+        scenario.turn(target)  # ScenarioError (exit 2) before any output when a target is out of range
+    for target, reply in items:
+        print(_grade_line(scenario, reply=reply, target=target, style=args.style, as_json=args.json))
+    return 0
+
+
+# --- report ------------------------------------------------------------------------------------------
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from commands.scenarios_arena import stored_report
+
+    scenario = _gradable(args.scenario)
+    if args.url is None:
+        from settings import get_settings_without_secrets as get_settings
+
+        url = database_url(get_settings())
+    else:
+        url = args.url
+    report, markdown = stored_report(url=url, scenario=scenario, all_runs=args.all_runs)
+    if not report.models:
+        print(f"no automatic runs of {scenario.slug!r} stored", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"cells": report.text(), "summary": report.summary()}, ensure_ascii=False))
+    else:
+        print(markdown, end="")
+    if args.out is not None:
+        args.out.write_text(markdown, encoding="utf-8")
+    return 0
+
+
+# --- run ---------------------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from commands.scenarios_arena import RunInputError, run_command
+    from settings import get_settings_without_secrets as get_settings
+
+    scenario = _gradable(args.scenario)
+    if args.repeats < 1:
+        raise UsageError("--repeats must be >= 1")
+    if args.fixing_attempts < 1:
+        raise UsageError("--fixing-attempts must be >= 1")
+    if args.max_fix_attempts < 0:
+        raise UsageError("--max-fix-attempts must be >= 0")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be >= 1")
+    if args.temperature is not None and args.temperature < 0:
+        raise UsageError("--temperature must be >= 0")
+    protocols: tuple[ProtocolName, ...] = PROTOCOLS if args.protocol == "all" else (args.protocol,)
+    slugs = [s.strip() for s in args.models.split(",") if s.strip()]
+    if not slugs:
+        raise UsageError("--models needs at least one slug, or 'all'")
+    overrides: dict[str, Any] = {
+        k: v for k, v in (("temperature", args.temperature), ("max_new_tokens", args.max_new_tokens),
+                          ("seed", args.seed)) if v is not None
+    }
+    try:
+        return run_command(settings=get_settings(), scenario=scenario, slugs=slugs, protocols=protocols,
+                           repeats=args.repeats, max_fix_attempts=args.max_fix_attempts,
+                           fixing_attempts=args.fixing_attempts, styles=args.style, overrides=overrides,
+                           out=args.out, store=not args.no_store)
+    except RunInputError as exc:
+        raise UsageError(str(exc)) from exc
