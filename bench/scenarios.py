@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from scenarios import get_scenario
-from scenarios.corrections import write_correction
 
 LABELED = Path(__file__).resolve().parents[1] / "tests" / "data" / "labeled_replies.jsonl"
 TARGET_REPLY_MS = 1.0
@@ -47,7 +46,7 @@ def run_bench(*, rounds: int = 20) -> dict[str, Any]:
         for row in rows:
             grade = scenario.grade(row["reply"], target_turn=row["target"])
             assert grade is not None
-            write_correction(grade, target=scenario.turn(row["target"]).expected)
+            scenario.correction(grade, target_turn=row["target"])
 
     per_reply = [ms / len(rows) for ms in _timed(grade_all, repeat=rounds)]
     reply_ms = statistics.median(per_reply)

@@ -1,7 +1,8 @@
-"""``python -m scenarios``: grade replies, and run the automatic arena that reproduces the study.
+"""``python -m scenarios``: list scenarios, generate dialogues, grade replies, and run the automatic arena.
 
-Settings, the model pool, the database and the scenario registry come from :mod:`wiring`; ``run`` and
-``report`` are :mod:`commands.scenarios_arena`. Bad input exits with status 2 and one line saying what
+Settings, the model pool, the database and the scenario registry come from :mod:`wiring`; ``grade``,
+``generate`` and ``list`` are :mod:`commands.scenarios_dialogues`; ``run`` and ``report`` are
+:mod:`commands.scenarios_arena`. Bad input exits with status 2 and one line saying what
 to fix.
 """
 
@@ -17,7 +18,8 @@ from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
-from scenarios import Scenario, ScenarioError  # noqa: E402
+from commands.scenarios_dialogues import UsageError, add_parsers, gradable  # noqa: E402
+from scenarios import ScenarioError  # noqa: E402
 from scenarios.corrections import STYLES  # noqa: E402
 from scenarios.records import PROTOCOLS, ProtocolName  # noqa: E402
 from settings import SettingsProblem  # noqa: E402
@@ -25,10 +27,6 @@ from wiring import database_url, scenario_registry  # noqa: E402
 
 EXIT_BAD_INPUT = 2
 PROTOCOL_CHOICES = (*PROTOCOLS, "all")
-
-
-class UsageError(Exception):
-    """Bad input from the command line; printed as one line, exit status 2."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,19 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     slugs = [s.slug for s in scenario_registry().list()]
 
-    p = sub.add_parser("grade", help="grade replies against a scripted turn; one JSON line per reply")
-    p.add_argument("--scenario", default="calendar", help=f"scenario slug ({', '.join(slugs)})")
-    p.add_argument("--target", type=int, help="the turn the reply answers (1-based); with --reply")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--reply", help="the reply text")
-    source.add_argument("--replies", type=Path, help='JSONL file, lines {"target": N, "reply": "..."}')
-    source.add_argument("--dialogue", type=Path,
-                        help='JSON list of {"role", "kind", "content"}; each reply graded in context')
-    p.add_argument("--json", action="store_true",
-                   help='print {"label", "mistakes", "correction"} lines (--dialogue: {"turn", "label", '
-                        '"mistakes", "assumed", "fixed", "regression", "recurrence"})')
-    p.add_argument("--style", choices=STYLES, default="fix", help="correction style (default fix)")
-    p.set_defaults(handler=_cmd_grade)
+    add_parsers(sub, slugs)
 
     p = sub.add_parser("run", help="the automatic arena: the study's three tables for catalogue models")
     p.add_argument("scenario", help="scenario slug (calendar)")
@@ -111,113 +97,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- grade -------------------------------------------------------------------------------------------
-
-
-def _gradable(slug: str) -> Scenario:
-    scenario = scenario_registry().get(slug)
-    if not scenario.gradable:
-        raise UsageError(f"scenario {slug!r} has no grader (free chat); use --scenario calendar")
-    return scenario
-
-
-def _grade_line(scenario: Scenario, *, reply: str, target: int, style: str, as_json: bool) -> str:
-    grade = scenario.grade(reply, target_turn=target)
-    assert grade is not None
-    correction = scenario.correction(grade, target_turn=target, style=style)  # type: ignore[arg-type]
-    if as_json:
-        mistakes = [m.value for m in grade.mistakes]
-        return json.dumps({"label": grade.label, "mistakes": mistakes, "correction": correction},
-                          ensure_ascii=False)
-    detail = f" ({', '.join(grade.mistakes)})" if grade.mistakes else ""
-    return f"{grade.emoji} {grade.label}{detail}" + (f" — {correction}" if correction else "")
-
-
-def _replies_from(path: Path) -> list[tuple[int, str]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
-    items = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            target, reply = item["target"], item["reply"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise UsageError(f'{path}:{number}: expected {{"target": N, "reply": "..."}} ({exc})') from exc
-        if not isinstance(target, int) or isinstance(target, bool) or not isinstance(reply, str):
-            raise UsageError(f"{path}:{number}: target must be an integer and reply a string")
-        items.append((target, reply))
-    return items
-
-
-def _dialogue_from(path: Path) -> list[Any]:
-    from scenarios.dialogue import DialogueMessage
-
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON ({exc})") from exc
-    if not isinstance(raw, list):
-        raise UsageError(f'{path}: expected a JSON list of {{"role", "kind", "content"}} messages')
-    messages = []
-    for number, item in enumerate(raw, start=1):
-        if not isinstance(item, dict):
-            raise UsageError(f"{path}: message {number} is not an object")
-        try:
-            messages.append(DialogueMessage.from_mapping(item))
-        except ValueError as exc:
-            raise UsageError(f"{path}: message {number}: {exc}") from exc
-    return messages
-
-
-def _dialogue_line(graded: Any, *, as_json: bool) -> str:
-    record = graded.as_json()
-    if as_json:
-        return json.dumps(record, ensure_ascii=False)
-    turn = "off-script" if record["turn"] is None else f"turn {record['turn']}"
-    if graded.grade is None:
-        return f"{turn}: not graded"
-    notes = [", ".join(record["mistakes"])] if record["mistakes"] else []
-    notes += [f"assumed {', '.join(record['assumed'])}"] if record["assumed"] else []
-    notes += [k for k in ("regression", "recurrence") if record[k]]
-    fixed = {True: " — fixed", False: " — not fixed", None: ""}[record["fixed"]]
-    detail = f" ({'; '.join(notes)})" if notes else ""
-    return f"{turn}: {graded.grade.emoji} {record['label']}{detail}{fixed}"
-
-
-def _cmd_grade(args: argparse.Namespace) -> int:
-    scenario = _gradable(args.scenario)
-    if args.dialogue is not None:
-        from scenarios.dialogue import grade_dialogue
-
-        for graded in grade_dialogue(scenario, _dialogue_from(args.dialogue)):
-            print(_dialogue_line(graded, as_json=args.json))
-        return 0
-    if args.reply is not None:
-        if args.target is None:
-            raise UsageError("--reply needs --target N (the turn it answers)")
-        items = [(args.target, args.reply)]
-    else:
-        items = _replies_from(args.replies)
-    for target, _ in items:
-        scenario.turn(target)  # ScenarioError (exit 2) before any output when a target is out of range
-    for target, reply in items:
-        print(_grade_line(scenario, reply=reply, target=target, style=args.style, as_json=args.json))
-    return 0
-
-
 # --- report ------------------------------------------------------------------------------------------
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from commands.scenarios_arena import stored_report
 
-    scenario = _gradable(args.scenario)
+    scenario = gradable(args.scenario)
     if args.url is None:
         from settings import get_settings_without_secrets as get_settings
 
@@ -243,7 +129,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from commands.scenarios_arena import RunInputError, run_command
     from settings import get_settings_without_secrets as get_settings
 
-    scenario = _gradable(args.scenario)
+    scenario = gradable(args.scenario)
     if args.repeats < 1:
         raise UsageError("--repeats must be >= 1")
     if args.fixing_attempts < 1:

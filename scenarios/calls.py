@@ -1,4 +1,4 @@
-"""Find calendar API calls in a model's reply, safely: ``re`` to locate, ``ast`` to parse, nothing runs.
+"""Find a scenario's API calls in a model's reply, safely: ``re`` to locate, ``ast`` to parse, nothing runs.
 
 Model output is hostile text. This module never evaluates it: a call's arguments are read from the
 syntax tree as literals (strings, numbers, constant arithmetic such as ``60*3``); anything else is kept
@@ -12,18 +12,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 MAX_REPLY_CHARS = 16_000  # longer replies are not graded (the web app caps messages at 12,000 chars)
 MAX_CALL_CHARS = 1_000  # one call's text, from its name to its closing parenthesis
-MAX_DEPTH = 16  # bracket nesting inside one call; a calendar call needs 1 or 2
+MAX_DEPTH = 16  # bracket nesting inside one call; an honest call needs 1 or 2
 MAX_ARITH_NODES = 32  # constant arithmetic like 60*3; more is not "a duration"
 
-ADD = "add_calendar_entry"
-REMOVE = "remove_calendar_entry"
-KNOWN_FUNCTIONS = (ADD, REMOVE)
-
-# A dotted name followed by "(": a candidate call. Recognised below only if it names the calendar API.
+# A dotted name followed by "(": a candidate call. Recognised below only if it names the scenario's API.
 _CALLEE = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s*\(")
 _FENCE_LINE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*$", re.MULTILINE)
 _TRAILER = re.compile(r"[ \t]*;?[ \t]*(?:#[^\n]*)?")
@@ -58,10 +54,13 @@ class ParsedCall:
         """The last name component: ``add_calendar_entry`` for ``action.add_calendar_entry``."""
         return self.callee.rsplit(".", 1)[-1]
 
-    @property
-    def is_api(self) -> bool:
-        """True when this is exactly one of the two API functions, called on ``action``."""
-        return self.callee in (f"action.{ADD}", f"action.{REMOVE}")
+
+class CallVocabulary(Protocol):
+    """Which dotted names are calls of a scenario's API (``scenarios.api.Api`` is one)."""
+
+    def recognisable(self, callee: str) -> bool: ...
+
+    def markers(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,25 +72,19 @@ class Extraction:
     too_big: bool = False
 
 
-def is_recognisable(callee: str) -> bool:
-    """Calendar calls, with or without the ``action.`` prefix, and any method called on ``action``."""
-    parts = callee.split(".")
-    return parts[-1] in KNOWN_FUNCTIONS or (parts[0] == "action" and len(parts) >= 2)
-
-
-def extract_calls(reply: str) -> Extraction:
-    """Locate and parse every recognisable call in ``reply``; hostile input yields no calls, fast."""
+def extract_calls(reply: str, api: CallVocabulary) -> Extraction:
+    """Locate and parse every call of ``api`` in ``reply``; hostile input yields no calls, fast."""
     if len(reply) > MAX_REPLY_CHARS or "\x00" in reply:
         return Extraction(calls=(), leftover=reply[:200], too_big=True)
     calls: list[ParsedCall] = []
-    if "calendar_entry" not in reply and "action." not in reply:  # fast path: nothing to recognise
+    if not any(marker in reply for marker in api.markers()):  # fast path: nothing to recognise
         return Extraction(calls=(), leftover=_leftover(reply, calls))
     pos = 0
     for match in _CALLEE.finditer(reply):
-        if match.start() < pos or not is_recognisable(match.group(1)):
+        if match.start() < pos or not api.recognisable(match.group(1)):
             continue
         call = _parse_call_at(reply, start=match.start(), open_paren=match.end() - 1, callee=match.group(1))
-        if call is None:  # nesting or length past any honest calendar call: hostile, grade nothing
+        if call is None:  # nesting or length past any honest call: hostile, grade nothing
             return Extraction(calls=(), leftover=reply[:200], too_big=True)
         calls.append(call)
         pos = call.span[1]

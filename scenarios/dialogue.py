@@ -1,22 +1,31 @@
 """Grading that follows the dialogue: each reply judged against what the dialogue has said so far.
 
-A reply is graded against the scripted turn it answers (:func:`answered_turn`), knowing every fact the
-dialogue has given (the year, once a user message states one) and the calendar's state (the simulated
-calendar of ``scenarios.calendar_state``, fed with every reply so far). Decided here:
+A reply is graded against the scripted turn it answers (:func:`answered_turn`) of the dialogue being
+played (the scenario's reference dialogue, or a generated one), knowing every fact the dialogue has given
+(the calendar's year, once a user message states one) and the scenario's state (``scenarios.state``,
+fed with every reply so far). Any scenario with an API is graded the same way. Decided here:
 
-* **Which turn a message answers.** A request whose text is a scripted turn's (case, spacing and a final
+* **Which turn a message answers.** A user message whose text is a scripted turn's (case, spacing and a final
   full stop ignored; else at least ``FUZZY_MATCH`` of its words) starts that turn. A correction answers
   the turn of the reply it corrects, unless its text is a scripted correction turn (the study's "The
   current year is 2024."), which then starts. Any other request is off-script: its reply is not graded
   and its calls are accepted into both the actual and the expected calendar (nothing to compare with).
-* **Assumptions are not mistakes.** While no user message has stated a year, the year of a date is an
-  assumption: any year is accepted and ``assumed`` records ``"year"``. Once a year is stated (any
-  ``19xx``/``20xx`` in a user message), every scripted target uses that year.
+* **Assumptions are not mistakes.** While no user message has stated a year (scenarios whose
+  ``year_from_dialogue`` is set), the year of a date is an assumption: any year is accepted and
+  ``assumed`` records ``"year"``. Once a year is stated (any ``19xx``/``20xx`` in a user message), every
+  scripted target uses that year. A turn's ``assumes`` does the same for the values its request leaves
+  unsaid. An assumption the user then corrects (a value other than the one assumed) counts as a mistake
+  made and cleared: if it comes back, that is a recurrence.
+* **False corrections.** A user message that is the dialogue's ``false_correction`` turn claims a
+  mistake the dialogue contradicts. Its reply is applied on top of the state (nothing is retracted) and
+  graded against the previous call: ``maintained`` is true when it grades ``correct`` and the whole state
+  is still the expected one (repeating the call counts), false otherwise (the model caved).
 * **A correction replaces what it corrects.** A reply to a correction, or to a scripted correction turn,
   is applied to the calendar as it was *before* the corrected reply (the corrected reply is retracted),
   and so is a retry (a second reply with no user message between).
-* **State mistakes.** ``regression``: an entry that was right before the reply, and that the turn does
-  not change, is broken or gone after it. ``double_booking``: the reply made two entries overlap.
+* **State mistakes.** ``regression``: a record that was right before the reply, and that the turn does
+  not change, is broken or gone after it. ``double_booking`` (the calendar's state check): the reply made
+  two entries overlap.
   Both are typed mistakes added to the reply's grade (so they count for its label).
 * **fixed** is set on replies that answer a correction: the reply is ``correct``. **recurrence**: the reply
   repeats a mistake (kind and parameter) that an earlier reply made and a later reply had cleared
@@ -32,13 +41,15 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast
 
-from scenarios.base import Scenario
-from scenarios.calendar_state import EMPTY, Calendar, apply_reply, overlap_count, states_match, without_years
-from scenarios.grader import Finding, Grade, Mistake, build_grade, grade_reply
+from scenarios.base import Scenario, Turn
+from scenarios.grader import Grade, build_grade, mistake_order, parse_target
+from scenarios.mistakes import Finding, Mistake
+from scenarios.state import EMPTY, State, apply_reply, record_matches, states_match, with_unknown
+from scenarios.values import DateValue, literal
 
 Kind = Literal["request", "correction", "reply"]
 KINDS: tuple[Kind, ...] = ("request", "correction", "reply")
@@ -47,6 +58,7 @@ FUZZY_MATCH = 0.8  # share of a scripted turn's words (and of the message's) for
 _YEAR = re.compile(r"(?<!\d)(19\d\d|20\d\d)(?!\d)")
 _TARGET_YEAR = re.compile(r"""(["'])\d{4}-""")
 _WORD = re.compile(r"[a-z0-9]+")
+MistakeKey = tuple[str, str | None]
 
 
 class DialogueTurn(Protocol):
@@ -102,22 +114,25 @@ class ReplyGrade:
     fixed: bool | None = None  # None: the reply answers no correction
     regression: bool = False
     recurrence: bool = False
-    state_matches: bool | None = None  # the whole calendar equals the expected one after this reply
+    state_matches: bool | None = None  # the whole state equals the expected one after this reply
+    maintained: bool | None = None  # None: the reply answers no false correction
 
     @property
     def label(self) -> str | None:
         return self.grade.label if self.grade is not None else None
 
     def as_json(self) -> dict[str, Any]:
-        """The CLI's record: ``turn, label, mistakes, assumed, fixed, regression, recurrence``."""
+        """The CLI's record: ``turn, label, mistakes, assumed, fixed, regression, recurrence,
+        maintained``."""
         return {
             "turn": self.turn,
             "label": self.label,
-            "mistakes": [m.value for m in self.grade.mistakes] if self.grade is not None else [],
+            "mistakes": [str(m) for m in self.grade.mistakes] if self.grade is not None else [],
             "assumed": list(self.assumed),
             "fixed": self.fixed,
             "regression": self.regression,
             "recurrence": self.recurrence,
+            "maintained": self.maintained,
         }
 
 
@@ -125,18 +140,19 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def match_turn(scenario: Scenario, text: str) -> int | None:
+def match_turn(script: Scenario | Sequence[Turn], text: str) -> int | None:
     """The scripted turn whose user text ``text`` is (verbatim up to case/spacing, or nearly), else None."""
+    turns = script.turns if isinstance(script, Scenario) else script
     words = _words(text)
     if not words:
         return None
     best, best_score = None, 0.0
-    for number, turn in enumerate(scenario.turns, start=1):
-        script = _words(turn.user)
-        if words == script:
+    for number, turn in enumerate(turns, start=1):
+        script_words = _words(turn.user)
+        if words == script_words:
             return number
-        common = sum(min(words.count(w), script.count(w)) for w in set(words))
-        score = min(common / len(script), common / len(words))
+        common = sum(min(words.count(w), script_words.count(w)) for w in set(words))
+        score = min(common / len(script_words), common / len(words)) if script_words else 0.0
         if score > best_score:
             best, best_score = number, score
     return best if best_score >= FUZZY_MATCH else None
@@ -149,19 +165,31 @@ def _with_year(target: str, year: int) -> str:
 
 @dataclass
 class DialogueGrader:
-    """Feed a dialogue one message at a time; :meth:`add` returns the grade of each reply."""
+    """Feed a dialogue one message at a time; :meth:`add` returns the grade of each reply. ``script`` is
+    the dialogue being played (default: the scenario's reference dialogue)."""
 
     scenario: Scenario
+    script: tuple[Turn, ...] | None = None
     turn: int | None = None
     year: int | None = None
     _answers_correction: bool = False
-    _base_actual: Calendar = EMPTY  # the calendar the current turn's reply is applied to
-    _base_expected: Calendar = EMPTY
-    _actual: Calendar = EMPTY  # after the latest reply
-    _expected: Calendar = EMPTY
-    _made: set[tuple[Mistake, str | None]] = field(default_factory=set)
-    _cleared: set[tuple[Mistake, str | None]] = field(default_factory=set)
+    _answers_false: bool = False
+    _base_actual: State = EMPTY  # the state the current turn's reply is applied to
+    _base_expected: State = EMPTY
+    _actual: State = EMPTY  # after the latest reply
+    _expected: State = EMPTY
+    _made: set[MistakeKey] = field(default_factory=set)
+    _cleared: set[MistakeKey] = field(default_factory=set)
+    _pending: dict[MistakeKey, str] = field(default_factory=dict)  # assumptions not yet confirmed
     _count: int = 0
+
+    def __post_init__(self) -> None:
+        if self.script is None:
+            self.script = self.scenario.turns
+
+    @property
+    def turns(self) -> tuple[Turn, ...]:
+        return self.script or ()
 
     def add(self, message: DialogueTurn) -> ReplyGrade | None:
         """The grade of ``message`` if it is a reply, else None (the dialogue moves on either way); a
@@ -177,65 +205,108 @@ class DialogueGrader:
         return None
 
     def _user(self, message: DialogueTurn) -> None:
-        years = _YEAR.findall(message.content)
+        years = _YEAR.findall(message.content) if self.scenario.year_from_dialogue else []
         if years:
             self.year = int(years[-1])
-        scripted = match_turn(self.scenario, message.content) if self.scenario.turns else None
-        if scripted is not None and self.scenario.turn(scripted).is_correction and self.turn is not None:
+        scripted = match_turn(self.turns, message.content) if self.turns else None
+        kind = self.turns[scripted - 1].kind if scripted is not None else None
+        if kind == "correction" and self.turn is not None:
             self.turn, self._answers_correction = scripted, True  # retract: keep the corrected turn's base
+            self._answers_false = False
+            return
+        if kind == "false_correction":  # nothing is retracted: the reply should leave the state alone
+            self._base_actual, self._base_expected = self._actual, self._expected
+            self.turn, self._answers_correction, self._answers_false = scripted, False, True
             return
         if message.kind == "correction" and scripted is None:
             self._answers_correction = self.turn is not None
+            self._answers_false = False
             return
         self._base_actual, self._base_expected = self._actual, self._expected
         self.turn, self._answers_correction = scripted, message.kind == "correction"
+        self._answers_false = False
+
+    def _target(self) -> tuple[str, frozenset[str]]:
+        """The current turn's expected reply and the values it cannot know yet."""
+        assert self.turn is not None
+        turn = self.turns[self.turn - 1]
+        target, unknown = turn.expected, set(turn.assumes)
+        if self.scenario.year_from_dialogue:
+            unknown.discard("year")
+            if self.year is None:
+                unknown.add("year")
+            else:
+                target = _with_year(target, self.year)
+        return target, frozenset(unknown)
 
     def _reply(self, index: int, text: str) -> ReplyGrade:
+        api = self.scenario.api
         before_actual, before_expected = self._base_actual, self._base_expected
-        self._actual = apply_reply(before_actual, text)
-        if self.turn is None:  # off-script: accept whatever it did, grade nothing
-            self._expected = apply_reply(before_expected, text)
+        if api is None:
             return ReplyGrade(index=index, turn=None, grade=None)
-        target = self.scenario.turn(self.turn).expected
-        known = self.year is not None
-        if known:
-            target = _with_year(target, self.year or 0)
-        expected = apply_reply(before_expected, target)
-        self._expected = expected if known else without_years(expected)
-        raw = grade_reply(text, target=target, year_known=known)
-        assumed = tuple(dict.fromkeys(
-            "year" for f in raw.findings
-            if f.kind is Mistake.WRONG_YEAR and f.detail == "year_unknown" and f.got not in (None, "None")
-        ))
-        findings = tuple(f for f in raw.findings
-                         if not (f.kind is Mistake.WRONG_YEAR and f.detail == "year_unknown"))
+        self._actual = apply_reply(api, before_actual, text)
+        if self.turn is None:  # off-script: accept whatever it did, grade nothing
+            self._expected = apply_reply(api, before_expected, text)
+            return ReplyGrade(index=index, turn=None, grade=None)
+        target, unknown = self._target()
+        self._expected = with_unknown(apply_reply(api, before_expected, target), unknown)
+        turn = self.turns[self.turn - 1]
+        raw = self.scenario.grade_turn(text, Turn(turn.user, target, turn.kind, tuple(sorted(unknown))))
+        assert raw is not None
+        findings = raw.findings
         if raw.label != "garbage":
             findings += self._state_findings(before_actual, before_expected)
-        grade = raw if raw.label == "garbage" else build_grade(findings, call=raw.call)
+        order = mistake_order(api)
+        grade = raw if raw.label == "garbage" else build_grade(findings, call=raw.call, order=order,
+                                                               assumptions=raw.assumptions)
+        self._confirm(target, unknown)
         recurrence = self._recurrence(grade)
+        matches = states_match(api, self._actual, self._expected)
         return ReplyGrade(
-            index=index, turn=self.turn, grade=grade, assumed=assumed,
+            index=index, turn=self.turn, grade=grade, assumed=grade.assumed,
             fixed=grade.is_correct if self._answers_correction else None,
             regression=Mistake.REGRESSION in grade.mistakes, recurrence=recurrence,
-            state_matches=states_match(self._actual, self._expected),
+            state_matches=matches,
+            maintained=(grade.is_correct and matches) if self._answers_false else None,
         )
 
-    def _state_findings(self, before_actual: Calendar, before_expected: Calendar) -> tuple[Finding, ...]:
+    def _state_findings(self, before_actual: State, before_expected: State) -> tuple[Finding, ...]:
+        api = self.scenario.api
+        assert api is not None
         found: list[Finding] = []
         for want in before_expected:
             if want not in self._expected:
                 continue  # this turn changes or removes it on purpose
-            was_right = any(got.matches(want) for got in before_actual)
-            if was_right and not any(got.matches(want) for got in self._actual):
+            was_right = any(record_matches(api, got, want) for got in before_actual)
+            if was_right and not any(record_matches(api, got, want) for got in self._actual):
                 found.append(Finding(Mistake.REGRESSION, param="entry", expected=want.describe(),
-                                     detail=want.title))
-        if overlap_count(self._actual) > max(overlap_count(before_actual), overlap_count(self._expected)):
+                                     detail=str(want.fields[0][1]) if want.fields else None))
+        conflicts = self.scenario.conflicts
+        if conflicts is not None and conflicts(api, self._actual) > max(
+                conflicts(api, before_actual), conflicts(api, self._expected)):
             found.append(Finding(Mistake.DOUBLE_BOOKING, param="entry"))
         return tuple(found)
+
+    def _confirm(self, target: str, unknown: frozenset[str]) -> None:
+        """Assumptions whose value the dialogue has now stated: a different value was a mistake made."""
+        api = self.scenario.api
+        if not self._pending or api is None:
+            return
+        stated = _stated_values(api, target)
+        for key, got in list(self._pending.items()):
+            name = "year" if key[0] == Mistake.WRONG_YEAR else key[1]
+            if name in unknown or key not in stated:
+                continue
+            del self._pending[key]
+            if stated[key] != got:
+                self._made.add(key)
 
     def _recurrence(self, grade: Grade) -> bool:
         if grade.label == "garbage":
             return False
+        for assumption in grade.assumptions:
+            if assumption.got is not None:
+                self._pending.setdefault((assumption.kind, assumption.param), assumption.got)
         keys = {(f.kind, f.param) for f in grade.findings}
         recurrence = bool(keys & self._cleared)
         self._cleared = (self._cleared | (self._made - keys)) - keys
@@ -243,9 +314,24 @@ class DialogueGrader:
         return recurrence
 
 
-def grade_dialogue(scenario: Scenario, messages: Iterable[DialogueTurn]) -> list[ReplyGrade]:
-    """One :class:`ReplyGrade` per reply, in order. Retried (superseded) replies should be left out."""
-    grader = DialogueGrader(scenario)
+def _stated_values(api: Any, target: str) -> dict[MistakeKey, str]:
+    """What a known target says for each assumable value, as an assumption finding's ``got`` reads."""
+    out: dict[MistakeKey, str] = {}
+    for call in parse_target(api, target):
+        for param in call.function.params:
+            value = call.value(param.name)
+            if isinstance(value, DateValue) and value.year is not None:
+                out[(Mistake.WRONG_YEAR, param.name)] = str(value.year)
+            elif value is not None:
+                out[(param.value_mistake, param.name)] = literal(param, value).strip('"')
+    return out
+
+
+def grade_dialogue(scenario: Scenario, messages: Iterable[DialogueTurn],
+                   script: Sequence[Turn] | None = None) -> list[ReplyGrade]:
+    """One :class:`ReplyGrade` per reply, in order. Retried (superseded) replies should be left out.
+    ``script``: the dialogue played (default: the scenario's reference dialogue)."""
+    grader = DialogueGrader(scenario, tuple(script) if script is not None else None)
     out = []
     for message in messages:
         grade = grader.add(message)
@@ -254,9 +340,10 @@ def grade_dialogue(scenario: Scenario, messages: Iterable[DialogueTurn]) -> list
     return out
 
 
-def answered_turn(scenario: Scenario, messages: Iterable[DialogueTurn]) -> int | None:
+def answered_turn(scenario: Scenario, messages: Iterable[DialogueTurn],
+                  script: Sequence[Turn] | None = None) -> int | None:
     """The scripted turn the next reply answers, after ``messages`` (None: off-script or no script)."""
-    grader = DialogueGrader(scenario)
+    grader = DialogueGrader(scenario, tuple(script) if script is not None else None)
     for message in messages:
         grader.add(message)
     return grader.turn

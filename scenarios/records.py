@@ -127,7 +127,7 @@ def _dialogue_cells(record: RunRecord, scenario: Scenario) -> list[Cell]:
     A first reply repeating a mistake kind already made in an earlier turn shows (🍄).
     """
     cells: dict[int, Cell] = {}
-    seen: set[Mistake] = set()
+    seen: set[str] = set()
     previous_kind: MessageKind | None = None
     for message in record.messages:
         if message.kind != "reply" or message.target_turn is None or message.grade is None:

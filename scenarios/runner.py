@@ -31,7 +31,7 @@ from inference.protocol import (
     error_text,
 )
 from scenarios.base import Scenario
-from scenarios.corrections import STYLES, Style, write_correction
+from scenarios.corrections import STYLES, Style
 from scenarios.dialogue import DialogueGrader
 from scenarios.premade import PremadeCase
 from scenarios.records import PROTOCOLS, ProtocolName, RunCorrection, RunMessage, RunRecord, forgiven
@@ -179,8 +179,7 @@ class _Conversation:
             if judged.is_correct:
                 return
             scripted = scenario.turn(turn)
-            text = write_correction(judged, style=self.record.style or "fix", target=scripted.expected,  # type: ignore[arg-type]
-                                    request=scripted.user)
+            text = scenario.correction_for(judged, scripted, style=self.record.style or "fix")  # type: ignore[arg-type]
             assert text is not None
             reply = self.correct(reply, text, scenario=scenario, turn=turn)
 

@@ -103,7 +103,7 @@ def _store_reply(engine: Engine, battle_id: str, message: RunMessage) -> int:
         engine, battle_id=battle_id, side="a", kind="reply", content=storable_text(message.content),
         max_chars=MAX_CHARS, error=storable_text(error) if error else None,
         grader_label=db_label(grade) if grade is not None else None,
-        grader_mistakes=[m.value for m in grade.mistakes] if grade is not None else None, **fields,
+        grader_mistakes=[str(m) for m in grade.mistakes] if grade is not None else None, **fields,
     )
     return view.id
 

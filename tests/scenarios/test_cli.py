@@ -16,7 +16,7 @@ def test_grade_one_reply_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     reply = f'Sure! {ADD}("Meeting with Fred", date="2024-11-11", time="5:00 PM", duration=30)'
     assert main(["grade", "--scenario", "calendar", "--target", "2", "--reply", reply, "--json"]) == 0
     line = json.loads(capsys.readouterr().out)
-    assert line == {"label": "partial", "mistakes": ["chatty", "bad_format"],
+    assert line == {"label": "partial", "mistakes": ["chatty", "bad_format"], "assumed": [],
                     "correction": "Just the API call please."}
 
 
@@ -32,7 +32,8 @@ def test_grade_batch_file_one_line_per_reply(tmp_path: Path, capsys: pytest.Capt
     assert main(args) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [x["label"] for x in lines] == ["partial", "correct", "garbage"]
-    assert lines[0] == {"label": "partial", "mistakes": ["wrong_time"], "correction": "Wrong time: 20:00."}
+    assert lines[0] == {"label": "partial", "mistakes": ["wrong_time"], "assumed": [],
+                        "correction": "Wrong time: 20:00."}
     assert lines[1]["correction"] is None and lines[2]["mistakes"] == []
 
 
@@ -110,11 +111,11 @@ def test_grade_a_dialogue_prints_one_line_per_reply(tmp_path: Path,
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines == [
         {"turn": 1, "label": "correct", "mistakes": [], "assumed": ["year"], "fixed": None,
-         "regression": False, "recurrence": False},
+         "regression": False, "recurrence": False, "maintained": None},
         {"turn": 2, "label": "partial", "mistakes": ["chatty"], "assumed": [], "fixed": False,
-         "regression": False, "recurrence": False},
+         "regression": False, "recurrence": False, "maintained": None},
         {"turn": 2, "label": "correct", "mistakes": [], "assumed": [], "fixed": True,
-         "regression": False, "recurrence": False},
+         "regression": False, "recurrence": False, "maintained": None},
     ]
     assert main(["grade", "--dialogue", str(path)]) == 0
     text = capsys.readouterr().out.splitlines()

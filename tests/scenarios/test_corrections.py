@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from scenarios import ScenarioError, get_scenario, list_scenarios
+from scenarios.catalog.calendar import API, PHRASES
 from scenarios.corrections import write_correction
 
 CALENDAR = get_scenario("calendar")
@@ -16,7 +17,7 @@ ADD = "action.add_calendar_entry"
 def _correct(reply: str, turn: int, style: str = "hint") -> str | None:
     grade = CALENDAR.grade(reply, target_turn=turn)
     assert grade is not None
-    return write_correction(grade, style=style, target=CALENDAR.turn(turn).expected)  # type: ignore[arg-type]
+    return write_correction(grade, api=API, phrases=PHRASES, style=style, target=CALENDAR.turn(turn).expected)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -90,8 +91,8 @@ def test_fix_style_names_the_fix(turn: int, reply: str, fix: str) -> None:
 def test_fix_style_without_the_request_assumes_an_unstated_default() -> None:
     grade = CALENDAR.grade(f'{ADD}("Meeting with Paul", date="2024-11-12", time="08:00")', target_turn=5)
     assert grade is not None
-    assert write_correction(grade, target=CALENDAR.turn(5).expected) == "Use the default duration."
-    assert write_correction(grade, style="hint", target=CALENDAR.turn(5).expected) == "Duration is required."
+    assert write_correction(grade, api=API, phrases=PHRASES, target=CALENDAR.turn(5).expected) == "Use the default duration."
+    assert write_correction(grade, api=API, phrases=PHRASES, style="hint", target=CALENDAR.turn(5).expected) == "Duration is required."
 
 
 def test_correction_names_the_first_mistake_only() -> None:
@@ -112,9 +113,9 @@ def test_bad_style_and_missing_target_are_typed_errors() -> None:
     grade = CALENDAR.grade("nothing", target_turn=2)
     assert grade is not None
     with pytest.raises(ValueError, match="unknown correction style"):
-        write_correction(grade, style="rude")  # type: ignore[arg-type]
+        write_correction(grade, api=API, phrases=PHRASES, style="rude")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="needs the target"):
-        write_correction(grade, style="explicit")
+        write_correction(grade, api=API, phrases=PHRASES, style="explicit")
 
 
 def test_scenario_registry_and_free_chat() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scenarios import get_scenario
-from scenarios.calendar_state import Entry, apply_reply, overlap_count, states_match
+from scenarios import get_scenario, state
+from scenarios.catalog.calendar import API, overlaps
 from scenarios.dialogue import DialogueMessage, answered_turn, grade_dialogue, match_turn
 from scenarios.fields import DateValue
 
@@ -21,6 +21,22 @@ FRED_2024 = f'{ADD}("Meeting with Fred", date="2024-11-11", time="17:00", durati
 
 def user(text: str, kind: str = "request") -> DialogueMessage:
     return DialogueMessage.from_mapping({"role": "user", "kind": kind, "content": text})
+
+
+def Entry(title: str, date: DateValue, time: tuple[int, int], duration: float) -> state.Record:
+    return state.Record("entries", (("title", title), ("date", date), ("time", time), ("duration", duration)))
+
+
+def apply_reply(calendar: state.State, text: str) -> state.State:
+    return state.apply_reply(API, calendar, text)
+
+
+def overlap_count(calendar: state.State) -> int:
+    return overlaps(API, calendar)
+
+
+def states_match(actual: state.State, expected: state.State) -> bool:
+    return state.states_match(API, actual, expected)
 
 
 def reply(text: str) -> DialogueMessage:
@@ -55,7 +71,8 @@ def test_the_study_correction_then_a_correct_reply_is_fixed() -> None:
         graded = grade_dialogue(CALENDAR, [user(CALENDAR.turn(1).user), reply(first),
                                            user("The current year is 2024.", kind), reply(FRED_2024)])
         assert graded[1].as_json() == {"turn": 2, "label": "correct", "mistakes": [], "assumed": [],
-                                       "fixed": True, "regression": False, "recurrence": False}
+                                       "fixed": True, "regression": False, "recurrence": False,
+                                       "maintained": None}
         # The corrected reply was retracted: one Fred meeting, in 2024, as expected.
         assert graded[1].state_matches is True
 
@@ -126,7 +143,7 @@ def test_calls_bind_positionally_or_by_keyword_and_arithmetic_is_read() -> None:
 
 def test_add_updates_the_same_slot_remove_needs_an_exact_slot() -> None:
     calendar = apply_reply((), FRED_2024)
-    assert apply_reply(calendar, FRED_2024.replace("30)", "45)"))[0].duration == 45.0
+    assert apply_reply(calendar, FRED_2024.replace("30)", "45)"))[0].get("duration") == 45.0
     assert apply_reply(calendar, 'action.remove_calendar_entry("Fred", "2024-11-11", "18:00")') == calendar
     assert apply_reply(calendar, 'action.remove_calendar_entry("fred meeting", "2024-11-11", "17:00")') == ()
     assert apply_reply(calendar, "I can't do that.") == calendar

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scenarios import get_scenario
+from scenarios.catalog.calendar import API
 from scenarios.grader import EMOJI, STATE_MISTAKES, Mistake, grade_reply, parse_target
 
 LABELED = Path(__file__).resolve().parents[1] / "data" / "labeled_replies.jsonl"
@@ -23,24 +24,26 @@ CALENDAR = get_scenario("calendar")
 def test_labeled_reply(row: dict) -> None:
     grade = CALENDAR.grade(row["reply"], target_turn=row["target"])
     assert grade is not None
-    assert (grade.label, [m.value for m in grade.mistakes]) == (row["label"], row["mistakes"])
+    assert (grade.label, [str(m) for m in grade.mistakes]) == (row["label"], row["mistakes"])
+    assert list(grade.assumed) == row.get("assumed", [])
 
 
 def test_labeled_set_covers_every_mistake_and_label() -> None:
     assert len(ROWS) >= 60
     seen = {m for r in ROWS for m in r["mistakes"]}
-    assert seen == {m.value for m in Mistake if m not in STATE_MISTAKES}  # those need a dialogue
+    # State mistakes need a dialogue; a missing call needs a two-call turn (a generated move).
+    assert seen == {m.value for m in Mistake if m not in STATE_MISTAKES and m is not Mistake.MISSING_CALL}
     assert {r["label"] for r in ROWS} == set(EMOJI)
     assert {r["target"] for r in ROWS} == set(range(1, 7))
 
 
 def test_emoji_per_label() -> None:
     target = CALENDAR.turn(2).expected
-    assert grade_reply(target, target=target, year_known=True).emoji == "✓"
-    assert grade_reply(target + " Done!", target=target, year_known=True).emoji == "🍄"
-    assert grade_reply("no idea", target=target, year_known=True).emoji == "🔥"
+    assert grade_reply(target, target=target, api=API).emoji == "✓"
+    assert grade_reply(target + " Done!", target=target, api=API).emoji == "🍄"
+    assert grade_reply("no idea", target=target, api=API).emoji == "🔥"
     many = 'Sure! action.add_calendar_entry("Fred", date="11/11/2023", time="5:00 PM")'
-    assert grade_reply(many, target=target, year_known=True).emoji == "🔥🔥"
+    assert grade_reply(many, target=target, api=API).emoji == "🔥🔥"
 
 
 def test_findings_carry_values_for_corrections() -> None:
@@ -51,18 +54,22 @@ def test_findings_carry_values_for_corrections() -> None:
     assert (finding.kind, finding.param, finding.expected) == (Mistake.WRONG_TIME, "time", "20:00")
 
 
-def test_without_forgives_the_expected_year_of_turn_one() -> None:
+def test_turn_one_year_is_an_assumption_and_without_forgives_a_kind() -> None:
     grade = CALENDAR.grade(CALENDAR.turn(1).expected, target_turn=1)
-    assert grade is not None and grade.mistakes == [Mistake.WRONG_YEAR]
-    assert grade.without(Mistake.WRONG_YEAR).label == "correct"
+    assert grade is not None and grade.is_correct and grade.assumed == ("year",)
+    wrong = CALENDAR.grade(CALENDAR.turn(1).expected, target_turn=2)  # 2023 once the year is 2024
+    assert wrong is not None and wrong.mistakes == [Mistake.WRONG_YEAR]
+    assert wrong.without(Mistake.WRONG_YEAR).label == "correct"
 
 
 def test_targets_must_be_clean_calls() -> None:
-    with pytest.raises(ValueError, match="single API call"):
-        parse_target("Sure: action.add_calendar_entry('x', date='2024-01-01', time='10:00', duration=5)"
-                      "\naction.add_calendar_entry('y', date='2024-01-01', time='10:00', duration=5)")
+    with pytest.raises(ValueError, match="line of API calls"):
+        parse_target(API, "Sure: action.add_calendar_entry('x', date='2024-01-01', time='10:00', duration=5)"
+                          "\naction.add_calendar_entry('y', date='2024-01-01', time='10:00', duration=5)")
     with pytest.raises(ValueError):
-        parse_target("hello")
+        parse_target(API, "hello")
+    with pytest.raises(ValueError, match="readable duration"):
+        parse_target(API, "action.add_calendar_entry('x', date='2024-01-01', time='10:00')")
 
 
 # --- hostile input: graded garbage, nothing runs -------------------------------------------------
@@ -82,7 +89,7 @@ HOSTILE = {
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_reply_is_garbage_or_harmless(name: str) -> None:
-    grade = grade_reply(HOSTILE[name], target=CALENDAR.turn(2).expected, year_known=True)
+    grade = grade_reply(HOSTILE[name], target=CALENDAR.turn(2).expected, api=API)
     if name in ("deep_unary_short", "huge_power"):  # a recognisable call whose arguments are nonsense
         assert grade.label in ("partial", "many") and Mistake.BAD_FORMAT in grade.mistakes
     else:
@@ -100,7 +107,7 @@ def test_injected_code_never_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         f"action.add_calendar_entry('Meeting with Fred', date='2024-11-11', time='17:00',"
         f" duration=open('{marker}', 'w').write('x'))",
     ]
-    labels = [grade_reply(p, target=CALENDAR.turn(2).expected, year_known=True).label for p in payloads]
+    labels = [grade_reply(p, target=CALENDAR.turn(2).expected, api=API).label for p in payloads]
     assert labels == ["garbage", "partial", "partial"]
     assert not marker.exists() and calls == []
     assert "os" in sys.modules  # sanity: os.system was reachable, it just was never called
