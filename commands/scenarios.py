@@ -141,6 +141,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.temperature is not None and args.temperature < 0:
         raise UsageError("--temperature must be >= 0")
     protocols: tuple[ProtocolName, ...] = PROTOCOLS if args.protocol == "all" else (args.protocol,)
+    if not scenario.premade and "fixing" in protocols:
+        if args.protocol == "fixing":
+            raise UsageError(f"scenario {scenario.slug!r} has no pre-made faulty replies: no fixing protocol")
+        protocols = tuple(p for p in protocols if p != "fixing")
     slugs = [s.strip() for s in args.models.split(",") if s.strip()]
     if not slugs:
         raise UsageError("--models needs at least one slug, or 'all'")

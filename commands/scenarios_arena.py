@@ -19,7 +19,6 @@ from typing import Any
 
 from scenarios import Scenario
 from scenarios.corrections import Style
-from scenarios.premade import load_premade
 from scenarios.records import ProtocolName, RunRecord
 from scenarios.report import Report, build_report, latest_runs, render_markdown
 from scenarios.runner import Progress, RunnerConfig, planned_runs, run_arena
@@ -78,7 +77,7 @@ def run_and_store(
         entries = select_entries(load_catalogue(settings.catalogue_path), slugs)
     except CatalogueError as exc:
         raise RunInputError(str(exc)) from exc
-    cases = load_premade()
+    cases = scenario.premade
     run_id = uuid.uuid4().hex  # every record of this invocation: `scenarios report` shows the latest run
     engine = database(database_url(settings)) if store else None
     outcome = ArenaOutcome()
@@ -196,4 +195,4 @@ def stored_report(*, url: str, scenario: Scenario, all_runs: bool = False) -> tu
     finally:
         engine.dispose()
     report = build_report(records if all_runs else latest_runs(records), scenario=scenario)
-    return report, render_markdown(report, scenario=scenario, cases=load_premade())
+    return report, render_markdown(report, scenario=scenario, cases=scenario.premade)

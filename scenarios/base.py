@@ -19,6 +19,7 @@ from typing import Literal
 from scenarios.api import Api
 from scenarios.corrections import Phrasebook, Style, write_correction
 from scenarios.grader import Grade, grade_reply, mistake_order
+from scenarios.premade import PremadeCase
 from scenarios.state import State
 
 TurnKind = Literal["request", "correction", "false_correction"]
@@ -75,6 +76,7 @@ class Scenario:
     year_from_dialogue: bool = False  # a date's year is unknown until a user message states one
     conflicts: ConflictCount | None = None  # the state check behind ``double_booking``
     generator: Generator | None = None
+    premade: tuple[PremadeCase, ...] = ()  # the study's third table: faulty replies and their corrections
 
     @property
     def gradable(self) -> bool:

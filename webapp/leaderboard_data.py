@@ -34,7 +34,6 @@ from ranking.fixing import (
 )
 from ranking.outliers import OutlierResult, anomalous_visitors
 from scenarios.metrics import RunTotals, run_totals
-from scenarios.premade import load_premade
 from scenarios.records import RunRecord
 from scenarios.report import build_report, latest_runs, render_markdown
 from scenarios.storage import load_runs
@@ -354,4 +353,4 @@ def automatic_arena_markdown(engine: Engine, filters: VoteFilters) -> str:
         return ""
     scenario = scenarios.get_scenario(records[0].scenario)
     report = build_report(latest_runs(records), scenario=scenario)
-    return render_markdown(report, scenario=scenario, cases=load_premade(), title="Automatic arena")
+    return render_markdown(report, scenario=scenario, cases=scenario.premade, title="Automatic arena")

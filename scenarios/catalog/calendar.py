@@ -8,6 +8,7 @@ from scenarios.base import Scenario, Turn
 from scenarios.catalog.calendar_dialogues import generate
 from scenarios.corrections import Phrasebook
 from scenarios.fields import DateValue
+from scenarios.premade import load_premade
 from scenarios.state import State
 
 ADD = "add_calendar_entry"
@@ -121,4 +122,5 @@ CALENDAR = Scenario(
     year_from_dialogue=True,
     conflicts=overlaps,
     generator=generate,
+    premade=tuple(load_premade()),
 )
