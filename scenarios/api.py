@@ -59,9 +59,10 @@ class Param:
 
 @dataclass(frozen=True, slots=True)
 class Effect:
-    """What a call does to ``collection``: ``upsert`` inserts the call's record or replaces the one with
-    the same ``key`` fields, ``delete`` removes the first record with that key, ``update`` sets the
-    call's other fields on the record with that key (no such record: no change)."""
+    """What a call does to ``collection``: ``upsert`` inserts the call's record, or sets its fields on the
+    one with the same ``key`` fields (keeping fields the call does not have); ``delete`` removes the first
+    record with that key; ``update`` sets the call's other fields on the record with that key (no such
+    record: no change)."""
 
     op: EffectOp
     collection: str

@@ -48,7 +48,16 @@ from typing import Any, Literal, Protocol, cast
 from scenarios.base import Scenario, Turn
 from scenarios.grader import Grade, build_grade, mistake_order, parse_target
 from scenarios.mistakes import Finding, Mistake
-from scenarios.state import EMPTY, State, apply_reply, record_matches, states_match, with_unknown
+from scenarios.state import (
+    EMPTY,
+    State,
+    apply_reply,
+    describe,
+    name_of,
+    record_matches,
+    states_match,
+    with_unknown,
+)
 from scenarios.values import DateValue, literal
 
 Kind = Literal["request", "correction", "reply"]
@@ -249,7 +258,9 @@ class DialogueGrader:
             self._expected = apply_reply(api, before_expected, text)
             return ReplyGrade(index=index, turn=None, grade=None)
         target, unknown = self._target()
-        self._expected = with_unknown(apply_reply(api, before_expected, target), unknown)
+        expected = apply_reply(api, before_expected, target)
+        made = tuple(r for r in expected if r not in before_expected)  # what this turn adds or changes
+        self._expected = tuple(with_unknown((r,), unknown)[0] if r in made else r for r in expected)
         turn = self.turns[self.turn - 1]
         raw = self.scenario.grade_turn(text, Turn(turn.user, target, turn.kind, tuple(sorted(unknown))))
         assert raw is not None
@@ -279,8 +290,8 @@ class DialogueGrader:
                 continue  # this turn changes or removes it on purpose
             was_right = any(record_matches(api, got, want) for got in before_actual)
             if was_right and not any(record_matches(api, got, want) for got in self._actual):
-                found.append(Finding(Mistake.REGRESSION, param="entry", expected=want.describe(),
-                                     detail=str(want.fields[0][1]) if want.fields else None))
+                found.append(Finding(Mistake.REGRESSION, param="entry", expected=describe(api, want),
+                                     detail=name_of(api, want)))
         conflicts = self.scenario.conflicts
         if conflicts is not None and conflicts(api, self._actual) > max(
                 conflicts(api, before_actual), conflicts(api, self._expected)):

@@ -17,6 +17,7 @@ person would mark it; the dialogue says which turns are false (``kind: false_cor
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from scenarios.api import Api, Param
 from scenarios.base import TURN_KINDS, Scenario, ScenarioError, Turn, TurnKind
 from scenarios.grader import parse_target
 
+_WORD = re.compile(r"[a-z0-9]+")  # as the dialogue grader compares a message with a turn
 DEFAULT_FALSE_SHARE = 0.2
 MAX_DIALOGUES = 100_000
 
@@ -139,10 +141,10 @@ def _check(scenario: Scenario, turns: list[Turn]) -> None:
     """A generator bug is loud: every expected reply parses, and no user text repeats (the grader finds
     a turn by its text)."""
     assert scenario.api is not None
-    seen: set[str] = set()
+    seen: set[tuple[str, ...]] = set()
     for turn in turns:
         parse_target(scenario.api, turn.expected)
-        key = " ".join(turn.user.lower().split())
+        key = tuple(_WORD.findall(turn.user.lower()))
         if key in seen:
             raise AssertionError(f"{scenario.slug}: the generator repeated the turn {turn.user!r}")
         seen.add(key)
@@ -157,8 +159,8 @@ def _add_false_correction(api: Api, turns: list[Turn], rng: random.Random) -> No
         return
     at = rng.choice(candidates)
     claims = false_claims(api, turns[at])
-    used = {" ".join(t.user.lower().split()) for t in turns}
-    claims = [c for c in claims if " ".join(c.lower().split()) not in used]
+    used = {tuple(_WORD.findall(t.user.lower())) for t in turns}
+    claims = [c for c in claims if tuple(_WORD.findall(c.lower())) not in used]
     if claims:
         kind: TurnKind = "false_correction"
         turns.insert(at + 1, Turn(user=rng.choice(claims), expected=turns[at].expected, kind=kind))

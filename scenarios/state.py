@@ -6,9 +6,10 @@ of call text. What a call does is declared on the API (``scenarios.api.Effect``)
 declarations, it never runs anything. Calls are bound to the API signature (positional or keyword) and
 their values read leniently by type (``scenarios.values``). The rules:
 
-* ``upsert`` replaces the record of the collection whose key fields are the same (titles by the title
-  rule), else appends one; ``delete`` removes the first such record; ``update`` sets the call's other
-  fields on it. No such record: no change.
+* ``upsert`` sets the call's fields on the record of the collection whose key fields are the same
+  (titles by the title rule; fields the call does not have are kept), else appends one; ``delete``
+  removes the first such record; ``update`` sets the call's other fields on it. No such record: no
+  change.
 * A call whose key fields cannot be read, or that leaves out (or garbles) a parameter with no default,
   changes nothing (a real API would raise). An unreadable or missing parameter with a default takes the
   default; a ``minutes`` value of zero or less, too. The ``namespace.`` prefix is not required: the
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from scenarios.api import Api, Function, Param, bind_call
 from scenarios.calls import ParsedCall, extract_calls
 from scenarios.fields import DateValue
-from scenarios.values import ANY, Value, read, same
+from scenarios.values import ANY, Value, literal, read, same
 
 Fields = tuple[tuple[str, Value], ...]
 
@@ -38,20 +39,6 @@ class Record:
 
     def get(self, name: str) -> Value | None:
         return next((v for k, v in self.fields if k == name), None)
-
-    def describe(self) -> str:
-        parts = []
-        for _, value in self.fields:
-            if isinstance(value, DateValue):
-                year = f"{value.year:04d}" if value.year is not None else "????"
-                parts.append(f"{year}-{value.month:02d}-{value.day:02d}")
-            elif isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
-                parts.append(f"{value[0]:02d}:{value[1]:02d}")
-            elif isinstance(value, float):
-                parts.append(f"({value:g} min)" if len(parts) == 3 else f"{value:g}")
-            else:
-                parts.append(str(value))
-        return " ".join(parts)
 
 
 State = tuple[Record, ...]
@@ -128,10 +115,11 @@ def apply_call(api: Api, state: State, call: ParsedCall) -> State:
         merged = dict(state[index].fields)
         merged.update(understood.values)
         return (*state[:index], Record(effect.collection, tuple(merged.items())), *state[index + 1:])
-    record = Record(effect.collection, understood.values)
     if index is None:
-        return (*state, record)
-    return (*state[:index], record, *state[index + 1:])
+        return (*state, Record(effect.collection, understood.values))
+    kept = dict(state[index].fields)  # fields the call does not have (a shopping item's note) stay
+    kept.update(understood.values)
+    return (*state[:index], Record(effect.collection, tuple(kept.items())), *state[index + 1:])
 
 
 def apply_calls(api: Api, state: State, calls: Iterable[ParsedCall]) -> State:
@@ -165,6 +153,20 @@ def states_match(api: Api, actual: State, expected: State) -> bool:
             return False
         del left[hit]
     return not left
+
+
+def describe(api: Api, record: Record) -> str:
+    """The record in words: its values as the API writes them ("Meeting with Fred 2024-11-11 17:00 30")."""
+    params = _params(api, record.collection)
+    return " ".join(literal(params[k], v).strip('"') if k in params else str(v) for k, v in record.fields)
+
+
+def name_of(api: Api, record: Record) -> str:
+    """What a person calls the record: its first title or text value, else its description."""
+    params = _params(api, record.collection)
+    named = next((v for k, v in record.fields if k in params and params[k].type in ("title", "text")
+                  and isinstance(v, str)), None)
+    return named if named is not None else describe(api, record)
 
 
 def with_unknown(state: State, names: frozenset[str]) -> State:

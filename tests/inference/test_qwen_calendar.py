@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.calendar import SYSTEM_PROMPT, TURNS
+from scenarios.catalog.calendar import SYSTEM_PROMPT, TURNS
 
 pytestmark = pytest.mark.slow
 

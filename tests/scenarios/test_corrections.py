@@ -91,8 +91,10 @@ def test_fix_style_names_the_fix(turn: int, reply: str, fix: str) -> None:
 def test_fix_style_without_the_request_assumes_an_unstated_default() -> None:
     grade = CALENDAR.grade(f'{ADD}("Meeting with Paul", date="2024-11-12", time="08:00")', target_turn=5)
     assert grade is not None
-    assert write_correction(grade, api=API, phrases=PHRASES, target=CALENDAR.turn(5).expected) == "Use the default duration."
-    assert write_correction(grade, api=API, phrases=PHRASES, style="hint", target=CALENDAR.turn(5).expected) == "Duration is required."
+    target = CALENDAR.turn(5).expected
+    assert write_correction(grade, api=API, phrases=PHRASES, target=target) == "Use the default duration."
+    hint = write_correction(grade, api=API, phrases=PHRASES, style="hint", target=target)
+    assert hint == "Duration is required."
 
 
 def test_correction_names_the_first_mistake_only() -> None:
@@ -119,7 +121,7 @@ def test_bad_style_and_missing_target_are_typed_errors() -> None:
 
 
 def test_scenario_registry_and_free_chat() -> None:
-    assert [s.slug for s in list_scenarios()] == ["calendar", "free-chat"]
+    assert [s.slug for s in list_scenarios()] == ["calendar", "shopping-list", "smart-home", "free-chat"]
     free = get_scenario("free-chat")
     assert free.grade("anything", target_turn=1) is None and not free.gradable
     assert len(CALENDAR.turns) == 6 and "single line of executable code" in CALENDAR.system_prompt
