@@ -19,7 +19,7 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 from commands.scenarios_dialogues import UsageError, add_parsers, gradable  # noqa: E402
-from scenarios import ScenarioError  # noqa: E402
+from scenarios import Scenario, ScenarioError  # noqa: E402
 from scenarios.corrections import STYLES  # noqa: E402
 from scenarios.records import PROTOCOLS, ProtocolName  # noqa: E402
 from settings import SettingsProblem  # noqa: E402
@@ -63,6 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, help="override the catalogue's max_new_tokens")
     p.add_argument("--seed", type=int, help="base seed (attempt i uses seed+i; default 0)")
     p.add_argument("--no-store", action="store_true", help="do not write the runs to the database")
+    p.add_argument("--dialogues", type=int, metavar="N",
+                   help="a fixing suite instead of the study's tables: N generated dialogues per model "
+                        "(with --seed; figures with 95%% intervals over dialogues)")
+    p.add_argument("--concurrency", type=int, default=4, metavar="C",
+                   help="suite: dialogues in flight at once through the model's batcher (default 4)")
+    p.add_argument("--k", type=int, default=5,
+                   help="suite: first-turn samples per dialogue for pass^k (default 5)")
+    p.add_argument("--false-corrections", type=float, default=0.2, metavar="SHARE",
+                   help="suite: share of dialogues with a false correction (default 0.2)")
+    p.add_argument("--json", action="store_true",
+                   help='suite: one line per model {"model", "scenario", "dialogues", "seed", '
+                        '"dialogues_per_minute", "failed", "metrics": {NAME: {"value", "low", "high", "n"}}}')
     p.set_defaults(handler=_cmd_run)
 
     p = sub.add_parser("report", help="the study's three emoji tables from the stored automatic runs")
@@ -130,32 +142,68 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from settings import get_settings_without_secrets as get_settings
 
     scenario = gradable(args.scenario)
+    if args.dialogues is not None:
+        return _run_suite(args, scenario)
     if args.repeats < 1:
         raise UsageError("--repeats must be >= 1")
     if args.fixing_attempts < 1:
         raise UsageError("--fixing-attempts must be >= 1")
     if args.max_fix_attempts < 0:
         raise UsageError("--max-fix-attempts must be >= 0")
-    if args.max_new_tokens is not None and args.max_new_tokens < 1:
-        raise UsageError("--max-new-tokens must be >= 1")
-    if args.temperature is not None and args.temperature < 0:
-        raise UsageError("--temperature must be >= 0")
     protocols: tuple[ProtocolName, ...] = PROTOCOLS if args.protocol == "all" else (args.protocol,)
     if not scenario.premade and "fixing" in protocols:
         if args.protocol == "fixing":
             raise UsageError(f"scenario {scenario.slug!r} has no pre-made faulty replies: no fixing protocol")
         protocols = tuple(p for p in protocols if p != "fixing")
-    slugs = [s.strip() for s in args.models.split(",") if s.strip()]
-    if not slugs:
-        raise UsageError("--models needs at least one slug, or 'all'")
-    overrides: dict[str, Any] = {
-        k: v for k, v in (("temperature", args.temperature), ("max_new_tokens", args.max_new_tokens),
-                          ("seed", args.seed)) if v is not None
-    }
+    slugs, overrides = _models_and_overrides(args)
     try:
         return run_command(settings=get_settings(), scenario=scenario, slugs=slugs, protocols=protocols,
                            repeats=args.repeats, max_fix_attempts=args.max_fix_attempts,
                            fixing_attempts=args.fixing_attempts, styles=args.style, overrides=overrides,
                            out=args.out, store=not args.no_store)
+    except RunInputError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _models_and_overrides(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    """``--models`` as slugs, and the sampling flags given (temperature, max_new_tokens, seed)."""
+    slugs = [s.strip() for s in args.models.split(",") if s.strip()]
+    if not slugs:
+        raise UsageError("--models needs at least one slug, or 'all'")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be >= 1")
+    if args.temperature is not None and args.temperature < 0:
+        raise UsageError("--temperature must be >= 0")
+    overrides = {k: v for k, v in (("temperature", args.temperature), ("max_new_tokens", args.max_new_tokens),
+                                   ("seed", args.seed)) if v is not None}
+    return slugs, overrides
+
+
+def _run_suite(args: argparse.Namespace, scenario: Scenario) -> int:
+    from commands.scenarios_arena import RunInputError
+    from commands.scenarios_suite import SuiteRequest, run_suite_command
+    from settings import get_settings_without_secrets as get_settings
+
+    if args.dialogues < 1:
+        raise UsageError(f"--dialogues must be >= 1, got {args.dialogues}")
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be >= 1, got {args.concurrency}")
+    if args.k < 1:
+        raise UsageError(f"--k must be >= 1, got {args.k}")
+    if not 0.0 <= args.false_corrections <= 1.0:
+        raise UsageError(f"--false-corrections must be between 0 and 1, got {args.false_corrections}")
+    if scenario.generator is None:
+        raise UsageError(f"scenario {scenario.slug!r} has no dialogue generator")
+    if len(args.style) != 1:
+        raise UsageError("a suite uses one correction --style")
+    if args.max_fix_attempts < 0:
+        raise UsageError("--max-fix-attempts must be >= 0")
+    slugs, overrides = _models_and_overrides(args)
+    request = SuiteRequest(scenario=scenario, slugs=slugs, dialogues=args.dialogues, seed=args.seed or 0,
+                           concurrency=args.concurrency, k=args.k, max_fix_attempts=args.max_fix_attempts,
+                           style=args.style[0], false_share=args.false_corrections, overrides=overrides,
+                           store=not args.no_store)
+    try:
+        return run_suite_command(settings=get_settings(), request=request, as_json=args.json)
     except RunInputError as exc:
         raise UsageError(str(exc)) from exc

@@ -15,10 +15,14 @@ from typing import Literal
 from inference.protocol import GenerationParams, GenerationResult
 from scenarios.base import Scenario
 from scenarios.dialogue import ReplyGrade
+from scenarios.generate import Dialogue
 from scenarios.grader import Grade, Mistake
 
-ProtocolName = Literal["reliability", "dialogue", "fixing"]
-PROTOCOLS: tuple[ProtocolName, ...] = ("reliability", "dialogue", "fixing")
+ProtocolName = Literal["reliability", "dialogue", "fixing", "suite", "first_try"]
+PROTOCOLS: tuple[ProtocolName, ...] = ("reliability", "dialogue", "fixing")  # the study's three tables
+# A suite (``scenarios.suite``): one generated dialogue played whole (``suite``), and k fresh attempts at
+# its first turn (``first_try``, for pass^k).
+SUITE_PROTOCOLS: tuple[ProtocolName, ...] = ("suite", "first_try")
 MessageKind = Literal["request", "correction", "reply"]
 Outcome = Literal["fixed", "not_fixed"]
 
@@ -69,12 +73,14 @@ class RunRecord:
     case: str = ""  # fixing: the pre-made mistake kind ("wrong_time", ...)
     style: str = ""  # dialogue: the correction writer's style ("fix", "hint", "explicit")
     run: str = ""  # the invocation that produced it (one id per `scenarios run`; "" for older stored runs)
+    dialogue: Dialogue | None = None  # suite runs: the generated dialogue played (its id, seed and turns)
     messages: list[RunMessage] = field(default_factory=list)
     corrections: list[RunCorrection] = field(default_factory=list)
 
 
 def forgiven(grade: Grade, *, scenario: Scenario, turn: int) -> Grade:
-    """The grade as the dialogue judges it: a turn that cannot know the year is not blamed for it."""
+    """The grade as the dialogue judges it: a turn of the reference dialogue that cannot know the year is
+    not blamed for it."""
     if scenario.turn(turn).year_known:
         return grade
     return grade.without(Mistake.WRONG_YEAR)

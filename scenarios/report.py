@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from scenarios.base import Scenario
 from scenarios.premade import PremadeCase
-from scenarios.records import CHECK, FIRE, FIXED, MUSHROOM, Cell, RunRecord, run_cells, tally
+from scenarios.records import CHECK, FIRE, FIXED, MUSHROOM, PROTOCOLS, Cell, RunRecord, run_cells, tally
 
 LEGEND = (
     "✓/✔︎ expected call · 🍄 a call with one or two mistakes · (🍄) a recurring mistake · "
@@ -70,6 +70,7 @@ def latest_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
 
 def build_report(records: Sequence[RunRecord], *, scenario: Scenario) -> Report:
     """Fold records into table cells; attempts are ordered by their ``attempt`` index."""
+    records = [r for r in records if r.protocol in PROTOCOLS]  # suites have their own figures
     report = Report(models=list(dict.fromkeys(r.model for r in records)))
     order = {m: i for i, m in enumerate(report.models)}
     styles = {r.style for r in records if r.protocol == "dialogue"}

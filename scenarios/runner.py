@@ -33,6 +33,8 @@ from inference.protocol import (
 from scenarios.base import Scenario
 from scenarios.corrections import STYLES, Style
 from scenarios.dialogue import DialogueGrader
+from scenarios.generate import Dialogue
+from scenarios.grader import Grade
 from scenarios.premade import PremadeCase
 from scenarios.records import PROTOCOLS, ProtocolName, RunCorrection, RunMessage, RunRecord, forgiven
 
@@ -135,7 +137,7 @@ def _protocol_runs(
                 yield _fixing(scenario, model, config, case, attempt)
 
 
-class _Conversation:
+class Conversation:
     """A run in progress: the chat the model sees and the record being written."""
 
     def __init__(self, record: RunRecord, model: ChatModel, params: GenerationParams,
@@ -143,8 +145,17 @@ class _Conversation:
         self.record = record
         self.model = model
         self.params = params
+        self.scenario = scenario
         self.chat = [ChatMessage(role="system", content=record.system_prompt)]
-        self.grader = DialogueGrader(scenario)  # grades each reply knowing the dialogue so far
+        self.script = record.dialogue.turns if record.dialogue is not None else scenario.turns
+        self.grader = DialogueGrader(scenario, self.script)  # grades each reply knowing the dialogue so far
+
+    def judged(self, grade: Grade, turn: int) -> Grade:
+        """The grade as the run judges it (the study's tables forgive turn 1's year; a suite's grades
+        already count an unsaid value as an assumption)."""
+        if self.record.dialogue is not None:
+            return grade
+        return forgiven(grade, scenario=self.scenario, turn=turn)
 
     def say(self, kind: Literal["request", "correction"], content: str) -> int:
         message = RunMessage(kind=kind, content=content)
@@ -175,10 +186,10 @@ class _Conversation:
         for _ in range(config.max_fix_attempts):
             grade = self.record.messages[reply].grade
             assert grade is not None
-            judged = forgiven(grade, scenario=scenario, turn=turn)
+            judged = self.judged(grade, turn)
             if judged.is_correct:
                 return
-            scripted = scenario.turn(turn)
+            scripted = self.script[turn - 1]
             text = scenario.correction_for(judged, scripted, style=self.record.style or "fix")  # type: ignore[arg-type]
             assert text is not None
             reply = self.correct(reply, text, scenario=scenario, turn=turn)
@@ -188,7 +199,7 @@ class _Conversation:
         followup = self.ask(turn=turn)
         grade = self.record.messages[followup].grade
         assert grade is not None
-        fixed = forgiven(grade, scenario=scenario, turn=turn).is_correct
+        fixed = self.judged(grade, turn).is_correct
         self.record.corrections.append(
             RunCorrection(faulty=faulty, feedback=feedback, followup=followup,
                           outcome="fixed" if fixed else "not_fixed")
@@ -204,26 +215,28 @@ def _generate(model: ChatModel, chat: list[ChatMessage], params: GenerationParam
         return error_result(error_text(exc)[:500], started=started)
 
 
-def _seeded(params: GenerationParams, offset: int) -> GenerationParams:
+def seeded(params: GenerationParams, offset: int) -> GenerationParams:
     return dataclasses.replace(params, seed=(params.seed or 0) + offset)
 
 
-def _new(protocol: ProtocolName, scenario: Scenario, model: ChatModel, params: GenerationParams,
-         attempt: int, case: str = "") -> _Conversation:
+def new_conversation(protocol: ProtocolName, scenario: Scenario, model: ChatModel, params: GenerationParams,
+                     attempt: int, case: str = "", dialogue: Dialogue | None = None) -> Conversation:
+    """A fresh run: the reference dialogue's, or a generated ``dialogue``'s (its system prompt too)."""
+    prompt = dialogue.system_prompt if dialogue is not None else scenario.system_prompt
     record = RunRecord(protocol=protocol, model=model.slug, scenario=scenario.slug, attempt=attempt,
-                       system_prompt=scenario.system_prompt, params=params, case=case)
-    return _Conversation(record, model, params, scenario)
+                       system_prompt=prompt, params=params, case=case, dialogue=dialogue)
+    return Conversation(record, model, params, scenario)
 
 
 def _reliability(scenario: Scenario, model: ChatModel, config: RunnerConfig, attempt: int) -> RunRecord:
-    conv = _new("reliability", scenario, model, _seeded(config.params, attempt), attempt)
+    conv = new_conversation("reliability", scenario, model, seeded(config.params, attempt), attempt)
     conv.say("request", scenario.turn(1).user)
     conv.ask(turn=1)
     return conv.record
 
 
 def _dialogue(scenario: Scenario, model: ChatModel, config: RunnerConfig, style: Style) -> RunRecord:
-    conv = _new("dialogue", scenario, model, config.params, 0)
+    conv = new_conversation("dialogue", scenario, model, config.params, 0)
     conv.record.style = style
     last_reply: int | None = None
     for number, turn in enumerate(scenario.turns, start=1):
@@ -239,7 +252,8 @@ def _dialogue(scenario: Scenario, model: ChatModel, config: RunnerConfig, style:
 
 def _fixing(scenario: Scenario, model: ChatModel, config: RunnerConfig, case: PremadeCase,
             attempt: int) -> RunRecord:
-    conv = _new("fixing", scenario, model, _seeded(config.params, attempt), attempt, case=case.kind)
+    conv = new_conversation("fixing", scenario, model, seeded(config.params, attempt), attempt,
+                            case=case.kind)
     for number in range(1, case.turn):
         conv.say("request", scenario.turn(number).user)
         conv.scripted_reply(scenario.turn(number).expected, turn=number, graded=False)

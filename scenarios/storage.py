@@ -10,8 +10,9 @@ models through their fix and first-try rates, not through votes). The scripted h
 and its pre-made faulty reply are stored as replies with ``finish_reason="scripted"``; the faulty reply
 carries its grade, the history none (so it never counts as a first try). Correction events are judged
 by the ``grader``. The conversation's params hold the sampling settings plus an ``auto`` object with the
-protocol, attempt, fixing case, correction style and each reply's target turn, so :func:`load_runs`
-rebuilds the records.
+protocol, attempt, fixing case, correction style, each reply's target turn and, for a suite's runs, the
+generated dialogue played (``dialogue``: its id, seed and turns, as ``generate`` prints them), so
+:func:`load_runs` rebuilds the records and re-grades them against the same dialogue.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from db.actions import (
 from inference.protocol import GenerationParams, GenerationResult
 from scenarios.base import Scenario
 from scenarios.dialogue import DialogueGrader
+from scenarios.generate import Dialogue
 from scenarios.grader import Grade
 from scenarios.records import RunCorrection, RunMessage, RunRecord
 
@@ -55,7 +57,7 @@ def ensure_contestant(engine: Engine, *, slug: str, name: str, family: str = "",
 
 def store_run(engine: Engine, record: RunRecord) -> str:
     """Write one run as an ``auto`` battle; return the battle id. The contestant must exist."""
-    meta = {
+    meta: dict[str, Any] = {
         "protocol": record.protocol,
         "attempt": record.attempt,
         "case": record.case,
@@ -63,6 +65,8 @@ def store_run(engine: Engine, record: RunRecord) -> str:
         "run": record.run,
         "reply_turns": [m.target_turn for m in record.messages if m.kind == "reply"],
     }
+    if record.dialogue is not None:  # a suite's generated dialogue: its id, seed and turns
+        meta["dialogue"] = {k: v for k, v in record.dialogue.as_json().items() if k != "system_prompt"}
     params: dict[str, Any] = {**dataclasses.asdict(record.params), "auto": meta}
     battle = open_battle(engine, mode="auto", scenario=record.scenario, contestant_a=record.model,
                          system_prompt=record.system_prompt, params_a=params)
@@ -121,7 +125,10 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
     turns = iter(meta["reply_turns"])
     index_of: dict[int, int] = {}
     messages: list[RunMessage] = []
-    grader = DialogueGrader(scenario)
+    dialogue = None
+    if meta.get("dialogue"):
+        dialogue = Dialogue.from_json({**meta["dialogue"], "system_prompt": conv.system_prompt}, scenario)
+    grader = DialogueGrader(scenario, dialogue.turns if dialogue is not None else None)
     for stored in conv.messages:
         index_of[stored.id] = len(messages)
         context = grader.add(stored)
@@ -150,6 +157,6 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
         protocol=meta["protocol"], model=conv.contestant.slug, scenario=battle.scenario,
         attempt=int(meta["attempt"]), system_prompt=conv.system_prompt,
         params=GenerationParams(**params), case=meta["case"], style=str(meta.get("style", "")),
-        run=str(meta.get("run", "")),
+        run=str(meta.get("run", "")), dialogue=dialogue,
         messages=messages, corrections=corrections,
     )

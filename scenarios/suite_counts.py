@@ -1,0 +1,91 @@
+"""What each suite dialogue counts for each figure: ``(numerator, denominator)`` pairs, one per dialogue.
+
+``ranking.suites`` turns these into rates with intervals over dialogues; this module only reads run
+records (live, or re-read from the database by ``scenarios.storage.load_runs``). The figures:
+
+* ``pass_at_1`` — the dialogue's first reply is correct (an unsaid value taken as an assumption counts
+  as correct): 1 of 1.
+* ``pass_hat_k`` — τ-bench's pass^k over the dialogue's ``first_try`` samples: ``C(c, k) / C(n, k)`` of 1,
+  with ``c`` of ``n ≥ k`` samples correct (a dialogue with fewer samples counts nothing).
+* ``fix_within_1`` / ``fix_within_2`` — of the mistakes (a chain of corrections that starts at a wrong
+  reply), those fixed by the first correction, or by the first two.
+* ``turns_to_fix`` — corrections it took, summed over the mistakes that were fixed, of those mistakes.
+* ``regression_rate`` / ``recurrence_rate`` — graded replies with a regression (a recurrence), of graded
+  replies.
+* ``maintenance_rate`` — replies to a false correction that held (``maintained``), of such replies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from scenarios.records import RunMessage, RunRecord
+
+METRICS: tuple[str, ...] = ("pass_at_1", "pass_hat_k", "fix_within_1", "fix_within_2", "turns_to_fix",
+                            "regression_rate", "recurrence_rate", "maintenance_rate")
+Units = dict[str, list[tuple[float, float]]]
+
+
+def suite_units(records: Sequence[RunRecord], *, k: int) -> dict[str, Units]:
+    """Per model (in the order models first appear), per figure, one pair per dialogue played."""
+    samples: dict[tuple[str, str], list[RunRecord]] = {}
+    for record in records:
+        if record.protocol == "first_try" and record.dialogue is not None:
+            samples.setdefault((record.model, record.dialogue.id), []).append(record)
+    out: dict[str, Units] = {}
+    for record in records:
+        if record.protocol != "suite" or record.dialogue is None:
+            continue
+        units = out.setdefault(record.model, {name: [] for name in METRICS})
+        counts = dialogue_counts(record, samples.get((record.model, record.dialogue.id), []), k=k)
+        for name in METRICS:
+            units[name].append(counts[name])
+    return out
+
+
+def dialogue_counts(suite: RunRecord, samples: Sequence[RunRecord], *,
+                    k: int) -> dict[str, tuple[float, float]]:
+    """The pairs of one dialogue: its ``suite`` run and its ``first_try`` samples."""
+    replies = [m for m in suite.messages if m.kind == "reply" and not m.scripted]
+    first = 1.0 if replies and _correct(replies[0]) else 0.0
+    correct = sum(1 for s in samples if any(_correct(m) for m in s.messages if m.kind == "reply"))
+    hat_k = (math.comb(correct, k) / math.comb(len(samples), k), 1.0) if len(samples) >= k else (0.0, 0.0)
+    chains = _chains(suite)
+    fixed = [length for length, ok in chains if ok]
+    graded = [m.context for m in replies if m.context is not None and m.context.grade is not None]
+    held = [c.maintained for c in graded if c.maintained is not None]
+    return {
+        "pass_at_1": (first, 1.0 if replies else 0.0),
+        "pass_hat_k": hat_k,
+        "fix_within_1": (sum(1.0 for length in fixed if length == 1), float(len(chains))),
+        "fix_within_2": (sum(1.0 for length in fixed if length <= 2), float(len(chains))),
+        "turns_to_fix": (float(sum(fixed)), float(len(fixed))),
+        "regression_rate": (float(sum(c.regression for c in graded)), float(len(graded))),
+        "recurrence_rate": (float(sum(c.recurrence for c in graded)), float(len(graded))),
+        "maintenance_rate": (float(sum(held)), float(len(held))),
+    }
+
+
+def _correct(message: RunMessage) -> bool:
+    return message.grade is not None and message.grade.is_correct
+
+
+def _chains(record: RunRecord) -> list[tuple[int, bool]]:
+    """Each mistake: how many corrections followed it, and whether the last one fixed it. A chain starts
+    at a wrong reply that a correction followed; the next link corrects that correction's reply. A
+    correction of a right reply (the script stating a trap's value) starts none, but a wrong reply to it
+    does."""
+    by_faulty = {c.faulty: c for c in record.corrections}
+    linked: set[int] = set()
+    chains = []
+    for start in sorted(by_faulty):
+        if start in linked or _correct(record.messages[start]):
+            continue
+        length, link = 1, by_faulty[start]
+        linked.add(link.followup)
+        while link.outcome != "fixed" and link.followup in by_faulty:
+            link, length = by_faulty[link.followup], length + 1
+            linked.add(link.followup)
+        chains.append((length, link.outcome == "fixed"))
+    return chains
