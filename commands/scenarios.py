@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", nargs="?", default="calendar", help="scenario slug (default calendar)")
     p.add_argument("--url", default=None, help="SQLAlchemy URL (default: ARENA_DATABASE_URL / ./var)")
     p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
-    p.add_argument("--json", action="store_true", help='print {"cells": {model: {column: text}}, "summary"}')
+    p.add_argument("--json", action="store_true",
+                   help='print {"cells": {model: {column: text}}, "summary", "suites": [the suite lines of '
+                        '`run --dialogues --json`, from the stored suite runs]}')
     p.add_argument("--all-runs", action="store_true",
                    help="every stored run in the tables (default: each model's latest run per protocol)")
     p.set_defaults(handler=_cmd_report)
@@ -122,11 +124,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
         url = database_url(get_settings())
     else:
         url = args.url
-    report, markdown = stored_report(url=url, scenario=scenario, all_runs=args.all_runs)
-    if not report.models:
+    from commands.scenarios_suite import stored_suites
+
+    report, markdown, records = stored_report(url=url, scenario=scenario, all_runs=args.all_runs)
+    suites, suites_markdown = stored_suites(records, scenario=scenario)
+    markdown += suites_markdown
+    if not report.models and not suites:
         print(f"no automatic runs of {scenario.slug!r} stored", file=sys.stderr)
     if args.json:
-        print(json.dumps({"cells": report.text(), "summary": report.summary()}, ensure_ascii=False))
+        print(json.dumps({"cells": report.text(), "summary": report.summary(), "suites": suites},
+                         ensure_ascii=False))
     else:
         print(markdown, end="")
     if args.out is not None:

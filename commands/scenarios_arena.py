@@ -181,10 +181,11 @@ def run_command(
     return 0 if outcome.records else 1
 
 
-def stored_report(*, url: str, scenario: Scenario, all_runs: bool = False) -> tuple[Report, str]:
+def stored_report(*, url: str, scenario: Scenario,
+                  all_runs: bool = False) -> tuple[Report, str, list[RunRecord]]:
     """The study's tables from the ``auto`` battles stored at ``url`` (what the Leaderboard's Automatic
     arena tab shows): each model's latest run per protocol, or every stored run with ``all_runs``; the
-    report and its Markdown."""
+    report, its Markdown and the records (suite runs included)."""
     from db.boards import auto_battle_ids
     from scenarios.storage import load_runs
 
@@ -194,5 +195,6 @@ def stored_report(*, url: str, scenario: Scenario, all_runs: bool = False) -> tu
                             scenario=scenario)
     finally:
         engine.dispose()
-    report = build_report(records if all_runs else latest_runs(records), scenario=scenario)
-    return report, render_markdown(report, scenario=scenario, cases=scenario.premade)
+    chosen = records if all_runs else latest_runs(records)
+    report = build_report(chosen, scenario=scenario)
+    return report, render_markdown(report, scenario=scenario, cases=scenario.premade), chosen

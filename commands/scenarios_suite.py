@@ -150,3 +150,46 @@ def run_suite_command(*, settings: Settings, request: SuiteRequest, as_json: boo
     if engine is not None:
         print(f"stored {stored} runs as auto battles", file=sys.stderr)
     return 0 if ran else 1
+
+
+def stored_suites(records: Sequence[RunRecord], *, scenario: Scenario) -> tuple[list[dict[str, Any]], str]:
+    """The suite lines of stored runs (as ``run --dialogues --json`` prints them, with the time figure
+    left out: a stored run has no wall clock) and their Markdown table; empty when none is stored."""
+    suites = [r for r in records if r.protocol in ("suite", "first_try") and r.dialogue is not None]
+    if not suites:
+        return [], ""
+    samples: dict[tuple[str, str], int] = {}
+    for record in suites:
+        if record.protocol == "first_try" and record.dialogue is not None:
+            key = (record.model, record.dialogue.id)
+            samples[key] = samples.get(key, 0) + 1
+    k = max(samples.values(), default=1)
+    lines = []
+    for model, estimates in figures(suites, k=k).items():
+        played = [r for r in suites if r.model == model and r.protocol == "suite" and r.dialogue is not None]
+        seeds = sorted({r.dialogue.seed for r in played
+                        if r.dialogue is not None and r.dialogue.seed is not None})
+        metrics: dict[str, Any] = {name: estimates[name].as_json() for name in METRICS}
+        metrics["pass_hat_k"]["k"] = k
+        lines.append({"model": model, "scenario": scenario.slug, "dialogues": len(played),
+                      "seed": seeds[0] if len(seeds) == 1 else seeds, "metrics": metrics})
+    return lines, _markdown(lines)
+
+
+def _markdown(lines: list[dict[str, Any]]) -> str:
+    header = ["Model", "Dialogues", *METRICS]
+    rows = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for line in lines:
+        cells = [line["model"], str(line["dialogues"])]
+        for name in METRICS:
+            m = line["metrics"][name]
+            if m["value"] is None:
+                cells.append("–")
+            elif name == "turns_to_fix":
+                cells.append(f"{m['value']:.2f} ({m['low']:.2f}–{m['high']:.2f}, n={m['n']})")
+            else:
+                value, low, high = (f"{100 * m[key]:.0f}" for key in ("value", "low", "high"))
+                cells.append(f"{value}% ({low}–{high}, n={m['n']})")
+        rows.append("| " + " | ".join(cells) + " |")
+    title = "\n## Fixing suites (generated dialogues, 95% intervals over dialogues)\n\n"
+    return title + "\n".join(rows) + "\n"

@@ -168,3 +168,28 @@ def test_suite_bad_input_exits_2_and_stores_nothing(tmp_path: Path, capsys: pyte
         assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
     assert main(["run", "nope", "--models", "tiny-llama", "--dialogues", "2"]) == 2
     assert not any(tmp_path.iterdir())
+
+
+def test_report_renders_the_stored_suite_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'suite.db'}"
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    try:
+        ensure_contestant(engine, slug="scripted", name="Scripted")
+        dialogues = generate_dialogues(CALENDAR, count=3, seed=9, false_share=1.0)
+        outcome, stored, _ = _suite(_responder(dialogues, chatty=True), dialogues, k=2)
+        for record in stored:
+            store_run(engine, record)
+    finally:
+        engine.dispose()
+    assert main(["report", "calendar", "--url", url, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    (line,) = printed["suites"]
+    assert (line["model"], line["scenario"], line["dialogues"], line["seed"]) == ("scripted", "calendar", 3, 9)
+    live = figures(outcome.records, k=2)["scripted"]
+    assert line["metrics"]["fix_within_1"] == live["fix_within_1"].as_json()
+    assert line["metrics"]["pass_hat_k"]["k"] == 2
+    assert printed["cells"] == {}  # suites are not the study's tables
+    assert main(["report", "calendar", "--url", url]) == 0
+    markdown = capsys.readouterr().out
+    assert "## Fixing suites" in markdown and "| scripted | 3 | 0% (0–0, n=3) |" in markdown
