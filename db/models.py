@@ -152,6 +152,9 @@ class Battle(Base):
     revealed_before_vote: Mapped[bool] = mapped_column(Boolean, default=False)
     revealed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     flag_reason: Mapped[str | None] = mapped_column(Text)
+    # The generated dialogue the battle plays (``scenarios.generate``; migration 0007): null for free chat
+    # and older battles (graded against the scenario's reference dialogue).
+    dialogue: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     closed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)

@@ -120,6 +120,7 @@ class BattleView:
     closed_at: dt.datetime | None
     sides: dict[str, ConversationView] = field(default_factory=dict)
     vote: VoteView | None = None
+    dialogue: dict[str, Any] | None = None  # the generated dialogue played (migration 0007), if any
 
     @property
     def is_open(self) -> bool:

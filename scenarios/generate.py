@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,3 +195,40 @@ def describe_param(param: Param) -> str:
     """``name: type`` with its default, for listings."""
     default = f" = {param.default!r}" if param.default is not None else ""
     return f"{param.name}: {param.type}{default}" + ("" if param.required else " (optional)")
+
+
+# --- a battle's dialogue (the web arena) -----------------------------------------------------------------
+
+
+def draw_dialogue(scenario: Scenario, *, seed: int) -> Dialogue | None:
+    """The dialogue a new battle plays: dialogue 0 of ``seed`` (None for a scenario without a
+    generator, which plays its reference dialogue)."""
+    if scenario.generator is None or scenario.api is None:
+        return None
+    return generate_dialogues(scenario, count=1, seed=seed)[0]
+
+
+def stored_form(dialogue: Dialogue) -> dict[str, Any]:
+    """What a battle stores: the dialogue as ``generate`` prints it, without the system prompt (each side's
+    conversation holds that)."""
+    return {k: v for k, v in dialogue.as_json().items() if k != "system_prompt"}
+
+
+def battle_script(scenario: Scenario, stored: Mapping[str, Any] | None) -> tuple[Turn, ...]:
+    """The turns a battle plays: its stored dialogue's, else the scenario's reference dialogue."""
+    if stored is None:
+        return scenario.turns
+    return Dialogue.from_json({**stored, "system_prompt": scenario.system_prompt}, scenario).turns
+
+
+def next_turn(script: Sequence[Turn], sent: Sequence[str]) -> tuple[int, Turn] | None:
+    """The next scripted turn after the user messages ``sent`` (matched by text, as the grader does), or
+    None once every turn has been sent."""
+    from scenarios.dialogue import match_turn
+
+    reached = 0
+    for text in sent:
+        number = match_turn(script, text)
+        if number is not None:
+            reached = max(reached, number)
+    return (reached + 1, script[reached]) if reached < len(script) else None

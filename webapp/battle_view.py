@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 
+from scenarios import Turn
 from webapp import context as run
 from webapp import render
 from webapp.context import Context
@@ -109,11 +110,13 @@ def _pickers(ctx: Context, *, mode: str, battle: ShownBattle | None) -> BattleSe
                 )
             )
         chosen = tuple(picked)
+    dialogue = battle.dialogue if battle is not None else open_battle.next_dialogue(mode=mode, slug=scenario)
     return BattleSetup(
         scenario=scenario,
         system_prompt=system_prompt,
         contestants=chosen,
         names=tuple(names.get(s, s) for s in chosen) if chosen else (),
+        dialogue=dialogue,
     )
 
 
@@ -143,7 +146,8 @@ def _columns(
             st.subheader(_title(mode, battle, side, view, planned))
             if view is not None and battle is not None:
                 outcomes = {c.reply_id: c.outcome for c in battle.corrections if c.reply_id is not None}
-                _messages(view, show_badges=show_badges, outcomes=outcomes)
+                _messages(view, show_badges=show_badges, outcomes=outcomes,
+                          graded=open_battle.is_gradable(battle.scenario))
             placeholders[side] = st.empty()
             if battle is not None and view is not None and battle.is_open:
                 _side_buttons(ctx, mode=mode, battle=battle, side=side)
@@ -153,13 +157,20 @@ def _columns(
 OUTCOME_TEXT = {"fixed": "fixed ✓", "not_fixed": "not fixed ✗"}
 
 
-def _messages(view: ShownSide, *, show_badges: bool, outcomes: dict[int, str]) -> None:
+OFF_SCRIPT = "off script: not graded"
+
+
+def _messages(view: ShownSide, *, show_badges: bool, outcomes: dict[int, str], graded: bool) -> None:
     for message in view.messages:
         if message.role == "user":
             st.caption(render.turn_caption(role="user", kind=message.kind))
             render.visitor_text(st, message.content)
             continue
-        badge = render.badge(message.grader_label) if show_badges else ""
+        failed = bool(message.error or message.finish_reason == "error")
+        if graded and message.grader_label is None and not failed:
+            badge = OFF_SCRIPT  # says nothing about the model: shown before the vote too
+        else:
+            badge = render.badge(message.grader_label) if show_badges else ""
         verdict = OUTCOME_TEXT.get(outcomes.get(message.id, ""), "")
         badge = f"{badge} · {verdict}" if verdict and badge else verdict or badge
         st.caption(render.turn_caption(role="assistant", kind="reply", badge_text=badge))
@@ -256,8 +267,10 @@ def _composer(
     correction = st.checkbox(
         "This message corrects the last reply", key=_key(mode, "correction"), disabled=battle is None
     )
-    _script_hint(setup.scenario, battle)
+    scripted = _script_hint(mode, setup, battle)
     text = st.chat_input("Type a request or a correction…", key=_key(mode, "input"))
+    if text is None and scripted is not None:
+        text, correction = scripted.user, scripted.kind != "request"  # sent exactly as written
     if text is None:
         return
     problem = send_turn.send_problem(ctx, battle=battle, text=text, targets=targets, correction=correction)
@@ -283,12 +296,25 @@ def _composer(
     _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False)
 
 
-def _script_hint(scenario: str, battle: ShownBattle | None) -> None:
-    """The study's next scripted request, so visitors can follow it (only scripted turns are graded)."""
-    script = open_battle.scripted_turns(scenario)
-    done = 0 if battle is None else sum(1 for m in battle.sides["a"].messages if m.kind == "request")
-    if done < len(script):
-        st.caption(f"Following the study? Its request {done + 1} of {len(script)} is: {script[done]}")
+SEND_LABELS = {"request": "Send this request", "correction": "Send this correction",
+               "false_correction": "Send this claim"}
+
+
+def _script_hint(mode: str, setup: BattleSetup, battle: ShownBattle | None) -> Turn | None:
+    """The dialogue's next turn, and a button that sends it exactly as written (the grader follows the
+    dialogue by its text); the turn when the button was pressed."""
+    if battle is not None and not battle.is_open:
+        return None
+    found = open_battle.next_scripted(setup.scenario, setup.dialogue, battle)
+    if found is None:
+        return None
+    number, total, turn = found
+    what = {"request": "request", "correction": "correction",
+            "false_correction": "test (the claim is false: a good model keeps its answer)"}[turn.kind]
+    hint, button = st.columns([4, 1], vertical_alignment="center")
+    hint.caption(f"This battle's dialogue, {what} {number} of {total}: {turn.user}")
+    pressed = button.button(SEND_LABELS[turn.kind], key=_key(mode, f"scripted_{number}"), width="stretch")
+    return turn if pressed else None
 
 
 def _run(

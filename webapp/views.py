@@ -9,6 +9,7 @@ history does a side's model see?), so the rules are testable without Streamlit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from db import BattleView, MessageView
 from inference.protocol import ChatMessage
@@ -48,6 +49,7 @@ class ShownBattle:
     vote: str | None
     sides: dict[str, ShownSide]
     corrections: tuple[ShownCorrection, ...] = field(default_factory=tuple)
+    dialogue: dict[str, Any] | None = None  # the generated dialogue both sides play (None: free chat, older)
 
     @property
     def is_open(self) -> bool:
@@ -88,6 +90,7 @@ def shown_battle(battle: BattleView) -> ShownBattle:
         identity_revealed=battle.revealed_before_vote,
         vote=battle.vote.choice if battle.vote is not None else None,
         sides=sides,
+        dialogue=battle.dialogue,
         corrections=tuple(sorted(corrections, key=lambda c: c.id)),
     )
 

@@ -11,6 +11,7 @@ constraint on ``votes.battle_id`` is the last line of defence behind that.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from sqlalchemy import Engine, exists, func, select, update
@@ -63,6 +64,7 @@ __all__ = [  # get_battle / resume_open_battle live in db.actions.reading; kept 
 ]
 
 DEFAULT_MAX_CHARS = 12_000
+MAX_DIALOGUE_CHARS = 64_000  # a generated dialogue: 4 to 8 turns of a few hundred characters
 ROLE_OF_KIND = {"request": "user", "correction": "user", "reply": "assistant"}
 SINGLE_SIDED_MODES = ("direct", "auto")
 
@@ -106,15 +108,18 @@ def open_battle(
     first_request: str | None = None,
     first_request_sides: tuple[str, ...] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
+    dialogue: dict[str, Any] | None = None,
 ) -> BattleView:
     """Open a battle between two enabled contestants (one for ``direct``/``auto`` modes).
 
     ``system_prompt`` goes to both sides unless ``system_prompt_b`` differs; params are the sampling
     settings each side uses (stored for the dataset). ``first_request`` (sent to ``first_request_sides``,
     default every side) is written in the same transaction: a refused first message leaves no empty
-    battle behind.
+    battle behind. ``dialogue`` is the generated dialogue both sides play (stored as given, at most
+    ``MAX_DIALOGUE_CHARS`` of JSON).
     """
     require_choice(mode, MODES, what="mode")
+    _check_dialogue(dialogue)
     require_text(scenario, what="scenario", max_chars=100)
     require_text(system_prompt, what="system prompt", max_chars=50_000, allow_empty=True)
     if contestant_b is None and mode not in SINGLE_SIDED_MODES:
@@ -133,7 +138,8 @@ def open_battle(
         if contestant_b is not None:
             picks.append(("b", contestant_b, system_prompt_b or system_prompt, params_b))
         now = utcnow()
-        battle = Battle(mode=mode, scenario=scenario, visitor_id=visitor_id, created_at=now, updated_at=now)
+        battle = Battle(mode=mode, scenario=scenario, visitor_id=visitor_id, created_at=now, updated_at=now,
+                        dialogue=dict(dialogue) if dialogue is not None else None)
         session.add(battle)
         session.flush()
         for side, slug, prompt, params in picks:
@@ -158,6 +164,21 @@ def open_battle(
                 )
             session.flush()
         return battle_view(session, battle)
+
+
+def _check_dialogue(dialogue: dict[str, Any] | None) -> None:
+    """A dialogue is a JSON object with a text ``id`` and a list of ``turns``, of bounded size."""
+    if dialogue is None:
+        return
+    if not isinstance(dialogue, dict) or not isinstance(dialogue.get("id"), str) \
+            or not isinstance(dialogue.get("turns"), list):
+        raise InvalidInput("a dialogue must be an object with an id and a list of turns")
+    try:
+        size = len(json.dumps(dialogue, ensure_ascii=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"a dialogue must be JSON ({exc})") from exc
+    if size > MAX_DIALOGUE_CHARS:
+        raise InvalidInput(f"a dialogue is at most {MAX_DIALOGUE_CHARS} characters of JSON")
 
 
 def _check_reply_fields(reply_fields: dict[str, Any]) -> None:

@@ -111,6 +111,7 @@ def battle_view(session: Session, battle: Battle) -> BattleView:
         closed_at=battle.closed_at,
         sides=sides,
         vote=vote_view(vote) if vote is not None else None,
+        dialogue=dict(battle.dialogue) if battle.dialogue is not None else None,
     )
 
 

@@ -35,13 +35,16 @@ SHARED: dict[str, str] = {
     "revealed_before_vote": "identities were shown before the vote (such a vote is stored, not counted)",
     "revealed_at": "when identities were shown (UTC)",
     "visitor": "salted hash of the visitor's anonymous id (null when none)",
+    "dialogue_id": "the generated dialogue both sides played (`python -m scenarios generate` prints it: "
+                   "`<scenario>-<seed>-<index>`; its turns are regenerated from that id); null for free chat "
+                   "and older battles (graded against the scenario's reference dialogue)",
     "with_corrections": "at least one correction was sent in the battle before its vote",
     "side": "a | b",
     "contestant": "model slug", "contestant_name": "model display name", "family": "model family",
     "model": "model slug",
     "system_prompt": "the system prompt the side ran with",
     "params": "sampling parameters as JSON text; automatic arena runs add `auto` (protocol, attempt, "
-              "case, correction style, reply turns)",
+              "case, correction style, reply turns, and a suite's `dialogue`: id, seed and turns)",
     "conversation_id": "the side (conversation) the row belongs to",
     "position": "0-based order within the conversation",
     "role": "user | assistant", "content": "the message text",

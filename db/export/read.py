@@ -99,6 +99,7 @@ def _battle_query(filters: VoteFilters) -> Select[Any]:
         *(raw(c) for c in (Battle.id, Battle.created_at, Battle.updated_at, Battle.closed_at, Battle.mode,
                             Battle.scenario, Battle.status, Battle.revealed_before_vote, Battle.revealed_at)),
         raw(Visitor.anon_id).label("visitor"),
+        type_coerce(Battle.dialogue["id"].as_string(), NullType()).label("dialogue_id"),
     ).outerjoin(Visitor, Visitor.id == Battle.visitor_id)
     return query.where(*conditions(filters))
 

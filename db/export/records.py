@@ -8,7 +8,7 @@ keeps a million-message Parquet export within seconds; JSONL and the views go th
 Nested battle record (one per battle)::
 
     battle_id, created_at, updated_at, closed_at, mode, scenario, status, revealed_before_vote,
-    revealed_at, visitor (salted hash | null),
+    revealed_at, visitor (salted hash | null), dialogue_id (the generated dialogue played | null),
     vote: {choice, created_at, visitor, revealed, flagged, with_corrections, counted} | null,
     sides: [{side, contestant, contestant_name, family, system_prompt, params (JSON text),
              messages: [{id, position, role, kind, content, created_at, first_try, superseded, ttft_ms,

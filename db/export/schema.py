@@ -36,7 +36,7 @@ VOTE_FIELDS: list[tuple[str, pa.DataType]] = [
 BATTLE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("created_at", TS), ("updated_at", TS), ("closed_at", TS), ("mode", pa.string()),
     ("scenario", pa.string()), ("status", pa.string()), ("revealed_before_vote", pa.bool_()),
-    ("revealed_at", TS), ("visitor", pa.string()),
+    ("revealed_at", TS), ("visitor", pa.string()), ("dialogue_id", pa.string()),
 ]
 
 # Flat rows as read per page (and as written to the CSV tables; votes.csv adds ``counted``).

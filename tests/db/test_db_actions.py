@@ -71,7 +71,12 @@ def test_open_battle_two_sides_and_single_side(arena, engine: Engine) -> None:
     assert battle.sides["a"].params == {"temperature": 0.0} and battle.sides["b"].params == {}
     assert battle.created_at.tzinfo is not None
     direct = actions.open_battle(engine, mode="direct", scenario="free", contestant_a="m3")
-    assert set(direct.sides) == {"a"}
+    assert set(direct.sides) == {"a"} and direct.dialogue is None and battle.dialogue is None
+    played = {"id": "calendar-7-00000", "scenario": "calendar", "seed": 7,
+              "turns": [{"user": "Add lunch", "kind": "request", "expected": "x"}]}
+    with_dialogue = actions.open_battle(engine, mode="named", scenario="calendar", contestant_a="m1",
+                                        contestant_b="m2", dialogue=played)
+    assert actions.get_battle(engine, battle_id=with_dialogue.id).dialogue == played
 
 
 @pytest.mark.parametrize(
@@ -83,6 +88,10 @@ def test_open_battle_two_sides_and_single_side(arena, engine: Engine) -> None:
         ({"mode": "named", "contestant_a": "m1", "contestant_b": "ghost"}, NotFound),
         ({"mode": "named", "contestant_a": "m1", "contestant_b": "m2", "visitor_id": 999}, NotFound),
         ({"mode": "named", "contestant_a": "m1", "contestant_b": "m2", "scenario": ""}, InvalidInput),
+        ({"mode": "named", "contestant_a": "m1", "contestant_b": "m2", "dialogue": {"turns": []}},
+         InvalidInput),
+        ({"mode": "named", "contestant_a": "m1", "contestant_b": "m2",
+          "dialogue": {"id": "d", "turns": ["x" * 70_000]}}, InvalidInput),
     ],
 )
 def test_open_battle_refusals_write_nothing(arena, engine: Engine, kwargs: dict, error: type) -> None:

@@ -8,6 +8,7 @@ Screenshots of the revealed battle and of each board go to ``test-artifacts/`` (
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -17,8 +18,12 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from db.export import export_bytes
+from db.vote_filters import VoteFilters
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +37,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-TURN_1 = "Add a meeting with Fred on Nov 11 at 5PM"
 
 
 def _free_port() -> int:
@@ -199,9 +203,12 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         page.goto(url)
         _wait_for_models(page)
 
-        _send(page, TURN_1)
+        # The battle plays a generated dialogue: its first request is hinted, and one click sends it.
+        page.get_by_role("button", name="Send this request").click()
         vote_a = page.get_by_role("button", name="👈 A is better")
         expect(vote_a).to_be_enabled(timeout=120_000)
+        dialogue = _open_battle_dialogue(db_url)
+        first_request = dialogue["turns"][0]["user"]
         assert "v=" not in page.url, "no identity in a URL that could be shared"
         cookies = {c["name"]: c for c in page.context.cookies()}
         assert "fixit_visitor" in cookies and "." in cookies["fixit_visitor"]["value"]  # id.HMAC
@@ -209,7 +216,7 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
 
         page.reload()  # a reload resumes the open battle
         _wait_for_models(page)
-        expect(page.get_by_text(TURN_1, exact=True).first).to_be_visible()
+        expect(page.get_by_text(first_request, exact=True).first).to_be_visible()
         expect(page.get_by_role("button", name="👈 A is better")).to_be_enabled()
 
         page.get_by_test_id("stRadio").get_by_text("Model A", exact=True).click()  # route to A only
@@ -245,3 +252,24 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
     assert any(name in " ".join(revealed) for name in contestants), revealed
     visitor_battles = db_boards.fix_counts(engine)
     assert int(visitor_battles.successes.sum()) == 1, "the correction was judged fixed by the visitor"
+    exported = export_bytes(engine, fmt="jsonl", salt="s", filters=VoteFilters(modes=("anonymous",)))
+    (record,) = [json.loads(line) for line in exported.data.decode().splitlines()]
+    assert record["dialogue_id"] == dialogue["id"], "the battle's dialogue is in the export"
+
+
+def _open_battle_dialogue(db_url: str) -> dict[str, Any]:
+    """The generated dialogue of the newest battle (the one the browser is playing)."""
+    from sqlalchemy import select
+
+    from db.engine import make_engine
+    from db.models import Battle
+
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            newest = select(Battle.dialogue).order_by(Battle.created_at.desc()).limit(1)
+            dialogue = conn.execute(newest).scalar()
+    finally:
+        engine.dispose()
+    assert isinstance(dialogue, dict) and dialogue["id"].startswith("calendar-"), dialogue
+    return dialogue

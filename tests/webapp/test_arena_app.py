@@ -29,6 +29,15 @@ def _send(at, text: str, *, route: str = "Both", correction: bool = False) -> No
     assert not at.exception, [e.value for e in at.exception]
 
 
+def play_the_study(at, mode: str = "anonymous") -> None:  # noqa: ANN001
+    """Pin the tab's next battle to the study's own dialogue (a new battle draws a generated one), so the
+    study's texts are on script."""
+    from scenarios import get_scenario
+    from scenarios.generate import stored_form, study_dialogue
+
+    at.session_state[f"dialogue:{mode}"] = stored_form(study_dialogue(get_scenario("calendar")))
+
+
 def _battle(url: str, at):  # noqa: ANN001, ANN202
     battle_id = at.session_state["battle_id:anonymous"]
     return db_actions.get_battle(_engine(url), battle_id=battle_id)
@@ -45,6 +54,7 @@ def test_full_battle_correct_fix_vote_reveal_new(arena_env: Callable[..., str]) 
     assert at.selectbox(key="anonymous:scenario").value == "calendar"
     assert any("vocal assistant" in c for c in _texts(at.code)), "the calendar system prompt is shown"
 
+    play_the_study(at)
     _send(at, TURN_1)
     battle = _battle(url, at)
     assert [m.kind for m in battle.sides["a"].messages] == ["request", "reply"]

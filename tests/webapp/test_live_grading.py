@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.webapp.conftest import ScriptedEngine, open_app
-from tests.webapp.test_arena_app import ARENA, CORRECTION, TURN_1, _battle, _send
+from tests.webapp.test_arena_app import ARENA, CORRECTION, TURN_1, _battle, _send, play_the_study
 
 TURN_1_CALL = 'action.add_calendar_entry("Meeting with Fred", date="2023-11-11", time="17:00", duration=30)'
 FIXED_CALL = 'action.add_calendar_entry("Meeting with Fred", date="2024-11-11", time="17:00", duration=30)'
@@ -27,6 +27,7 @@ def test_replies_are_graded_in_their_dialogue(
 
 def _play(url: str, engine_server: ScriptedEngine) -> None:
     at = open_app(ARENA)
+    play_the_study(at)
     _send(at, TURN_1)
     battle = _battle(url, at)
     for side in "ab":

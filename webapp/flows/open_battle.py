@@ -1,8 +1,10 @@
-"""Open a battle: the pickers' choices, the battle a tab shows (a reload resumes it), starting one with
-its first request in one transaction, and forgetting a closed one ("New battle")."""
+"""Open a battle: the pickers' choices, the battle a tab shows (a reload resumes it), the generated
+dialogue the next battle plays, starting one with its first request in one transaction, and forgetting a
+closed one ("New battle")."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +13,7 @@ import streamlit as st
 import scenarios
 from db import DBError, InvalidInput, NotFound
 from db import actions as db_actions
+from scenarios.generate import battle_script, draw_dialogue, next_turn, stored_form
 from webapp import context as run
 from webapp.context import Context
 from webapp.flows import Refused
@@ -19,6 +22,7 @@ from webapp.views import ShownBattle, shown_battle
 DEFAULT_SCENARIO = "calendar"
 FREE_CHAT = "free-chat"
 _BATTLE_KEY = "battle_id:{mode}"
+_DIALOGUE_KEY = "dialogue:{mode}"
 
 
 @dataclass(frozen=True)
@@ -27,18 +31,46 @@ class BattleSetup:
     system_prompt: str
     contestants: tuple[str, ...] = ()  # chosen by name (named/direct); empty: the pair sampler picks
     names: tuple[str, ...] = ()  # their display names, shown before the battle starts
+    dialogue: dict[str, Any] | None = None  # the generated dialogue played (gradable scenarios)
 
 
 def scenario_choices() -> dict[str, str]:
     return {s.slug: s.title for s in scenarios.list_scenarios()}
 
 
+def is_gradable(slug: str) -> bool:
+    return scenarios.get_scenario(slug).gradable
+
+
 def system_prompt(slug: str) -> str:
     return scenarios.get_scenario(slug).system_prompt
 
 
-def scripted_turns(slug: str) -> list[str]:
-    return [t.user for t in scenarios.get_scenario(slug).turns]
+def next_dialogue(*, mode: str, slug: str) -> dict[str, Any] | None:
+    """The generated dialogue the tab's next battle in ``slug`` plays, drawn once (a fresh seed) and kept
+    until that battle starts or the scenario changes; None for free chat."""
+    key = _DIALOGUE_KEY.format(mode=mode)
+    kept = st.session_state.get(key)
+    if kept is not None and kept.get("scenario") == slug:
+        return dict(kept)
+    drawn = draw_dialogue(scenarios.get_scenario(slug), seed=secrets.randbelow(2**31))
+    stored = stored_form(drawn) if drawn is not None else None
+    st.session_state[key] = stored
+    return stored
+
+
+def battle_turns(slug: str, dialogue: dict[str, Any] | None) -> tuple[scenarios.Turn, ...]:
+    """The turns a battle (or the next one) plays: its dialogue's, else the reference dialogue's."""
+    return battle_script(scenarios.get_scenario(slug), dialogue)
+
+
+def next_scripted(slug: str, dialogue: dict[str, Any] | None,
+                  battle: ShownBattle | None) -> tuple[int, int, scenarios.Turn] | None:
+    """(number, of how many, turn) of the next turn to send, or None when the dialogue is done."""
+    script = battle_turns(slug, dialogue)
+    sent = [] if battle is None else [m.content for m in battle.sides["a"].messages if m.role == "user"]
+    found = next_turn(script, sent)
+    return None if found is None else (found[0], len(script), found[1])
 
 
 def ready_contestants(ctx: Context) -> list[Any]:
@@ -66,8 +98,10 @@ def current_battle(ctx: Context, *, mode: str) -> ShownBattle | None:
 
 
 def forget_battle(*, mode: str) -> None:
-    """ "New battle": this tab stops showing the closed battle (nothing is deleted)."""
+    """ "New battle": this tab stops showing the closed battle (nothing is deleted); the next one draws
+    a new dialogue."""
     st.session_state.pop(_BATTLE_KEY.format(mode=mode), None)
+    st.session_state.pop(_DIALOGUE_KEY.format(mode=mode), None)
 
 
 def start_battle(
@@ -83,6 +117,7 @@ def start_battle(
     except (DBError, run.NotEnoughModels) as exc:
         raise Refused(f"Could not start the battle: {exc}") from exc
     st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
+    st.session_state.pop(_DIALOGUE_KEY.format(mode=mode), None)  # played: the next battle draws another
     return shown_battle(battle)
 
 
@@ -109,4 +144,5 @@ def _open(
         first_request=first_request,
         first_request_sides=targets,
         max_chars=ctx.settings.max_message_chars,
+        dialogue=setup.dialogue,
     )

@@ -27,6 +27,7 @@ from db import storable_text as storable
 from db.export import error_category
 from inference.protocol import GenerationResult, clean_text
 from scenarios import DialogueMessage
+from scenarios.generate import battle_script
 from settings import Settings
 from webapp import context as run
 from webapp import limits, render
@@ -250,9 +251,10 @@ def add_visitor_message(
 
 
 def _grade(battle: ShownBattle, side: str, text: str, *, retry: bool) -> tuple[str | None, list[str] | None]:
-    """The grader's label for a reply, graded in its dialogue (``scenarios.grade_dialogue``): the year a
-    visitor has not given yet is an assumption, a correction is graded against the turn it corrects,
-    regressions and recurrences count. None for a free-chat scenario or an off-script request."""
+    """The grader's label for a reply, graded in the battle's dialogue (``scenarios.grade_dialogue``, the
+    generated dialogue the battle plays, or the reference one): a value the dialogue has not given yet is
+    an assumption, a correction is graded against the turn it corrects, regressions and recurrences
+    count. None for a free-chat scenario or an off-script request."""
     scenario = scenarios.get_scenario(battle.scenario)
     if not scenario.gradable:
         return None, None
@@ -260,7 +262,7 @@ def _grade(battle: ShownBattle, side: str, text: str, *, retry: bool) -> tuple[s
     if retry and history and history[-1].kind == "reply":
         history.pop()  # the reply this one replaces
     history.append(DialogueMessage(role="assistant", kind="reply", content=text))
-    grades = scenarios.grade_dialogue(scenario, history)
+    grades = scenarios.grade_dialogue(scenario, history, battle_script(scenario, battle.dialogue))
     if not grades or grades[-1].grade is None:
         return None, None
     record = grades[-1].as_json()
