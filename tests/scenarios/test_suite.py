@@ -185,7 +185,8 @@ def test_report_renders_the_stored_suite_figures(tmp_path: Path, capsys: pytest.
     assert main(["report", "calendar", "--url", url, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     (line,) = printed["suites"]
-    assert (line["model"], line["scenario"], line["dialogues"], line["seed"]) == ("scripted", "calendar", 3, 9)
+    got = (line["model"], line["scenario"], line["dialogues"], line["seed"])
+    assert got == ("scripted", "calendar", 3, 9)
     live = figures(outcome.records, k=2)["scripted"]
     assert line["metrics"]["fix_within_1"] == live["fix_within_1"].as_json()
     assert line["metrics"]["pass_hat_k"]["k"] == 2
