@@ -18,14 +18,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from commands.scenarios_arena import RunInputError, _params, _progress_bar, _wait_ready, select_entries
-from ranking.suites import SuiteEstimate, mean_over_dialogues, ratio_over_dialogues
+from ranking.suites import SuiteEstimate, suite_figures
 from scenarios import Scenario
 from scenarios.corrections import Style
 from scenarios.generate import generate_dialogues
 from scenarios.records import RunRecord
 from scenarios.runner import Progress
 from scenarios.suite import SuiteConfig, SuiteOutcome, run_suite
-from scenarios.suite_counts import METRICS, suite_units
+from scenarios.suite_counts import MEANS, METRICS, sample_count, suite_units
 from settings import Settings
 from wiring import database, database_url, enable_compilation_cache, model_pool
 
@@ -49,14 +49,7 @@ class SuiteRequest:
 
 def figures(records: Sequence[RunRecord], *, k: int) -> dict[str, dict[str, SuiteEstimate]]:
     """Per model, every suite figure with its interval over dialogues."""
-    out: dict[str, dict[str, SuiteEstimate]] = {}
-    for model, units in suite_units(records, k=k).items():
-        out[model] = {name: _estimate(name, units[name]) for name in METRICS}
-    return out
-
-
-def _estimate(name: str, units: list[tuple[float, float]]) -> SuiteEstimate:
-    return mean_over_dialogues(units) if name == "turns_to_fix" else ratio_over_dialogues(units)
+    return {model: suite_figures(units, means=MEANS) for model, units in suite_units(records, k=k).items()}
 
 
 def suite_line(outcome: SuiteOutcome, request: SuiteRequest,
@@ -158,12 +151,7 @@ def stored_suites(records: Sequence[RunRecord], *, scenario: Scenario) -> tuple[
     suites = [r for r in records if r.protocol in ("suite", "first_try") and r.dialogue is not None]
     if not suites:
         return [], ""
-    samples: dict[tuple[str, str], int] = {}
-    for record in suites:
-        if record.protocol == "first_try" and record.dialogue is not None:
-            key = (record.model, record.dialogue.id)
-            samples[key] = samples.get(key, 0) + 1
-    k = max(samples.values(), default=1)
+    k = sample_count(suites) or 1
     lines = []
     for model, estimates in figures(suites, k=k).items():
         played = [r for r in suites if r.model == model and r.protocol == "suite" and r.dialogue is not None]

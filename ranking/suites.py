@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ranking.counts import CountsError
@@ -84,3 +84,11 @@ def _cluster_bootstrap(units: Sequence[tuple[float, float]], *, resamples: int, 
     low = ratios[int(0.025 * (resamples - 1))]
     high = ratios[int(math.ceil(0.975 * (resamples - 1)))]
     return SuiteEstimate(value, min(low, value), max(high, value), total, len(used))
+
+
+def suite_figures(units: Mapping[str, Sequence[tuple[float, float]]], *, means: Collection[str] = (),
+                  resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict[str, SuiteEstimate]:
+    """Every figure of one model's suite: a ratio over dialogues, or a mean for the names in ``means``
+    (corrections per fixed mistake)."""
+    return {name: (mean_over_dialogues if name in means else ratio_over_dialogues)(
+        pairs, resamples=resamples, seed=seed) for name, pairs in units.items()}

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from scenarios.records import RunMessage, RunRecord
 
+MEANS: frozenset[str] = frozenset({"turns_to_fix"})  # a mean per fixed mistake, not a rate in [0, 1]
 METRICS: tuple[str, ...] = ("pass_at_1", "pass_hat_k", "fix_within_1", "fix_within_2", "turns_to_fix",
                             "regression_rate", "recurrence_rate", "maintenance_rate")
 Units = dict[str, list[tuple[float, float]]]
@@ -89,3 +90,13 @@ def _chains(record: RunRecord) -> list[tuple[int, bool]]:
             linked.add(link.followup)
         chains.append((length, link.outcome == "fixed"))
     return chains
+
+
+def sample_count(records: Sequence[RunRecord]) -> int:
+    """The k of stored suites: the most ``first_try`` samples any dialogue got (0 when none)."""
+    counts: dict[tuple[str, str], int] = {}
+    for record in records:
+        if record.protocol == "first_try" and record.dialogue is not None:
+            key = (record.model, record.dialogue.id)
+            counts[key] = counts.get(key, 0) + 1
+    return max(counts.values(), default=0)

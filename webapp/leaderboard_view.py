@@ -1,6 +1,7 @@
 """The leaderboard page: filters, then one of three boards (tabs): Votes (Bradley-Terry, optional style
 control and bootstrap intervals), Fixing (fix rates and their metrics from people, the grader or the
-automatic arena) and Automatic arena (the study's emoji tables from stored runs).
+automatic arena, or the fixing suites' figures over generated dialogues) and Automatic arena (the study's
+emoji tables from stored runs).
 
 Every board is cached for a short TTL keyed by the database URL and the choices, so a burst of visitors
 costs one computation (a bootstrap is computed once per filter set); the page says when it was computed
@@ -28,8 +29,11 @@ from webapp.leaderboard_data import (
     build_style_board,
     publication_cutoff,
 )
+from webapp.leaderboard_suites import SuiteBoard, build_suite_board
 
 CACHE_TTL_S = 60
+SUITES = "suites"
+SOURCES = {**FIXING_SOURCES, SUITES: "Fixing suites"}
 BOARDS = {"votes": "🗳️ Votes", "fixing": "🛠️ Fixing", "auto": "🤖 Automatic arena"}
 BOOTSTRAP_ROUNDS = 1000
 INTERVALS = {"sandwich": "Sandwich (analytic)", "bootstrap": f"Bootstrap ({BOOTSTRAP_ROUNDS} rounds)"}
@@ -70,6 +74,11 @@ def compute_style(url: str, chosen: VoteFilters) -> StyleBoard:
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Computing the Fixing board…")
 def compute_fixing(url: str, chosen: VoteFilters, source: str) -> FixingBoard:
     return build_fixing_board(resources.engine(url), chosen, source)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner="Reading the stored fixing suites…")
+def compute_suites(url: str, chosen: VoteFilters) -> SuiteBoard:
+    return build_suite_board(resources.engine(url), chosen)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Reading the automatic arena's runs…")
@@ -152,8 +161,11 @@ def _style(url: str, chosen: VoteFilters) -> None:
 
 
 def _fixing(url: str, chosen: VoteFilters) -> None:
-    source = st.radio("Judged by", list(FIXING_SOURCES), format_func=FIXING_SOURCES.__getitem__,
+    source = st.radio("Judged by", list(SOURCES), format_func=SOURCES.__getitem__,
                       horizontal=True, key="lb_fix_source")
+    if source == SUITES:
+        _suites(url, chosen)
+        return
     board = compute_fixing(url, chosen, source)
     _computed(board.corrections, "judged correction", board.computed_at)
     if board.table.empty:
@@ -176,6 +188,23 @@ def _fixing(url: str, chosen: VoteFilters) -> None:
         "fixed over those judged (people: the visitor's ✓/✗; grader: the next reply graded correct in the "
         "dialogue's context). pass@1: first replies correct; pass^5: five first tries all correct "
         "(τ-bench). Regression, recurrence, chatty: share of graded replies. κ: person–grader agreement."
+    )
+
+
+def _suites(url: str, chosen: VoteFilters) -> None:
+    board = compute_suites(url, chosen)
+    if board.table.empty:
+        st.info(f"No fixing suite of {board.scenario!r} is stored yet: `python -m scenarios run "
+                f"{board.scenario} --models all --dialogues 50` plays one.")
+        return
+    _computed(board.dialogues, "generated dialogue", board.computed_at)
+    st.dataframe(board.table, hide_index=True, width="stretch", key="lb_suite_table")
+    st.caption(
+        f"Each model played generated dialogues of {board.scenario!r} (`python -m scenarios run "
+        "--dialogues`); intervals are 95% cluster-bootstrap intervals over dialogues, n the events counted. "
+        "Rank = 1 + the models whose *Fixed within 2* interval lies wholly above: overlapping intervals, "
+        f"no real difference. pass^k: {board.k} fresh tries at each dialogue's first turn, all correct "
+        "(τ-bench). Maintained: replies to a false correction that kept the right call (FB-Bench)."
     )
 
 

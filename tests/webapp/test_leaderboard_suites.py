@@ -1,0 +1,52 @@
+"""The Fixing board's *Fixing suites* source in AppTest, from suite runs stored in a real SQLite database:
+one row per model with its figures and intervals over dialogues, ranked by interval overlap, per scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from scenarios import get_scenario
+from scenarios.generate import generate_dialogues
+from scenarios.storage import store_run
+from scenarios.suite import SuiteConfig, run_suite
+from tests.scenarios.scripted import ScriptedModel
+from tests.scenarios.test_suite import PARAMS, _responder
+from tests.webapp.test_leaderboard_boards import PAGE, _board, _frame_with, _fresh_db
+
+
+def test_suites_rank_by_interval_overlap_per_scenario(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    engine = _fresh_db(monkeypatch, tmp_path, "perfect", "chatty", "stubborn")
+    calendar = get_scenario("calendar")
+    dialogues = generate_dialogues(calendar, count=12, seed=2, false_share=0.5)
+    models = [ScriptedModel("perfect", _responder(dialogues)),
+              ScriptedModel("chatty", _responder(dialogues, chatty=True)),
+              ScriptedModel("stubborn", lambda messages: "I'd rather not.")]
+    for model in models:
+        run_suite(scenario=calendar, model=model, dialogues=dialogues,
+                  config=SuiteConfig(params=PARAMS, k=2, concurrency=3),
+                  sink=lambda record: store_run(engine, record))
+
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    _board(at, "fixing")
+    at.radio(key="lb_fix_source").set_value("suites").run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = _frame_with(at, "Fixed within 2").set_index("Model")
+    assert set(table.index) == {"Perfect", "Chatty", "Stubborn"} and set(table["Dialogues"]) == {12}
+    assert table.loc["Chatty", "Fixed within 2"].startswith("100% (100–100")
+    assert table.loc["Stubborn", "Fixed within 2"].startswith("0% (0–0")
+    assert table.loc["Perfect", "Fixed within 2"] == "–"  # nothing to fix
+    assert table.loc["Perfect", "pass@1"].startswith("100%")
+    assert table.loc["Chatty", "pass@1"].startswith("0%")
+    assert table.loc["Chatty", "Rank"] == "1" and table.loc["Stubborn", "Rank"] == "2"  # intervals apart
+    assert table.loc["Perfect", "Rank"] == "–"  # made no mistake: nothing to rank its fixing on
+    assert list(table.index) == ["Chatty", "Stubborn", "Perfect"]
+    assert any("Fixed within 2" in c.value for c in at.caption)
+
+    at.selectbox(key="lb_scenario").set_value("smart-home").run()  # no suite stored for this scenario
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("No fixing suite of 'smart-home'" in i.value for i in at.info)
