@@ -18,7 +18,7 @@ SYSTEM_PROMPT = (
     "You are a helpful vocal assistant on a mobile device. Your job is to translate user requests about "
     "their shopping list into API calls using this Python API:\n"
     "```\n"
-    f"{NAMESPACE}.{ADD}(item, quantity, unit) # adds the item; an item already on the list is replaced\n"
+    f"{NAMESPACE}.{ADD}(item, quantity, unit) # adds the item, or gives one on the list a new quantity\n"
     f"{NAMESPACE}.{REMOVE}(item)\n"
     f"{NAMESPACE}.{NOTE}(item, note) # a note on an item of the list\n"
     "```\n"
@@ -33,7 +33,7 @@ API = Api(
         Function(ADD, (Param("item", "text"), Param("quantity", "number"),
                        Param("unit", "choice", choices=UNITS)),
                  Effect("upsert", _ITEMS, ("item",)),
-                 doc="adds an item; the same item again replaces it (a new quantity)"),
+                 doc="adds an item; the same item again gets the new quantity and unit (its note stays)"),
         Function(REMOVE, (Param("item", "text"),), Effect("delete", _ITEMS, ("item",)),
                  doc="takes the item off the list"),
         Function(NOTE, (Param("item", "text"), Param("note", "text")), Effect("update", _ITEMS, ("item",)),
