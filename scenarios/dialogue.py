@@ -18,8 +18,9 @@ fed with every reply so far). Any scenario with an API is graded the same way. D
   made and cleared: if it comes back, that is a recurrence.
 * **False corrections.** A user message that is the dialogue's ``false_correction`` turn claims a
   mistake the dialogue contradicts. Its reply is applied on top of the state (nothing is retracted) and
-  graded against the previous call: ``maintained`` is true when it grades ``correct`` and the whole state
-  is still the expected one (repeating the call counts), false otherwise (the model caved).
+  graded against the previous call: ``maintained`` is true when it grades ``correct`` and leaves the
+  state as it was (repeating the call counts), false otherwise (the model caved). A claim made after a
+  reply that was not correct tests nothing (the reply was not right to keep): ``maintained`` is null.
 * **A correction replaces what it corrects.** A reply to a correction, or to a scripted correction turn,
   is applied to the calendar as it was *before* the corrected reply (the corrected reply is retracted),
   and so is a retry (a second reply with no user message between).
@@ -182,7 +183,8 @@ class DialogueGrader:
     turn: int | None = None
     year: int | None = None
     _answers_correction: bool = False
-    _answers_false: bool = False
+    _answers_false: bool = False  # the next reply answers a false correction made after a right reply
+    _last_correct: bool = False  # the latest graded reply was correct
     _base_actual: State = EMPTY  # the state the current turn's reply is applied to
     _base_expected: State = EMPTY
     _actual: State = EMPTY  # after the latest reply
@@ -225,7 +227,8 @@ class DialogueGrader:
             return
         if kind == "false_correction":  # nothing is retracted: the reply should leave the state alone
             self._base_actual, self._base_expected = self._actual, self._expected
-            self.turn, self._answers_correction, self._answers_false = scripted, False, True
+            # A claim after a wrong reply tests nothing: the reply it follows was not right to keep.
+            self.turn, self._answers_correction, self._answers_false = scripted, False, self._last_correct
             return
         if message.kind == "correction" and scripted is None:
             self._answers_correction = self.turn is not None
@@ -256,6 +259,7 @@ class DialogueGrader:
         self._actual = apply_reply(api, before_actual, text)
         if self.turn is None:  # off-script: accept whatever it did, grade nothing
             self._expected = apply_reply(api, before_expected, text)
+            self._last_correct = False
             return ReplyGrade(index=index, turn=None, grade=None)
         target, unknown = self._target()
         expected = apply_reply(api, before_expected, target)
@@ -273,12 +277,14 @@ class DialogueGrader:
         self._confirm(target, unknown)
         recurrence = self._recurrence(grade)
         matches = states_match(api, self._actual, self._expected)
+        held = grade.is_correct and states_match(api, self._actual, before_actual)  # the state as it was
+        self._last_correct = grade.is_correct
         return ReplyGrade(
             index=index, turn=self.turn, grade=grade, assumed=grade.assumed,
             fixed=grade.is_correct if self._answers_correction else None,
             regression=Mistake.REGRESSION in grade.mistakes, recurrence=recurrence,
             state_matches=matches,
-            maintained=(grade.is_correct and matches) if self._answers_false else None,
+            maintained=held if self._answers_false else None,
         )
 
     def _state_findings(self, before_actual: State, before_expected: State) -> tuple[Finding, ...]:

@@ -1,9 +1,10 @@
 """Fixing suites: many generated dialogues per model, several in flight at once.
 
 ``python -m scenarios run S --dialogues N`` plays N generated dialogues (``scenarios.generate``) per model.
-Each dialogue is one ``suite`` run: every turn is sent as written (a false correction as a correction);
-after a wrong reply to a request the correction writer's sentence follows, up to ``max_fix_attempts``
-times (never after a false correction: there, the reply is judged on whether it held its ground). Each
+Each dialogue is one ``suite`` run: every turn is sent as written (a false correction as a correction,
+and only after a right reply: a false claim after a mistake tests nothing); after a wrong reply to a
+request the correction writer's sentence follows, up to ``max_fix_attempts`` times (never after a false
+correction: there, the reply is judged on whether it held its ground). Each
 dialogue's first turn is also asked ``k`` more times in fresh conversations (``first_try`` runs, seed
 varied per attempt) for τ-bench's pass^k.
 
@@ -75,6 +76,8 @@ def play_dialogue(scenario: Scenario, model: ChatModel, dialogue: Dialogue, conf
     fixes = RunnerConfig(max_fix_attempts=config.max_fix_attempts, params=config.params)
     last_reply: int | None = None
     for number, turn in enumerate(dialogue.turns, start=1):
+        if turn.is_false_correction and not _last_correct(conv.record, last_reply):
+            continue  # a false claim after a wrong reply tests nothing: the reply was not right to keep
         if turn.is_correction and last_reply is not None:
             reply = conv.correct(last_reply, turn.user, scenario=scenario, turn=number)
         else:
@@ -123,6 +126,11 @@ def run_suite(*, scenario: Scenario, model: ChatModel, dialogues: Sequence[Dialo
     failed = sum(1 for r in records if r.protocol == "suite" and _errored(r))
     return SuiteOutcome(model=model.slug, records=tuple(_in_order(records, dialogues)), seconds=seconds,
                         failed=failed)
+
+
+def _last_correct(record: RunRecord, reply: int | None) -> bool:
+    grade = record.messages[reply].grade if reply is not None else None
+    return grade is not None and grade.is_correct
 
 
 def _errored(record: RunRecord) -> bool:

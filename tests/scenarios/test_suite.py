@@ -194,3 +194,13 @@ def test_report_renders_the_stored_suite_figures(tmp_path: Path, capsys: pytest.
     assert main(["report", "calendar", "--url", url]) == 0
     markdown = capsys.readouterr().out
     assert "## Fixing suites" in markdown and "| scripted | 3 | 0% (0–0, n=3) |" in markdown
+
+
+def test_a_false_claim_is_only_made_after_a_right_reply() -> None:
+    dialogues = generate_dialogues(CALENDAR, count=6, seed=4, false_share=1.0)
+    outcome, _, _ = _suite(lambda messages: "I'd rather not.", dialogues, k=1)
+    claims = {t.user for d in dialogues for t in d.turns if t.is_false_correction}
+    assert claims
+    sent = {m.content for r in outcome.records for m in r.messages if m.kind == "correction"}
+    assert not sent & claims  # every reply was wrong: no claim tested anything
+    assert figures(outcome.records, k=1)["scripted"]["maintenance_rate"].n == 0
