@@ -35,9 +35,11 @@ def suite_units(records: Sequence[RunRecord], *, k: int) -> dict[str, Units]:
         if record.protocol == "first_try" and record.dialogue is not None:
             samples.setdefault((record.model, record.dialogue.id), []).append(record)
     out: dict[str, Units] = {}
-    for record in records:
-        if record.protocol != "suite" or record.dialogue is None:
-            continue
+    played = [r for r in records if r.protocol == "suite" and r.dialogue is not None]
+    # Dialogue order, not the order runs finished or were stored: the intervals' resampling sees the same
+    # sequence live and re-read.
+    for record in sorted(played, key=lambda r: r.dialogue.id if r.dialogue is not None else ""):
+        assert record.dialogue is not None
         units = out.setdefault(record.model, {name: [] for name in METRICS})
         counts = dialogue_counts(record, samples.get((record.model, record.dialogue.id), []), k=k)
         for name in METRICS:
