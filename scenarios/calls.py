@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -185,12 +186,21 @@ def _parse_arguments(
     return tuple(pos_args), tuple(kw_args), False
 
 
+# CPython 3.11 keeps the AST constructor's recursion depth in interpreter-wide state: two threads parsing
+# at once (a suite's dialogues, two visitors' pages) can corrupt it and raise "SystemError: AST
+# constructor recursion depth mismatch" (python/cpython#106905). Parses are short (one call, guarded
+# sizes), so they take turns.
+_PARSE_LOCK = threading.Lock()
+
+
 def safe_parse(source: str) -> ast.Expression | None:
-    """``ast.parse`` in eval mode, or None: size-guarded, every parser failure caught."""
+    """``ast.parse`` in eval mode, or None: size-guarded, every parser failure caught, one thread at a
+    time."""
     if len(source) > MAX_CALL_CHARS + 64 or "\x00" in source:
         return None
     try:
-        return ast.parse(source, mode="eval")
+        with _PARSE_LOCK:
+            return ast.parse(source, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
 
