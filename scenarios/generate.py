@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scenarios.api import Api, Param
+from scenarios.api import Api
 from scenarios.base import TURN_KINDS, Scenario, ScenarioError, Turn, TurnKind
 from scenarios.grader import parse_target
 
@@ -189,12 +189,6 @@ def false_claims(api: Api, turn: Turn) -> list[str]:
     if len(target.function.params) > 1:
         claims.append(f"{target.function.name} takes only one parameter.")
     return claims
-
-
-def describe_param(param: Param) -> str:
-    """``name: type`` with its default, for listings."""
-    default = f" = {param.default!r}" if param.default is not None else ""
-    return f"{param.name}: {param.type}{default}" + ("" if param.required else " (optional)")
 
 
 # --- a battle's dialogue (the web arena) -----------------------------------------------------------------

@@ -193,14 +193,8 @@ def _target_call(api: Api, call: ParsedCall, target: str) -> TargetCall:
 def _unknown(target: TargetCall, assumes: frozenset[str]) -> TargetCall:
     if not assumes:
         return target
-    out: dict[str, Value] = {}
-    for name, value in target.values.items():
-        if "year" in assumes and isinstance(value, values.DateValue):
-            value = values.DateValue(None, value.month, value.day)
-        elif name in assumes:
-            value = values.ANY
-        out[name] = value
-    return TargetCall(target.function, out)
+    return TargetCall(target.function, {name: values.unknown(name, value, assumes)
+                                        for name, value in target.values.items()})
 
 
 def _function_findings(api: Api, call: ParsedCall, expected: TargetCall) -> list[Finding]:

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 from scenarios.api import Api, Function, Param, bind_call
 from scenarios.calls import ParsedCall, extract_calls
-from scenarios.fields import DateValue
-from scenarios.values import ANY, Value, literal, read, same
+from scenarios.values import Value, literal, read, same, unknown
 
 Fields = tuple[tuple[str, Value], ...]
 
@@ -173,14 +172,4 @@ def with_unknown(state: State, names: frozenset[str]) -> State:
     """The same records with the values named in ``names`` not known yet ("year": a date's year)."""
     if not names:
         return state
-    out = []
-    for record in state:
-        fields = []
-        for key, value in record.fields:
-            if "year" in names and isinstance(value, DateValue):
-                value = DateValue(None, value.month, value.day)
-            elif key in names:
-                value = ANY
-            fields.append((key, value))
-        out.append(Record(record.collection, tuple(fields)))
-    return tuple(out)
+    return tuple(Record(r.collection, tuple((k, unknown(k, v, names)) for k, v in r.fields)) for r in state)

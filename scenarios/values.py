@@ -123,6 +123,14 @@ def _read_days(param: Param, arg: ArgValue) -> Read:
     return Read(ordered, not exact)
 
 
+def unknown(name: str, value: Value, names: frozenset[str]) -> Value:
+    """``value`` of parameter ``name`` with what ``names`` leaves unsaid made a wildcard: "year" blanks a
+    date's year; a parameter's name makes its whole value :data:`ANY`."""
+    if "year" in names and isinstance(value, DateValue):
+        return DateValue(None, value.month, value.day)
+    return ANY if name in names else value
+
+
 def same(param: Param, got: Value, want: Value) -> bool:
     """``got`` is ``want`` for this type (titles by the title rule; a wildcard matches anything)."""
     if want is ANY:
