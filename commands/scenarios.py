@@ -22,6 +22,7 @@ from commands.scenarios_dialogues import UsageError, add_parsers, gradable  # no
 from scenarios import Scenario, ScenarioError  # noqa: E402
 from scenarios.corrections import STYLES  # noqa: E402
 from scenarios.records import PROTOCOLS, ProtocolName  # noqa: E402
+from scenarios.suite import DEFAULT_CONCURRENCY, DEFAULT_K  # noqa: E402
 from settings import SettingsProblem  # noqa: E402
 from wiring import database_url, scenario_registry  # noqa: E402
 
@@ -66,10 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dialogues", type=int, metavar="N",
                    help="a fixing suite instead of the study's tables: N generated dialogues per model "
                         "(with --seed; figures with 95%% intervals over dialogues)")
-    p.add_argument("--concurrency", type=int, default=4, metavar="C",
-                   help="suite: dialogues in flight at once through the model's batcher (default 4)")
-    p.add_argument("--k", type=int, default=5,
-                   help="suite: first-turn samples per dialogue for pass^k (default 5)")
+    p.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="C",
+                   help="suite: conversations in flight at once through the model's batcher "
+                        f"(default {DEFAULT_CONCURRENCY})")
+    p.add_argument("--k", type=int, default=DEFAULT_K,
+                   help="suite: samples of each dialogue's first turn for pass^k, the dialogue's own first "
+                        f"reply among them (default {DEFAULT_K})")
     p.add_argument("--false-corrections", type=float, default=0.2, metavar="SHARE",
                    help="suite: share of dialogues with a false correction (default 0.2)")
     p.add_argument("--json", action="store_true",

@@ -97,7 +97,7 @@ def run_suite_command(*, settings: Settings, request: SuiteRequest, as_json: boo
             ensure_contestant(engine, slug=entry.slug, name=entry.name, family=entry.family,
                               source=entry.source)
     enable_compilation_cache(settings)
-    per_model = len(dialogues) * (1 + request.k)
+    per_model = len(dialogues) * request.k
     bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
     pool = model_pool(settings, entries,
                       on_progress=lambda s: bar.set_description(f"{s.slug}: {s.state} {s.message}".strip()))

@@ -5,8 +5,9 @@ Each dialogue is one ``suite`` run: every turn is sent as written (a false corre
 and only after a right reply: a false claim after a mistake tests nothing); after a wrong reply to a
 request the correction writer's sentence follows, up to ``max_fix_attempts`` times (never after a false
 correction: there, the reply is judged on whether it held its ground). Each
-dialogue's first turn is also asked ``k`` more times in fresh conversations (``first_try`` runs, seed
-varied per attempt) for τ-bench's pass^k.
+dialogue's first turn is also asked ``k - 1`` more times in fresh conversations (``first_try`` runs, seed
+varied per attempt) for τ-bench's pass^k: with the dialogue's own first reply, itself asked in a fresh
+conversation, that makes ``k`` samples.
 
 Dialogues run on a thread pool of ``concurrency`` workers: a model that batches (the pool's local
 engines) serves them in one decode loop, a remote engine as concurrent requests. The runner stores
@@ -30,13 +31,14 @@ from scenarios.records import RunRecord
 from scenarios.runner import Progress, ProgressCallback, RunnerConfig, RunSink, new_conversation, seeded
 
 DEFAULT_K = 5
-DEFAULT_CONCURRENCY = 4
+DEFAULT_CONCURRENCY = 8  # batch 8: the 2-core engine's best aggregate (docs/BENCHMARKS.md)
 
 
 @dataclass(frozen=True, slots=True)
 class SuiteConfig:
-    """How a suite runs: ``k`` first-turn samples per dialogue, ``concurrency`` dialogues in flight,
-    corrections per wrong reply, the writer's style, and the sampling (``params.seed`` is the base seed)."""
+    """How a suite runs: ``k`` first-turn samples per dialogue (its own first reply and ``k - 1`` more),
+    ``concurrency`` conversations in flight, corrections per wrong reply, the writer's style, and the
+    sampling (``params.seed`` is the base seed)."""
 
     params: GenerationParams
     k: int = DEFAULT_K
@@ -101,13 +103,13 @@ def first_try(scenario: Scenario, model: ChatModel, dialogue: Dialogue, config: 
 
 def run_suite(*, scenario: Scenario, model: ChatModel, dialogues: Sequence[Dialogue], config: SuiteConfig,
               sink: RunSink | None = None, progress: ProgressCallback | None = None) -> SuiteOutcome:
-    """Play every dialogue (and its k first-turn samples) with ``config.concurrency`` in flight; each run
-    goes to ``sink`` as it ends, in the order it ends."""
+    """Play every dialogue (and its k - 1 more first-turn samples) with ``config.concurrency`` in
+    flight; each run goes to ``sink`` as it ends, in the order it ends."""
     jobs: list[Callable[[], RunRecord]] = []
     for dialogue in dialogues:
         jobs.append(functools.partial(play_dialogue, scenario, model, dialogue, config))
         jobs += [functools.partial(first_try, scenario, model, dialogue, config, attempt)
-                 for attempt in range(config.k)]
+                 for attempt in range(config.k - 1)]
     started = time.perf_counter()
     records: list[RunRecord] = []
     with ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="suite") as pool:

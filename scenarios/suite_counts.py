@@ -5,8 +5,9 @@ records (live, or re-read from the database by ``scenarios.storage.load_runs``).
 
 * ``pass_at_1`` — the dialogue's first reply is correct (an unsaid value taken as an assumption counts
   as correct): 1 of 1.
-* ``pass_hat_k`` — τ-bench's pass^k over the dialogue's ``first_try`` samples: ``C(c, k) / C(n, k)`` of 1,
-  with ``c`` of ``n ≥ k`` samples correct (a dialogue with fewer samples counts nothing).
+* ``pass_hat_k`` — τ-bench's pass^k over the dialogue's samples of its first turn (the ``suite`` run's
+  first reply and the ``first_try`` runs'): ``C(c, k) / C(n, k)`` of 1, with ``c`` of ``n ≥ k`` samples
+  correct (a dialogue with fewer samples counts nothing).
 * ``fix_within_1`` / ``fix_within_2`` — of the mistakes (a chain of corrections that starts at a wrong
   reply), those fixed by the first correction, or by the first two.
 * ``turns_to_fix`` — corrections it took, summed over the mistakes that were fixed, of those mistakes.
@@ -49,11 +50,14 @@ def suite_units(records: Sequence[RunRecord], *, k: int) -> dict[str, Units]:
 
 def dialogue_counts(suite: RunRecord, samples: Sequence[RunRecord], *,
                     k: int) -> dict[str, tuple[float, float]]:
-    """The pairs of one dialogue: its ``suite`` run and its ``first_try`` samples."""
+    """The pairs of one dialogue: its ``suite`` run and its ``first_try`` samples (the suite's first
+    reply is a sample too)."""
     replies = [m for m in suite.messages if m.kind == "reply" and not m.scripted]
     first = 1.0 if replies and _correct(replies[0]) else 0.0
-    correct = sum(1 for s in samples if any(_correct(m) for m in s.messages if m.kind == "reply"))
-    hat_k = (math.comb(correct, k) / math.comb(len(samples), k), 1.0) if len(samples) >= k else (0.0, 0.0)
+    tries = [first] * bool(replies) + [
+        1.0 if any(_correct(m) for m in s.messages if m.kind == "reply") else 0.0 for s in samples]
+    correct, n = int(sum(tries)), len(tries)
+    hat_k = (math.comb(correct, k) / math.comb(n, k), 1.0) if n >= k else (0.0, 0.0)
     chains = _chains(suite)
     fixed = [length for length, ok in chains if ok]
     graded = [m.context for m in replies if m.context is not None and m.context.grade is not None]
@@ -95,10 +99,11 @@ def _chains(record: RunRecord) -> list[tuple[int, bool]]:
 
 
 def sample_count(records: Sequence[RunRecord]) -> int:
-    """The k of stored suites: the most ``first_try`` samples any dialogue got (0 when none)."""
+    """The k of stored suites: the most samples of a first turn any dialogue got, its ``suite`` run's
+    first reply and its ``first_try`` runs (0 when no suite is stored)."""
     counts: dict[tuple[str, str], int] = {}
     for record in records:
-        if record.protocol == "first_try" and record.dialogue is not None:
+        if record.protocol in ("suite", "first_try") and record.dialogue is not None:
             key = (record.model, record.dialogue.id)
             counts[key] = counts.get(key, 0) + 1
     return max(counts.values(), default=0)

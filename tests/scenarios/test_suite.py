@@ -63,7 +63,7 @@ def _suite(respond, dialogues: list[Dialogue], *, k: int = 3, concurrency: int =
 def test_a_perfect_model_passes_everything_and_holds_its_ground() -> None:
     dialogues = generate_dialogues(CALENDAR, count=8, seed=3, false_share=1.0)
     outcome, stored, model = _suite(_responder(dialogues), dialogues)
-    assert outcome.dialogues == 8 and len(outcome.records) == len(stored) == 8 * (1 + 3)
+    assert outcome.dialogues == 8 and len(outcome.records) == len(stored) == 8 * 3  # its run, k - 1 samples
     assert outcome.failed == 0 and outcome.dialogues_per_minute > 0
     got = figures(outcome.records, k=3)["scripted"]
     assert got["pass_at_1"].value == 1.0 and got["pass_hat_k"].value == 1.0
@@ -76,6 +76,25 @@ def test_a_perfect_model_passes_everything_and_holds_its_ground() -> None:
     assert first.dialogue is not None
     users = [m.content for m in first.messages if m.kind != "reply"]
     assert users == [t.user for t in first.dialogue.turns]
+
+
+def test_pass_hat_k_counts_the_dialogues_own_first_reply_among_its_k_samples() -> None:
+    dialogues = generate_dialogues(CALENDAR, count=3, seed=6, false_share=0.0)
+    right = _responder(dialogues)
+    asked: dict[str, int] = {}
+
+    def twice_right(messages: Sequence[ChatMessage]) -> str:  # right the first two asks of a first turn
+        users = [m.content for m in messages if m.role == "user"]
+        if len(users) == 1:
+            asked[users[0]] = asked.get(users[0], 0) + 1
+            if asked[users[0]] > 2:
+                return f"Sure! {right(messages)}"
+        return right(messages)
+
+    outcome, _, _ = _suite(twice_right, dialogues, k=3, concurrency=3)
+    assert sorted(asked.values()) == [3, 3, 3]  # the suite's own ask and k - 1 = 2 first tries
+    assert figures(outcome.records, k=3)["scripted"]["pass_hat_k"].value == 0.0  # C(2, 3) = 0
+    assert figures(outcome.records, k=2)["scripted"]["pass_hat_k"].value == pytest.approx(1 / 3)  # 1 / C(3,2)
 
 
 def test_a_chatty_model_is_fixed_by_one_correction_and_a_caving_one_fails_maintenance() -> None:
