@@ -83,6 +83,23 @@ def test_failed_logins_back_off_and_are_logged(
     assert any("refused while backing off" in r.getMessage() for r in caplog.records)
 
 
+def test_after_the_wait_it_names_the_right_password_logs_in(arena_env: Callable[..., str]) -> None:
+    """The newcomer's probe: the page said "Try again in 0 seconds." and then refused the right password."""
+    url = arena_env(admin_password=PASSWORD)
+    at = open_app("pages/admin.py")
+    for _ in range(3):  # two free failures, then a back-off of 2 s
+        _login(at, "wrong")
+    _login(at, PASSWORD)
+    told = next(e for e in _texts(at.error) if "Try again in" in e)
+    wait = re.search(r"Try again in (\d+) seconds?\.$", told)
+    assert wait is not None and int(wait.group(1)) >= 1, told
+    assert not at.toggle, "the right password waits too"
+    _age_failures(make_engine(url), dt.timedelta(seconds=int(wait.group(1))))  # the told wait has passed
+    _login(at, PASSWORD)
+    assert not any("Try again" in e or "Wrong" in e for e in _texts(at.error)), _texts(at.error)
+    assert at.toggle, "logged in: the contestants' toggles are shown"
+
+
 def test_flag_from_the_list_then_unflag_restores_and_both_are_logged(arena_env: Callable[..., str]) -> None:
     url = arena_env(admin_password=PASSWORD)
     battle_id = _anonymous_battle("a")
