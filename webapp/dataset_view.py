@@ -1,5 +1,6 @@
-"""The dataset page: counts, filters, downloads (built by ``db.export`` only when a button is clicked),
-the schema and the licence (the export's own dataset card)."""
+"""The dataset page: what is published and when (in words), counts, filters, downloads (built by
+``db.export`` only when a button is clicked, disabled while they would be empty), the schema and the
+licence (the export's own dataset card)."""
 
 from __future__ import annotations
 
@@ -46,19 +47,53 @@ METRICS = (("Battles", "battles"), ("Messages", "messages"), ("Corrections", "co
            ("Votes", "votes"))
 
 
+def _battles(n: int) -> str:
+    return f"{n:,} battle" + ("" if n == 1 else "s")
+
+
+def _when(moment: dt.datetime, now: dt.datetime) -> str:
+    """``14:05 UTC``, with ``tomorrow`` or the date when it is not today (UTC)."""
+    moment = moment.astimezone(dt.UTC)
+    days = (moment.date() - now.astimezone(dt.UTC).date()).days
+    day = "" if days <= 0 else " tomorrow" if days == 1 else f" on {moment:%Y-%m-%d}"
+    return f"{moment:%H:%M} UTC{day}"
+
+
+def publication_message(pub: gateway_data.Publication, *, now: dt.datetime) -> str:
+    """What is published and when, e.g. "7 battles recorded; 0 published yet: a battle is published 24 h
+    after it closes; the next one at 14:05 UTC." The next one is the earliest closed battle still waiting
+    for the delay; without one the sentence says none is waiting."""
+    yet = " yet" if pub.next_at else ""
+    counts = f"{_battles(pub.recorded)} recorded; {pub.published:,} published{yet}"
+    if not pub.delay_hours:
+        return f"{counts}: closed battles are published at once."
+    rule = f"a battle is published {pub.delay_hours:g} h after it closes"
+    then = f"the next one at {_when(pub.next_at, now)}" if pub.next_at else "no closed battle is waiting"
+    return f"{counts}: {rule}; {then}."
+
+
+def _empty_reason(pub: gateway_data.Publication, *, now: dt.datetime) -> str:
+    reason = "Nothing to download yet: no published battle matches these filters"
+    return reason + (f"; the next one is published at {_when(pub.next_at, now)}." if pub.next_at else ".")
+
+
 def show() -> None:
     ctx = context.reader()
+    message = st.empty()  # the publication sentence, first on the page; filled once the filters are known
     cols = st.columns(len(METRICS))  # filled once the filters below are known: they count the download
     st.subheader("Download")
     chosen = _filters(ctx)
     counts = gateway_data.dataset_counts(ctx, chosen)
+    pub = gateway_data.publication(ctx, chosen)
+    now = dt.datetime.now(dt.UTC)
+    message.info(publication_message(pub, now=now))
     for col, (label, table) in zip(cols, METRICS, strict=True):
         col.metric(label, f"{counts.get(table, 0):,}", help="in the download with the filters below")
-    delay = ctx.settings.public_export_delay_hours
     st.caption(
-        f"{counts.get('battles', 0):,} battles match these filters. Open battles and battles flagged by "
-        f"moderation are never published, and a closed battle appears {delay:g} hours after it ended."
+        f"{counts.get('battles', 0):,} battles match these filters. An open battle waits until it closes "
+        "(voted, skipped or left idle); battles flagged by moderation are never published."
     )
+    empty = pub.published == 0
     for i, (label, fmt, view, name) in enumerate(DOWNLOADS):
         st.download_button(
             label,
@@ -66,6 +101,8 @@ def show() -> None:
             file_name=name,
             key=f"ds_download_{i}",
             on_click="ignore",
+            disabled=empty,
+            help=_empty_reason(pub, now=now) if empty else None,
         )
     with st.expander("Schema and licence (the dataset card)", expanded=False):
         st.markdown(gateway_data.dataset_card(chosen))

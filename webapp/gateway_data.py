@@ -6,10 +6,12 @@ Export modules are imported when used, so a page that never exports does not loa
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -121,6 +123,40 @@ def dataset_counts(ctx: Context, filters: VoteFilters) -> dict[str, int]:
 
     with snapshot(ctx.engine) as conn:
         return count_selection(conn, filters)
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What the Dataset page says about publication under one set of filters."""
+
+    recorded: int  # battles in the database for these filters, published or not (open, flagged, waiting)
+    published: int  # battles the downloads hold
+    delay_hours: float  # ARENA_PUBLIC_EXPORT_DELAY_HOURS
+    next_at: dt.datetime | None  # when the next closed battle is published (None: none is waiting)
+
+
+def published_at(closed: dt.datetime, delay_hours: float) -> dt.datetime:
+    """The first minute at which a battle closed at ``closed`` is public: the cut-off
+    (:func:`~webapp.leaderboard_data.publication_cutoff`, now less the delay, rounded down to the minute)
+    must be past ``closed``, so it is the minute after ``closed`` plus the delay, rounded up to a minute."""
+    moment = closed.replace(second=0, microsecond=0) + dt.timedelta(minutes=1, hours=delay_hours)
+    whole = moment.replace(second=0, microsecond=0)
+    return whole if whole == moment else whole + dt.timedelta(minutes=1)
+
+
+def publication(ctx: Context, filters: VoteFilters) -> Publication:
+    """Battles recorded and published under the page's ``filters`` (one snapshot), and when the next
+    closed, unflagged battle waiting for the delay is published. "Recorded" ignores publication: open,
+    flagged and waiting battles count too."""
+    from db.export import count_battles, snapshot
+
+    everything = dataclasses.replace(filters, include_open=True, exclude_flagged=False, closed_before=None)
+    with snapshot(ctx.engine) as conn:
+        recorded, published = count_battles(conn, everything), count_battles(conn, filters)
+    delay = ctx.settings.public_export_delay_hours
+    closed = db_actions.next_publication_close(ctx.engine, filters=filters)
+    return Publication(recorded=recorded, published=published, delay_hours=delay,
+                       next_at=None if closed is None else published_at(closed, delay))
 
 
 _BUILD_LOCK = threading.Lock()  # one public export build at a time in this process

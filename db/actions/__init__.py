@@ -4,7 +4,8 @@ Modules: ``people`` (contestants, visitors), ``battles`` (open, append, correcti
 abandon), ``votes`` (one vote per battle, the daily caps), ``group_commit`` (concurrent votes share a
 transaction), ``generations`` (the ledger of replies from their start, and its limits), ``limits`` (battles,
 votes and messages since a moment: the rate limits), ``admin_logins`` (the admin back-off),
-``moderation`` (flag, unflag, its log) and ``reading`` (a battle back as a frozen view, resuming one).
+``moderation`` (flag, unflag, its log, when the next closed battle is published) and ``reading`` (a
+battle back as a frozen view, resuming one).
 
 Conventions: the first argument is the :class:`~sqlalchemy.Engine`, everything else is keyword-only; each
 action is ONE transaction, committed (durable) before the function returns; refusals raise a typed error
@@ -43,7 +44,13 @@ from db.actions.generations import (
 )
 from db.actions.group_commit import configure_group_commit
 from db.actions.limits import count_battles_since, count_messages_since, count_votes_since
-from db.actions.moderation import flag_battle, moderation_log, recent_battles, unflag_battle
+from db.actions.moderation import (
+    flag_battle,
+    moderation_log,
+    next_publication_close,
+    recent_battles,
+    unflag_battle,
+)
 from db.actions.people import (
     get_contestant,
     get_or_create_visitor,
@@ -82,6 +89,7 @@ __all__ = [
     "list_contestants",
     "mark_revealed",
     "moderation_log",
+    "next_publication_close",
     "open_battle",
     "recent_battles",
     "record_admin_failure",

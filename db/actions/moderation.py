@@ -1,4 +1,5 @@
-"""Moderation: flag and unflag battles, the append-only moderation log, the admin's list of battles.
+"""Moderation: flag and unflag battles, the append-only moderation log, the admin's list of battles, and
+when the next closed battle becomes public (:func:`next_publication_close`).
 
 Enabling or disabling a contestant (``db.actions.people.set_contestant_enabled``) is logged here too.
 
@@ -10,6 +11,9 @@ deletes those rows.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+
 from sqlalchemy import Engine, exists, func, select, update
 
 from db.actions.battles import lock_battle
@@ -17,10 +21,12 @@ from db.actions.reading import battle_view
 from db.checks import require_int, require_text, retry_read
 from db.engine import read_session, write_session
 from db.errors import InvalidInput
+from db.export.filters import conditions
 from db.models import Battle, Contestant, Conversation, Message, ModerationEvent, SideStats, Vote, utcnow
 from db.views import BattleSummaryView, BattleView, ModerationEventView
+from db.vote_filters import VoteFilters
 
-__all__ = ["flag_battle", "moderation_log", "recent_battles", "unflag_battle"]
+__all__ = ["flag_battle", "moderation_log", "next_publication_close", "recent_battles", "unflag_battle"]
 
 
 def flag_battle(engine: Engine, *, battle_id: str, reason: str, admin_session: str = "") -> BattleView:
@@ -152,3 +158,18 @@ def recent_battles(engine: Engine, *, limit: int = 20) -> list[BattleSummaryView
             )
             for b in battles
         ]
+
+
+@retry_read
+def next_publication_close(engine: Engine, *, filters: VoteFilters) -> dt.datetime | None:
+    """When the first battle still held back by the publication delay closed: of the battles an export
+    with ``filters`` would hold without ``closed_before`` (closed, and unflagged if ``exclude_flagged``),
+    the earliest that closed at or after ``filters.closed_before``. None when nothing waits (or there is
+    no delay). The closing time is the export's own (``closed_at``, else ``updated_at`` for old rows)."""
+    if filters.closed_before is None:
+        return None
+    waiting = dataclasses.replace(filters, closed_before=None, include_open=False)
+    closed = func.coalesce(Battle.closed_at, Battle.updated_at)
+    query = select(func.min(closed)).where(*conditions(waiting), closed >= filters.closed_before)
+    with read_session(engine) as session:
+        return session.scalar(query)

@@ -88,6 +88,21 @@ def _column_lines(view: str, flat_csv: bool) -> list[str]:
     return lines
 
 
+def _files_section(files: Mapping[str, int]) -> list[str]:
+    """The files and their rows; nothing when there are none (the Dataset page's card lists none)."""
+    if not files:
+        return []
+    return ["## Files", "", "| file | rows |", "|---|---:|",
+            *[f"| `{name}` | {rows:,} |" for name, rows in files.items()], ""]
+
+
+def _counts_section(counts: Mapping[str, int]) -> list[str]:
+    """What the export holds; nothing when no count is given."""
+    if not counts:
+        return []
+    return ["## Counts", "", *[f"- {name}: {value:,}" for name, value in counts.items()], ""]
+
+
 def _command(fmt: str, view: str) -> str:
     return f"python -m db export --format {fmt}" + ("" if view == "dialogues" else f" --view {view}")
 
@@ -102,7 +117,8 @@ def render_card(
     licence: str = DEFAULT_LICENCE,
     generated_at: dt.datetime | None = None,
 ) -> str:
-    """The card's Markdown. ``files`` maps each output file name to its row count."""
+    """The card's Markdown. ``files`` maps each output file name to its row count; the Files and Counts
+    sections are left out when ``files`` / ``counts`` are empty (the card the Dataset page shows)."""
     when = (generated_at or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
     flat_csv = fmt == "csv" and view == "dialogues"
     chosen = _chosen_filters(filters)
@@ -118,16 +134,8 @@ def render_card(
         f"- Content: {'flat tables, one CSV per table' if flat_csv else VIEW_SUMMARY[view]}",
         "- Filters: " + (", ".join(f"{k}={v}" for k, v in chosen.items()) if chosen else "none (everything)"),
         "",
-        "## Files",
-        "",
-        "| file | rows |",
-        "|---|---:|",
-        *[f"| `{name}` | {rows:,} |" for name, rows in files.items()],
-        "",
-        "## Counts",
-        "",
-        *[f"- {name}: {value:,}" for name, value in counts.items()],
-        "",
+        *_files_section(files),
+        *_counts_section(counts),
         "## Columns",
         "",
         *_column_lines(view, flat_csv),

