@@ -20,6 +20,17 @@ def heatmap_height(models: int) -> int:
     return 200 + 30 * models
 
 
+STEEP_LABELS = 8  # past this many models the heatmap's x labels stand upright: they never touch
+
+
+def heatmap_axis(models: int, *, x: bool) -> alt.Axis:
+    """An axis that prints every model's name: Vega-Lite drops labels it thinks overlap (angled labels'
+    bounding boxes always do), so overlap culling is off; x labels are angled, upright past
+    ``STEEP_LABELS`` models, so a label needs a band only as wide as the font is high."""
+    angle = (-45 if models <= STEEP_LABELS else -90) if x else 0
+    return alt.Axis(labelOverlap=False, labelLimit=LABEL_LIMIT, labelAngle=angle, labelPadding=4)
+
+
 def ratings_chart(
     table: pd.DataFrame, *, x_title: str = "Bradley-Terry rating (95% interval)"
 ) -> alt.LayerChart | alt.FacetChart:
@@ -29,7 +40,7 @@ def ratings_chart(
     """
     order = table.sort_values("rating", ascending=False)["model"].tolist()
     base = alt.Chart(table).encode(
-        y=alt.Y("model:N", sort=order, title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT))
+        y=alt.Y("model:N", sort=order, title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelOverlap=False))
     )
     bars = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("lower:Q", title=x_title, scale=alt.Scale(zero=False)),
@@ -44,17 +55,16 @@ def ratings_chart(
 def matrix_heatmap(matrix: pd.DataFrame, *, title: str, value_format: str) -> alt.LayerChart | alt.FacetChart:
     """A square model-by-model heatmap (rows: model, columns: opponent) with the value in each cell.
 
-    Pairs that never met (NaN) stay blank.
+    Both axes name every model of ``matrix`` (its index, in order) at any chart width. Pairs that never
+    met (NaN) stay blank.
     """
     long = matrix.rename_axis(index="model_a", columns="model_b").stack(future_stack=True).reset_index()
     long.columns = ["model_a", "model_b", "value"]
-    order = list(matrix.index)
-    axis = alt.Axis(labelLimit=LABEL_LIMIT)
+    order = [str(model) for model in matrix.index]
+    scale = alt.Scale(domain=order)  # every model a band, in board order, whatever the cells hold
     base = alt.Chart(long).encode(
-        x=alt.X(
-            "model_b:N", sort=order, title="opponent", axis=alt.Axis(labelLimit=LABEL_LIMIT, labelAngle=-45)
-        ),
-        y=alt.Y("model_a:N", sort=order, title="model", axis=axis),
+        x=alt.X("model_b:N", scale=scale, title="opponent", axis=heatmap_axis(len(order), x=True)),
+        y=alt.Y("model_a:N", scale=scale, title="model", axis=heatmap_axis(len(order), x=False)),
     )
     cells = base.mark_rect().encode(
         color=alt.Color("value:Q", title=title, scale=alt.Scale(scheme="blues")),
@@ -87,7 +97,7 @@ def turns_to_fix_chart(turns: pd.DataFrame) -> alt.Chart:
         alt.Chart(data)
         .mark_bar()
         .encode(
-            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelOverlap=False)),
             x=alt.X("corrections:Q", stack="normalize", title="share of mistakes, by corrections needed"),
             color=alt.Color("turns:N", sort=TURN_ORDER, title="corrections",
                             scale=alt.Scale(domain=TURN_ORDER, range=TURN_COLOURS)),

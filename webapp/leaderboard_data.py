@@ -175,20 +175,43 @@ def build_board(
 
 @dataclass(frozen=True)
 class StyleBoard:
-    table: pd.DataFrame  # Rank, Model, Rating, 95% low/high, Rank without style, Rank change
+    table: pd.DataFrame  # Rank, Δ rank, Model, Rating, 95% low/high (style-controlled), best first
     coefficients: pd.DataFrame  # Feature, Coefficient, SE (log-odds per standard deviation)
     votes: int
 
 
-def _rank_change(before: int, after: int) -> str:
-    if after < before:
-        return f"▲{before - after}"
-    return f"▼{after - before}" if after > before else "="
+STYLED_COLUMNS = ("Rank", "Rating", "95% low", "95% high")  # what style control replaces on the Votes board
+RANK_DELTA = "Δ rank"
+
+
+def rank_delta(before: int, after: int) -> str:
+    """Places gained (``+2``) or lost (``−1``, a minus sign) going from rank ``before`` to ``after``."""
+    change = before - after
+    return f"+{change}" if change > 0 else f"−{-change}" if change < 0 else "0"
+
+
+def style_ranked(plain: pd.DataFrame, styled: pd.DataFrame) -> pd.DataFrame:
+    """The Votes board's table re-ranked by style control: rank, rating and interval from ``styled``, the
+    rank change beside the rank, the plain board's other columns (votes, win rate, fix rate) kept.
+
+    Rows follow ``styled``'s order; a model with no style-controlled rating (no vote with replies on both
+    sides) keeps its row, last, with no rank.
+    """
+    if styled.empty:
+        return plain
+    rest = plain.drop(columns=list(STYLED_COLUMNS))
+    ranked = styled.merge(rest, on="Model", how="left")
+    unranked = rest[~rest["Model"].isin(styled["Model"])].assign(**{RANK_DELTA: "–"})
+    table = pd.concat([ranked, unranked], ignore_index=True)
+    table["Rank"] = table["Rank"].astype("Int64")
+    columns = ["Rank", RANK_DELTA, *(c for c in plain.columns if c != "Rank")]
+    return table[columns]
 
 
 def build_style_board(engine: Engine, filters: VoteFilters) -> StyleBoard:
     """The contextual Bradley-Terry (``ranking.fit_style_bt``) on the votes the plain board counts, and each
-    model's rank with and without style control (ranks by interval overlap, as on the plain board)."""
+    model's rank with style control and its change from the ranking without (the same fit with the style
+    features set to zero: the same votes and intervals; ranks by interval overlap, as on the plain board)."""
     battles = db_boards.vote_style_features(engine, **filters.vote_args())
     names = {c.slug: c.display_name for c in db_actions.list_contestants(engine)}
     empty = StyleBoard(pd.DataFrame(), pd.DataFrame(), 0)
@@ -206,12 +229,11 @@ def build_style_board(engine: Engine, filters: VoteFilters) -> StyleBoard:
     table = pd.DataFrame.from_records([
         {
             "Rank": int(styled.ranks[m]),
+            RANK_DELTA: rank_delta(int(plain.ranks[m]), int(styled.ranks[m])),
             "Model": names.get(models[m], models[m]),
             "Rating": round(float(styled.ratings[m]), 1),
             "95% low": round(float(styled.ci_low[m]), 1),
             "95% high": round(float(styled.ci_high[m]), 1),
-            "Rank without style": int(plain.ranks[m]),
-            "Rank change": _rank_change(int(plain.ranks[m]), int(styled.ranks[m])),
         }
         for m in order
     ])

@@ -1,7 +1,8 @@
-"""The leaderboard page: filters, then one of three boards (tabs): Votes (Bradley-Terry, optional style
-control and bootstrap intervals), Fixing (fix rates and their metrics from people, the grader or the
-automatic arena, or the fixing suites' figures over generated dialogues) and Automatic arena (the study's
-emoji tables from stored runs).
+"""The leaderboard page: filters, then one of three boards (tabs): Votes (Bradley-Terry with sandwich or
+bootstrap intervals; style control re-ranks the same table, with each model's rank change), Fixing (fix
+rates and their metrics from people, the grader or the automatic arena, or the fixing suites' figures over
+generated dialogues) and Automatic arena (the study's emoji tables from stored runs). An empty board says
+in words how it fills; the commands that fill the automatic ones are in docs/OPERATIONS.md.
 
 Every board is cached for a short TTL keyed by the database URL and the choices, so a burst of visitors
 costs one computation (a bootstrap is computed once per filter set); the page says when it was computed
@@ -11,7 +12,9 @@ and over how many votes or corrections.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from db import VoteFilters
@@ -19,6 +22,7 @@ from webapp import charts, context, resources
 from webapp.flows import open_battle
 from webapp.leaderboard_data import (
     FIXING_SOURCES,
+    RANK_DELTA,
     Board,
     FixingBoard,
     StyleBoard,
@@ -28,6 +32,7 @@ from webapp.leaderboard_data import (
     build_fixing_board,
     build_style_board,
     publication_cutoff,
+    style_ranked,
 )
 from webapp.leaderboard_suites import SuiteBoard, build_suite_board
 
@@ -38,6 +43,13 @@ BOARDS = {"votes": "🗳️ Votes", "fixing": "🛠️ Fixing", "auto": "🤖 Au
 BOOTSTRAP_ROUNDS = 1000
 INTERVALS = {"sandwich": "Sandwich (analytic)", "bootstrap": f"Bootstrap ({BOOTSTRAP_ROUNDS} rounds)"}
 _CHART_COLUMNS = {"Model": "model", "Rating": "rating", "95% low": "lower", "95% high": "upper"}
+_STYLE_FIXES = "Off under style control: its fit counts every vote, with sandwich intervals."
+# How each empty Fixing source fills, in a visitor's words (the commands are in docs/OPERATIONS.md).
+_FILLS = {
+    "people": "a visitor who corrects a reply and marks the next one ✓ or ✗ adds one.",
+    "grader": "a correction in a gradable scenario adds one once the next reply is graded.",
+    "auto": "an operator runs the automatic arena, and its corrections appear here.",
+}
 
 
 def filters() -> VoteFilters:
@@ -108,56 +120,91 @@ def show() -> None:
 def _votes(url: str, chosen: VoteFilters) -> None:
     left, middle, right = st.columns(3)
     style = left.toggle("Style control", value=False, key="lb_style",
-                        help="Bradley-Terry with reply length, chatty text, apologies and multi-line replies "
-                             "as covariates: ranks what people vote for once style is accounted for.")
-    outliers = middle.toggle("Drop anomalous voters", value=False, key="lb_outliers",
+                        help="Re-ranks the table by a Bradley-Terry fit with reply length, chatty text, "
+                             "apologies and multi-line replies as covariates: what people vote for once "
+                             "style is accounted for. Δ rank shows each model's move.")
+    off = _STYLE_FIXES if style else ""
+    outliers = middle.toggle("Drop anomalous voters", value=False, key="lb_outliers", disabled=style,
                              help="A sequential test of each visitor's votes (5 or more) against everyone "
-                                  "else's on the same pairs; flagged visitors' votes are left out.")
+                                  "else's on the same pairs; flagged visitors' votes are left out. " + off)
     interval = right.selectbox("Intervals", list(INTERVALS), format_func=INTERVALS.__getitem__,
-                               key="lb_interval")
-    board = compute(url, chosen, BOOTSTRAP_ROUNDS if interval == "bootstrap" else 0, outliers)
+                               key="lb_interval", disabled=style, help=off or None)
+    outliers = outliers and not style
+    board = compute(url, chosen, BOOTSTRAP_ROUNDS if interval == "bootstrap" and not style else 0, outliers)
     _computed(board.votes, "vote", board.computed_at)
     if board.table.empty:
-        st.info("No votes match these filters yet. Battles in the Arena fill this page.")
-    else:
-        st.dataframe(board.table, hide_index=True, width="stretch", key="lb_table")
+        st.info("No votes match these filters yet: every vote cast in the Arena counts here once its "
+                "battle is published.")
+        return
+    styled = compute_style(url, chosen) if style else None
+    table = board.table if styled is None else style_ranked(board.table, styled.table)
+    _table(table, "lb_table")
     if outliers:  # under the board it changed
         st.caption(f"Anomalous-voter test: {board.dropped_votes:,} votes from {board.dropped_visitors} "
                    f"of {board.tested_visitors} tested visitors dropped.")
-    if board.table.empty:
-        return
-    st.subheader("Ratings with 95% intervals")
-    ratings = board.table.rename(columns=_CHART_COLUMNS)
+    if styled is not None:
+        _style_notes(styled)
+    st.subheader("Ratings with 95% intervals" + (" (style-controlled)" if styled is not None else ""))
+    ratings = table.dropna(subset=["Rating"]).rename(columns=_CHART_COLUMNS)
     st.altair_chart(
         charts.ratings_chart(ratings), width="stretch", height=charts.ratings_height(len(ratings))
     )
+    _heatmaps(board)
+
+
+def _heatmaps(board: Board) -> None:
+    """Observed win rate and battles per pair, side by side (stacked on a phone), every model named."""
     left, right = st.columns(2)
     size = charts.heatmap_height(len(board.win_rate))
     left.markdown("**Observed win rate** (row against column)")
-    left.altair_chart(
-        charts.matrix_heatmap(board.win_rate, title="win rate", value_format=".2f"), height=size
-    )
+    left.altair_chart(charts.matrix_heatmap(board.win_rate, title="win rate", value_format=".2f"),
+                      width="stretch", height=size)
     right.markdown("**Battles** per pair")
-    right.altair_chart(charts.matrix_heatmap(board.battles, title="battles", value_format="d"), height=size)
+    right.altair_chart(charts.matrix_heatmap(board.battles, title="battles", value_format="d"),
+                       width="stretch", height=size)
     st.caption(
         "Ties count half a win to each side; 'both bad' counts as a tie. Named side-by-side votes, flagged "
         "battles and battles whose models revealed their names are left out unless a filter says otherwise."
     )
-    if style:
-        _style(url, chosen)
 
 
-def _style(url: str, chosen: VoteFilters) -> None:
-    styled = compute_style(url, chosen)
-    st.subheader("Style-controlled ratings")
+def _style_notes(styled: StyleBoard) -> None:
+    """What the re-ranked table means, and the style coefficients behind it (folded away)."""
     if styled.table.empty:
-        st.info("No vote with replies on both sides matches these filters.")
+        st.info("Style control needs votes with replies on both sides; none matches these filters, so the "
+                "table keeps the ranking without it.")
         return
-    st.dataframe(styled.table, hide_index=True, width="stretch", key="lb_style_table")
-    st.caption("Contextual Bradley-Terry (sandwich 95% intervals): each feature is the z-scored difference "
-               "between the two sides; L2 penalty on the style coefficients only. A positive coefficient "
-               "means votes favour more of that feature.")
-    st.dataframe(styled.coefficients, hide_index=True, key="lb_style_coefficients")
+    st.caption(f"Ranked with style control over {styled.votes:,} votes: a contextual Bradley-Terry whose "
+               "features are the z-scored differences between the two sides' replies (L2 penalty on the "
+               "style coefficients only; sandwich 95% intervals). Δ rank: places gained (+) or lost (−) "
+               "against the same votes ranked without style control.")
+    with st.expander("Style coefficients"):
+        st.caption("Log-odds per standard deviation of the difference: a positive coefficient means votes "
+                   "favour more of that feature.")
+        st.dataframe(styled.coefficients, hide_index=True, key="lb_style_coefficients")
+
+
+# Short headers for the widest tables (the full name becomes the column's help), and the columns pinned at
+# the left: with eleven columns the Fixing table is wider than a laptop's page, and the rest of it scrolls
+# inside its frame while the model's name stays in view.
+_HEADERS: dict[str, tuple[str, str]] = {
+    "Turns to fix (1/2/3+/never)": ("Turns to fix", "Corrections each mistake took: 1 / 2 / 3+ / never."),
+    "First try (pass@1)": ("pass@1", "First try (pass@1): first replies graded correct."),
+    "First-try accuracy": ("First try", "First-try accuracy: first replies graded correct."),
+    "κ person–grader": ("κ", "Cohen's κ between people's ✓/✗ and the grader on the same corrections."),
+    "Corrections per fix": ("Per fix", "Corrections per fix."),
+}
+_PINNED = ("Rank", RANK_DELTA, "Model")
+
+
+def _table(frame: pd.DataFrame, key: str) -> None:
+    """A board's table at the width of its frame, Rank and Model pinned, the rest scrolling inside it."""
+    config: dict[str, Any] = {}
+    for column in frame.columns:
+        label, text = _HEADERS.get(column, (column, None))
+        if column in _PINNED or column in _HEADERS:
+            config[column] = st.column_config.Column(label, help=text, pinned=column in _PINNED)
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=config, key=key)
 
 
 def _fixing(url: str, chosen: VoteFilters) -> None:
@@ -169,9 +216,9 @@ def _fixing(url: str, chosen: VoteFilters) -> None:
     board = compute_fixing(url, chosen, source)
     _computed(board.corrections, "judged correction", board.computed_at)
     if board.table.empty:
-        st.info("No judged correction matches these filters yet.")
+        st.info(f"No judged correction matches these filters yet: {_FILLS[source]}")
         return
-    st.dataframe(board.table, hide_index=True, width="stretch", key="lb_fix_table")
+    _table(board.table, "lb_fix_table")
     if not board.rates.empty:
         st.subheader("Fix rate with 95% intervals")
         st.altair_chart(charts.ratings_chart(board.rates, x_title="fix rate % (95% Wilson interval)"),
@@ -182,7 +229,7 @@ def _fixing(url: str, chosen: VoteFilters) -> None:
                         height=charts.turns_height(models))
     if not board.styles.empty:
         st.markdown("**Fix rate per correction style** (automatic arena)")
-        st.dataframe(board.styles, hide_index=True, key="lb_fix_styles")
+        _table(board.styles, "lb_fix_styles")
     st.caption(
         "Rank = 1 + the models whose fix-rate interval lies wholly above. Fix rate: corrections judged "
         "fixed over those judged (people: the visitor's ✓/✗; grader: the next reply graded correct in the "
@@ -194,14 +241,14 @@ def _fixing(url: str, chosen: VoteFilters) -> None:
 def _suites(url: str, chosen: VoteFilters) -> None:
     board = compute_suites(url, chosen)
     if board.table.empty:
-        st.info(f"No fixing suite of {board.scenario!r} is stored yet: `python -m scenarios run "
-                f"{board.scenario} --models all --dialogues 50` plays one.")
+        st.info(f"No fixing suite of {board.scenario!r} is stored yet: an operator runs the suites, and "
+                "each model's figures appear here.")
         return
     _computed(board.dialogues, "generated dialogue", board.computed_at)
-    st.dataframe(board.table, hide_index=True, width="stretch", key="lb_suite_table")
+    _table(board.table, "lb_suite_table")
     st.caption(
-        f"Each model played generated dialogues of {board.scenario!r} (`python -m scenarios run "
-        "--dialogues`); intervals are 95% cluster-bootstrap intervals over dialogues, n the events counted. "
+        f"Each model played the same generated dialogues of {board.scenario!r}; intervals are 95% "
+        "cluster-bootstrap intervals over dialogues, n the events counted. "
         "Rank = 1 + the models whose *Fixed within 2* interval lies wholly above: overlapping intervals, "
         f"no real difference. pass^k: {board.k} fresh tries at each dialogue's first turn, all correct "
         "(τ-bench). Maintained: replies to a false correction that kept the right call (FB-Bench)."
@@ -211,7 +258,7 @@ def _suites(url: str, chosen: VoteFilters) -> None:
 def _automatic(url: str, chosen: VoteFilters) -> None:
     markdown = compute_auto(url, chosen)
     if not markdown:
-        st.info("No automatic run is stored yet: `python -m scenarios run calendar --models all` "
-                "fills this tab.")
+        st.info("No automatic runs yet: an operator runs the automatic arena, which plays the scenario's "
+                "scripted dialogue against every model, and its tables appear here.")
         return
     st.markdown(markdown)

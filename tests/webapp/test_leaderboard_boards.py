@@ -20,6 +20,7 @@ from scenarios.runner import RunnerConfig, run_arena
 from scenarios.storage import ensure_contestant, store_run
 from tests.db.conftest import back_date
 from tests.scenarios.scripted import CALENDAR, ScriptedModel, always_chatty, guesses_durations, perfect
+from webapp.leaderboard_data import RANK_DELTA, rank_delta
 
 DELAY_HOURS = 24  # the publication delay (the default of ARENA_PUBLIC_EXPORT_DELAY_HOURS)
 PAST_DELAY = dt.timedelta(hours=DELAY_HOURS + 1)
@@ -152,15 +153,29 @@ def test_fixing_sources_and_styles(board_db: Engine) -> None:
     assert qwen["fix"].startswith("100% (") and not qwen["hint"].startswith("100%")
 
 
-def test_style_control_and_bootstrap_intervals(board_db: Engine) -> None:
+def test_style_control_reranks_the_one_table(board_db: Engine) -> None:
     at = _open()
+    before = _frame_with(at, "Rating").set_index("Model")
+    assert RANK_DELTA not in before.columns
     at.toggle(key="lb_style").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
-    styled = _frame_with(at, "Rank change")
-    assert set(styled["Model"]) == {"Verbose", "Terse"}
-    assert set(styled["Rank change"]) <= {"=", "▲1", "▼1"}
+    ranked = [frame for frame in _frames(at) if "Rating" in frame.columns]
+    assert len(ranked) == 1, "style control re-ranks the table on screen; it adds no second one"
+    table = ranked[0]
+    assert list(table.columns[:3]) == ["Rank", RANK_DELTA, "Model"]
+    assert set(table["Model"]) == {"Verbose", "Terse"}
+    assert table["Rank"].is_monotonic_increasing
+    assert table["Votes"].tolist() == [12, 12], "the plain board's other columns stay"
+    for model, rank, delta in zip(table["Model"], table["Rank"], table[RANK_DELTA], strict=True):
+        assert delta == rank_delta(int(before.loc[model, "Rank"]), int(rank))
     coefficients = _frame_with(at, "Coefficient").set_index("Feature")
     assert list(coefficients.index) == ["length", "chatty", "apology", "multiline"]
+    assert at.toggle(key="lb_outliers").disabled and at.selectbox(key="lb_interval").disabled
+    assert any("Δ rank: places gained (+) or lost (−)" in c.value for c in at.caption)
+
+
+def test_bootstrap_intervals(board_db: Engine) -> None:
+    at = _open()
     at.selectbox(key="lb_interval").set_value("bootstrap").run()
     assert not at.exception, [e.value for e in at.exception]
     plain = _frame_with(at, "Votes")
