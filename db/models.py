@@ -212,6 +212,7 @@ class Message(Base):
     error: Mapped[str | None] = mapped_column(Text)
     grader_label: Mapped[str | None] = mapped_column(String(16))
     grader_mistakes: Mapped[list[str] | None] = mapped_column(JSON)
+    grader_notes: Mapped[list[str] | None] = mapped_column(JSON)  # the mistakes in words (0008)
 
 
 class Correction(Base):

@@ -55,6 +55,7 @@ class MessageView:
     error: str | None = None
     grader_label: str | None = None
     grader_mistakes: tuple[str, ...] | None = None
+    grader_notes: tuple[str, ...] | None = None  # the same mistakes in words
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _FIELDS = {
     "slug", "name", "family", "source", "dtype", "template", "context_length", "enabled", "sampling",
     "memory_mb", "remote_model", "description", "default_system", "weights", "parts", "sha256",
-    "parts_version",
+    "parts_version", "base", "anonymous",
 }
 _SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "seed"}
 
@@ -66,6 +66,8 @@ class CatalogueEntry:
     description: str = ""
     default_system: str | None = None  # used when a conversation has no system message (the file's own)
     split: SplitWeights | None = None  # the parts of a ``parts:`` source, in order, with the sha256
+    base: bool = False  # a base model (not instruction-tuned): pickers say so
+    anonymous: bool = True  # drawn for anonymous battles (the file's default: not ``base``)
 
     @property
     def source_kind(self) -> str:
@@ -116,6 +118,13 @@ def family_names() -> tuple[str, ...]:
 
 def enabled(entries: Sequence[CatalogueEntry]) -> list[CatalogueEntry]:
     return [e for e in entries if e.enabled]
+
+
+def play_order(entries: Sequence[CatalogueEntry]) -> list[CatalogueEntry]:
+    """``entries`` with the ones that can play an anonymous battle first: anonymous-eligible before the
+    rest, instruction-tuned before base within each, the file's order otherwise (a stable sort). The pool
+    loads in this order, so the first two models ready make a pair worth voting on."""
+    return sorted(entries, key=lambda e: (not e.anonymous, e.base))
 
 
 def find(entries: Sequence[CatalogueEntry], slug: str) -> CatalogueEntry:
@@ -182,9 +191,9 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
     context_length = raw.get("context_length", 2048)
     if not _int_in(context_length, MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH):
         raise fail("context_length", f"must be an integer from {MIN_CONTEXT_LENGTH} to {MAX_CONTEXT_LENGTH}")
-    is_enabled = raw.get("enabled", True)
-    if not isinstance(is_enabled, bool):
-        raise fail("enabled", "must be true or false")
+    is_enabled = _flag(raw, "enabled", True, fail)
+    is_base = _flag(raw, "base", False, fail)
+    is_anonymous = _flag(raw, "anonymous", not is_base, fail)
     memory_mb = raw.get("memory_mb")
     if memory_mb is not None and not _int_in(memory_mb, 1, MAX_MEMORY_MB):
         raise fail("memory_mb", f"must be an integer from 1 to {MAX_MEMORY_MB} (megabytes)")
@@ -206,7 +215,16 @@ def _entry(raw: Any, *, origin: str, position: int) -> CatalogueEntry:
         description=text("description", required=False) or "",
         default_system=text("default_system", required=False),
         split=split,
+        base=is_base,
+        anonymous=is_anonymous,
     )
+
+
+def _flag(raw: dict[str, Any], name: str, default: bool, fail: Fail) -> bool:
+    value = raw.get(name, default)
+    if not isinstance(value, bool):
+        raise fail(name, f"must be true or false, got {_shown(value)}")
+    return value
 
 
 def _split(raw: dict[str, Any], *, kind: str, file_name: str, fail: Fail) -> SplitWeights | None:

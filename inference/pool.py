@@ -6,8 +6,9 @@ is built, compiled and run on its own worker thread; callers on any thread talk 
 queue and read events back from a per-request queue. A failing request ends with an ``"error"`` result and
 the worker carries on; a model that fails to load is marked ``failed`` and the others still serve.
 
-Models load one after another in catalogue order (two CPU cores do not load two models faster), each one
-first checked against the memory budget; the pool is useful as soon as two models are ready.
+Models load one after another in the order given (two CPU cores do not load two models faster; the web app
+passes :func:`inference.catalogue.play_order`'s, so the models the Arena pairs come first), each one first
+checked against the memory budget; the pool is useful as soon as two models are ready.
 """
 
 from __future__ import annotations
@@ -383,11 +384,11 @@ class ModelPool:
     # ---- queries --------------------------------------------------------------------------------
 
     def slugs(self) -> list[str]:
-        """Every enabled model, in catalogue order."""
+        """Every enabled model, in loading order (the order the pool was given)."""
         return list(self._workers)
 
     def ready_slugs(self) -> list[str]:
-        """Models that can answer now, in catalogue order."""
+        """Models that can answer now, in loading order."""
         return [s for s, w in self._workers.items() if w.status.state == "ready"]
 
     @property

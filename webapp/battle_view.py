@@ -9,6 +9,7 @@ script body so both sides can stream into their columns at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
@@ -46,7 +47,7 @@ def _show_flashes() -> None:
 def show(mode: str) -> None:
     """Render the battle page for ``mode`` ("anonymous", "named" or "direct")."""
     ctx = run.context()
-    if not show_pool_progress(ctx, needed=1 if mode == "direct" else 2):
+    if not show_pool_progress(ctx, needed=1 if mode == "direct" else 2, pairable=mode == "anonymous"):
         return
     battle = open_battle.current_battle(ctx, mode=mode)
     setup = _pickers(ctx, mode=mode, battle=battle)
@@ -88,8 +89,9 @@ def _pickers(ctx: Context, *, mode: str, battle: ShownBattle | None) -> BattleSe
             st.code(system_prompt, language=None, wrap_lines=True)
     chosen: tuple[str, ...] = ()
     if mode in ("named", "direct"):
-        ready = open_battle.ready_contestants(ctx)
-        names = {c.slug: c.display_name for c in ready}
+        choices = run.model_choices(ctx, scenario)  # best first: the defaults can play the scenario
+        names = {c.slug: c.name for c in choices}
+        labels = {c.slug: c.label for c in choices}  # a base model says so
         count = 1 if mode == "direct" else 2
         if len(names) < count:
             st.warning("Not enough models are ready yet.")
@@ -104,7 +106,7 @@ def _pickers(ctx: Context, *, mode: str, battle: ShownBattle | None) -> BattleSe
                     f"Model {'AB'[i]}" if count == 2 else "Model",
                     options,
                     index=options.index(preset),
-                    format_func=lambda s: names.get(s, s),
+                    format_func=lambda s: labels.get(s, s),
                     key=_key(mode, f"model_{i}"),
                     disabled=locked,
                 )
@@ -138,7 +140,10 @@ def _columns(
     setup: BattleSetup,
 ) -> dict[str, Any]:
     placeholders: dict[str, Any] = {}
-    show_badges = battle is not None and (not battle.is_open or ctx.settings.show_grader_live)
+    show_badges = battle is not None and (not battle.is_open or mode != "anonymous"
+                                          or ctx.settings.show_grader_live)
+    if show_badges and battle is not None and _any_badge(battle):
+        st.caption(f"Badges: {render.LEGEND}")
     for side, col in zip(sides, st.columns(len(sides)), strict=True):
         view = battle.sides.get(side) if battle else None
         with col:
@@ -155,6 +160,11 @@ def _columns(
 
 
 OUTCOME_TEXT = {"fixed": "fixed ✓", "not_fixed": "not fixed ✗"}
+
+
+def _any_badge(battle: ShownBattle) -> bool:
+    """Whether some reply of the battle carries a grader badge (the legend goes beside the first)."""
+    return any(m.grader_label for view in battle.sides.values() for m in view.messages)
 
 
 OFF_SCRIPT = "off script: not graded"
@@ -178,6 +188,8 @@ def _messages(view: ShownSide, *, show_badges: bool, outcomes: dict[int, str], g
             render.show_error(st, message.error or "unknown error")
         else:
             render.reply(st, message.content)
+        if show_badges and message.grader_notes:
+            render.grader_notes(st, message.grader_notes)
 
 
 def _side_buttons(ctx: Context, *, mode: str, battle: ShownBattle, side: str) -> None:
@@ -345,23 +357,28 @@ def _live_slot(placeholder: Any, view: ShownSide) -> Any:
 POOL_POLL_S = 2.0
 
 
-def show_pool_progress(ctx: Context, *, needed: int) -> bool:
-    """True once ``needed`` models are usable; until then the page shows each model's loading state.
+def show_pool_progress(ctx: Context, *, needed: int, pairable: bool = False) -> bool:
+    """True once ``needed`` models are usable (``pairable``: usable and drawn for anonymous battles, the
+    Arena's pair); until then the page shows each model's loading state.
 
     The progress is a fragment that the browser reruns every ``POOL_POLL_S`` seconds (``run_every``);
     once enough models are ready it reruns the whole page, which then gets True here. No script run
     sleeps or chains ``st.rerun()``: a chain ends for good as soon as one run decides not to go on.
     """
-    if len(run.pool_snapshot(ctx).usable) >= needed:
+    if len(_counted(run.pool_snapshot(ctx), pairable)) >= needed:
         return True
-    _pool_progress(ctx, needed=needed)
+    _pool_progress(ctx, needed=needed, pairable=pairable)
     return False
 
 
+def _counted(snapshot: run.PoolSnapshot, pairable: bool) -> Sequence[str]:
+    return snapshot.pairable if pairable else snapshot.usable
+
+
 @st.fragment(run_every=POOL_POLL_S)
-def _pool_progress(ctx: Context, *, needed: int) -> None:
+def _pool_progress(ctx: Context, *, needed: int, pairable: bool) -> None:
     snapshot = run.pool_snapshot(ctx)  # one read: the counts and the states below agree
-    if len(snapshot.usable) >= needed:
+    if len(_counted(snapshot, pairable)) >= needed:
         st.rerun(scope="app")  # the page now opens (also when a model finished since the check above)
     st.info(f"Models are loading and compiling; the page opens as soon as {needed} are ready.")
     st.caption(f"Serving on {run.serving_devices()}.")

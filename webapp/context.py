@@ -91,12 +91,20 @@ def ready_contestants(ctx: Context) -> list[ContestantView]:
     return [c for c in db_actions.list_contestants(ctx.engine, enabled_only=True) if c.slug in ready]
 
 
+def anonymous_slugs(ctx: Context) -> frozenset[str]:
+    """The catalogue entries the Arena may draw for anonymous battles (``anonymous``: base models are
+    left out unless the catalogue says otherwise)."""
+    return frozenset(e.slug for e in resources.catalogue(str(ctx.settings.catalogue_path)) if e.anonymous)
+
+
 def sample_pair(ctx: Context) -> list[str]:
     """Two different ready contestants for an anonymous battle, drawn by ``ranking``'s sampler (it
-    favours pairs with few battles so far); the order it returns is the A/B seating."""
-    slugs = [c.slug for c in ready_contestants(ctx)]
+    favours pairs with few battles so far); the order it returns is the A/B seating. Only entries whose
+    ``anonymous`` flag is set take part; named modes offer the others."""
+    eligible = anonymous_slugs(ctx)
+    slugs = [c.slug for c in ready_contestants(ctx) if c.slug in eligible]
     if len(slugs) < 2:
-        raise NotEnoughModels("fewer than two models are ready")
+        raise NotEnoughModels("fewer than two models that take part in anonymous battles are ready")
     battles = resources.battle_counts(ctx.settings.resolved_database_url, tuple(slugs))
     left, right = ranked_pair(battles, np.ones(len(slugs), dtype=bool), np.random.default_rng())
     return [slugs[left], slugs[right]]
@@ -104,6 +112,56 @@ def sample_pair(ctx: Context) -> list[str]:
 
 class NotEnoughModels(RuntimeError):
     """Fewer ready models than the page needs."""
+
+
+BASE_LABEL = "base (not instruction-tuned)"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """One model a visitor can pick in Chat and Side by side."""
+
+    slug: str
+    name: str  # the contestant's display name (column titles, the reveal)
+    base: bool  # a base model (not instruction-tuned)
+
+    @property
+    def label(self) -> str:
+        """The picker's text: the name, and for a base model "base (not instruction-tuned)" (a name that
+        already ends in "(base)" does not say it twice)."""
+        if not self.base:
+            return self.name
+        return f"{self.name.removesuffix(' (base)')} · {BASE_LABEL}"
+
+
+def model_choices(ctx: Context, scenario: str) -> list[ModelChoice]:
+    """The ready contestants, best first for ``scenario``; the pickers preselect the first (two).
+
+    Instruction-tuned models come before base models; within each, the Fixing board's order on this
+    scenario (people's fix rate over published battles, best first; models with no judged correction
+    after those with some), then the catalogue's order.
+    """
+    catalogue = resources.catalogue(str(ctx.settings.catalogue_path))
+    position = {e.slug: i for i, e in enumerate(catalogue)}
+    base = {e.slug for e in catalogue if e.base}
+    fixes = fix_counts(ctx, scenario)
+
+    def rank(slug: str) -> tuple[bool, bool, float, int, int]:
+        fixed, judged = fixes.get(slug, (0, 0))
+        rate = fixed / judged if judged else 0.0
+        return slug in base, judged == 0, -rate, -judged, position.get(slug, len(position))
+
+    ready = sorted(ready_contestants(ctx), key=lambda c: rank(c.slug))
+    return [ModelChoice(slug=c.slug, name=c.display_name, base=c.slug in base) for c in ready]
+
+
+def fix_counts(ctx: Context, scenario: str) -> dict[str, tuple[int, int]]:
+    """People's (fixed, judged) corrections per model on ``scenario``, as the Fixing board counts them
+    (every human mode, battles past the publication delay)."""
+    from webapp.leaderboard_data import publication_cutoff
+
+    cutoff = publication_cutoff(ctx.settings.public_export_delay_hours)
+    return resources.fix_counts(ctx.settings.resolved_database_url, scenario, cutoff)
 
 
 def sampling(ctx: Context, slug: str) -> dict[str, Any]:
@@ -147,8 +205,9 @@ class PoolSnapshot:
     """One look at the pool for the start-up screen: every figure comes from the same ``status()`` read,
     so a model that finishes loading meanwhile cannot make the counts and the states disagree."""
 
-    rows: tuple[tuple[str, str, str], ...]  # (name, state, message) per model, catalogue order
+    rows: tuple[tuple[str, str, str], ...]  # (name, state, message) per model, in loading order
     usable: tuple[str, ...]  # enabled contestants (admin's choice) whose model is ready
+    pairable: tuple[str, ...] = ()  # those of ``usable`` the Arena may draw (catalogue's ``anonymous``)
 
     @property
     def ready(self) -> int:
@@ -165,9 +224,12 @@ def pool_snapshot(ctx: Context) -> PoolSnapshot:
     status = ctx.pool.status()
     ready = {slug for slug, s in status.items() if s.state == "ready"}
     enabled = db_actions.list_contestants(ctx.engine, enabled_only=True)
+    usable = tuple(c.slug for c in enabled if c.slug in ready)
+    eligible = anonymous_slugs(ctx)
     return PoolSnapshot(
         rows=tuple((s.name, s.state, s.message) for s in status.values()),
-        usable=tuple(c.slug for c in enabled if c.slug in ready),
+        usable=usable,
+        pairable=tuple(slug for slug in usable if slug in eligible),
     )
 
 

@@ -6,12 +6,15 @@ inject markup into the page.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from inference.protocol import clean_text
+from scenarios.explain import LEGEND
 
-# Grader labels (scenarios) -> the study's badges.
+# Grader labels (scenarios) -> the study's badges; LEGEND says what each means.
 BADGES: dict[str, str] = {"correct": "✓", "partial": "🍄", "garbage": "🔥", "many": "🔥🔥", "fixed": "🥦"}
+__all__ = ["BADGES", "LEGEND", "badge", "grader_notes", "reply", "show_error", "turn_caption", "visitor_text"]
 
 
 def reply(container: Any, text: str, *, cursor: bool = False) -> None:
@@ -24,6 +27,11 @@ def reply(container: Any, text: str, *, cursor: bool = False) -> None:
 def visitor_text(container: Any, text: str) -> None:
     """Show what the visitor typed; also escaped (and cleaned, as replies are)."""
     container.text(clean_text(text))
+
+
+def grader_notes(container: Any, notes: Sequence[str]) -> None:
+    """A graded reply's mistakes in words, under it (plain text: a note may quote the reply)."""
+    container.text("Grader: " + "; ".join(clean_text(note) for note in notes))
 
 
 def badge(label: str | None) -> str:

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from db import HUMAN_MODES
 from db import actions as db_actions
 from db import boards as db_boards
-from inference.catalogue import CatalogueEntry, load_catalogue
+from inference.catalogue import CatalogueEntry, load_catalogue, play_order
 from settings import Settings
 from wiring import database, model_pool
 
@@ -69,9 +70,11 @@ def synced(url: str, path: str) -> bool:
 
 @st.cache_resource(show_spinner=False)
 def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str, mesh: str = "auto") -> Any:
-    """The model pool; it starts loading every enabled catalogue model in the background at once, each
-    sharded on the ``mesh`` setting's device mesh (``ARENA_MESH``), each model's waiting line bounded."""
-    return model_pool(settings(), catalogue(catalogue_path), memory_budget_mb=memory_budget_mb,
+    """The model pool; it starts loading every enabled catalogue model in the background, each sharded
+    on the ``mesh`` setting's device mesh (``ARENA_MESH``), each model's waiting line bounded. They load
+    in :func:`~inference.catalogue.play_order`: the instruction-tuned models the Arena pairs first, base
+    models last, so the Arena opens with a pair worth voting on."""
+    return model_pool(settings(), play_order(catalogue(catalogue_path)), memory_budget_mb=memory_budget_mb,
                       data_dir=data_dir, mesh=mesh, visitor_queue=True)
 
 
@@ -90,6 +93,16 @@ def battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
     """Symmetric battles-so-far between ``slugs`` (cached for a minute: the sampler needs no more)."""
     counts = db_boards.pairwise_counts(engine(url), models=list(slugs), modes=None)
     return counts.wins + counts.wins.T + counts.ties + counts.both_bad
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def fix_counts(url: str, scenario: str, closed_before: dt.datetime | None) -> dict[str, tuple[int, int]]:
+    """People's (fixed, judged) corrections per model on ``scenario`` in battles closed before
+    ``closed_before``: the Fixing board's figures, in one scan of its roll-up (cached for a minute)."""
+    totals = db_boards.fixing_totals(engine(url), scenario=scenario, modes=HUMAN_MODES,
+                                     closed_before=closed_before)
+    fixed, judged = totals.column("person_fixed"), totals.column("person_judged")
+    return {model: (f, j) for model, f, j in zip(totals.models, fixed, judged, strict=True)}
 
 
 SWEEP_INTERVAL_S = 60.0

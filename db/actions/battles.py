@@ -191,6 +191,11 @@ def _check_reply_fields(reply_fields: dict[str, Any]) -> None:
     optional_text(reply_fields.get("error"), what="error text", max_chars=10_000)
     for mistake in reply_fields.get("grader_mistakes") or ():
         require_text(mistake, what="grader mistake", max_chars=2_000)
+    for note in reply_fields.get("grader_notes") or ():
+        require_text(note, what="grader note", max_chars=2_000)
+
+
+_LISTS = frozenset({"grader_mistakes", "grader_notes"})  # reply fields stored as JSON lists
 
 
 def _append(
@@ -233,7 +238,7 @@ def _append(
         kind=kind,
         content=content,
         created_at=now,
-        **{k: (list(v) if k == "grader_mistakes" and v is not None else v) for k, v in reply_fields.items()},
+        **{k: (list(v) if k in _LISTS and v is not None else v) for k, v in reply_fields.items()},
     )
     correction: Correction | None = None
     if kind == "correction":
@@ -298,6 +303,7 @@ def append_message(
     error: str | None = None,
     grader_label: str | None = None,
     grader_mistakes: list[str] | tuple[str, ...] | None = None,
+    grader_notes: list[str] | tuple[str, ...] | None = None,
     replaces_message_id: int | None = None,
 ) -> MessageView:
     """Append one turn to one side of an open battle.
@@ -305,7 +311,8 @@ def append_message(
     ``kind='correction'`` also records the correction event (faulty reply = that side's latest standing
     reply). A ``reply`` completes any pending correction of its side. ``replaces_message_id`` marks a
     retried reply superseded (kept, never deleted) and hands its correction link to the new reply.
-    A failed generation is a reply with ``error`` set (its text may be empty).
+    A failed generation is a reply with ``error`` set (its text may be empty). ``grader_notes``: the
+    grader's mistakes in words, as the visitor read them.
     """
     with write_session(engine) as session:
         message, _ = _append(
@@ -324,6 +331,7 @@ def append_message(
             error=error,
             grader_label=grader_label,
             grader_mistakes=grader_mistakes,
+            grader_notes=grader_notes,
         )
         return message_view(message, side)
 

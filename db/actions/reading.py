@@ -34,6 +34,7 @@ def message_view(row: Message, side: str) -> MessageView:
         error=row.error,
         grader_label=row.grader_label,
         grader_mistakes=tuple(row.grader_mistakes) if row.grader_mistakes is not None else None,
+        grader_notes=tuple(row.grader_notes) if row.grader_notes is not None else None,
     )
 
 

@@ -60,6 +60,9 @@ SHARED: dict[str, str] = {
                     "had not given yet, e.g. turn 1's year, is an assumption, not a mistake)",
     "grader_mistakes": "the typed mistakes found (e.g. wrong_year, missing_argument, chatty; `regression`: "
                        "an earlier right entry broken or removed; `double_booking`)",
+    "grader_notes": "the same mistakes in words, as the visitor read them under the reply (\"missing "
+                    "duration: the default is 30 minutes\"; an assumed value is said as such); null for "
+                    "replies graded before 2026-12-06 and for ungraded ones",
     "faulty_message_id": "the reply the correction points at",
     "feedback_message_id": "the correction message itself",
     "next_reply_message_id": "the reply that followed the correction (null if none yet)",

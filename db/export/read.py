@@ -188,7 +188,8 @@ def _related(src: Source, battle_ids: list[str], salt: str) -> dict[str, pa.Tabl
             Message.conversation_id, Message.id, Message.position, Message.role, Message.kind,
             Message.content, Message.created_at, Message.first_try, Message.superseded, Message.ttft_ms,
             Message.total_ms, Message.prompt_tokens, Message.completion_tokens, Message.finish_reason,
-            Message.error, Message.grader_label)), _json_or_null(src.dialect.name, Message.grader_mistakes))
+            Message.error, Message.grader_label)), _json_or_null(src.dialect.name, Message.grader_mistakes),
+            _json_or_null(src.dialect.name, Message.grader_notes))
         .where(among(src, Message.conversation_id, conversation_ids))
         .order_by(Message.conversation_id, Message.position), ROWS["messages"])
     messages = error_categories(messages)

@@ -13,7 +13,7 @@ Nested battle record (one per battle)::
     sides: [{side, contestant, contestant_name, family, system_prompt, params (JSON text),
              messages: [{id, position, role, kind, content, created_at, first_try, superseded, ttft_ms,
                          total_ms, prompt_tokens, completion_tokens, finish_reason, error,
-                         grader_label, grader_mistakes}],
+                         grader_label, grader_mistakes, grader_notes}],
              corrections: [{id, faulty_message_id, feedback_message_id, next_reply_message_id,
                             outcome, judged_by, created_at, judged_at}]}]
 

@@ -19,6 +19,7 @@ MESSAGE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("ttft_ms", pa.float64()), ("total_ms", pa.float64()), ("prompt_tokens", pa.int32()),
     ("completion_tokens", pa.int32()), ("finish_reason", pa.string()), ("error", pa.string()),
     ("grader_label", pa.string()), ("grader_mistakes", pa.list_(pa.string())),
+    ("grader_notes", pa.list_(pa.string())),
 ]
 CORRECTION_FIELDS: list[tuple[str, pa.DataType]] = [
     ("id", pa.int64()), ("faulty_message_id", pa.int64()), ("feedback_message_id", pa.int64()),

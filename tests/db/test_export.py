@@ -68,7 +68,9 @@ def world(arena: Any, engine: Engine) -> World:
                                content="Lunch with Ana friday")
     faulty = actions.append_message(engine, battle_id=b1.id, side="a", kind="reply",
                                     content="create(day=fri)",
-                                    grader_label="garbage", grader_mistakes=["bad date"], ttft_ms=12.5,
+                                    grader_label="garbage", grader_mistakes=["bad date"],
+                                    grader_notes=["date written as fri, expected a form like 2026-11-06"],
+                                    ttft_ms=12.5,
                                     total_ms=80.0, prompt_tokens=30, completion_tokens=7,
                                     finish_reason="stop")
     first_b = actions.append_message(engine, battle_id=b1.id, side="b", kind="reply", content="oops",
@@ -140,6 +142,8 @@ def test_jsonl_battles_nested_with_sides_messages_corrections_vote(world: World,
     ]
     faulty = side_a["messages"][1]
     assert faulty["grader_label"] == "garbage" and faulty["grader_mistakes"] == ["bad date"]
+    assert faulty["grader_notes"] == ["date written as fri, expected a form like 2026-11-06"]
+    assert side_a["messages"][3]["grader_notes"] is None  # not graded: no words
     assert (faulty["ttft_ms"], faulty["completion_tokens"], faulty["first_try"]) == (12.5, 7, True)
     (corr,) = side_a["corrections"]
     assert corr["id"] == world.correction_id and corr["outcome"] == "fixed" and corr["judged_by"] == "person"
@@ -181,6 +185,7 @@ def test_csv_tables_one_file_per_table(world: World, engine: Engine, tmp_path: P
     assert battles[world.b3]["visitor"] == "" and battles[world.b5]["revealed_before_vote"] == "true"
     reply = next(m for m in read["messages"] if m["content"] == "create(day=fri)")
     assert json.loads(reply["grader_mistakes"]) == ["bad date"] and reply["ttft_ms"] == "12.5"
+    assert json.loads(reply["grader_notes"]) == ["date written as fri, expected a form like 2026-11-06"]
     (corr,) = read["corrections"]
     assert int(corr["id"]) == world.correction_id and corr["outcome"] == "fixed"
     votes = {v["battle_id"]: v for v in read["votes"]}

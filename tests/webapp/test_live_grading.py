@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.webapp.conftest import ScriptedEngine, open_app
-from tests.webapp.test_arena_app import ARENA, CORRECTION, TURN_1, _battle, _send, play_the_study
+from tests.webapp.test_arena_app import ARENA, CORRECTION, TURN_1, _battle, _send, _texts, play_the_study
 
 TURN_1_CALL = 'action.add_calendar_entry("Meeting with Fred", date="2023-11-11", time="17:00", duration=30)'
 FIXED_CALL = 'action.add_calendar_entry("Meeting with Fred", date="2024-11-11", time="17:00", duration=30)'
@@ -41,3 +41,35 @@ def _play(url: str, engine_server: ScriptedEngine) -> None:
     assert by_model["gemma-served"].grader_label == "correct"  # took the correction
     assert by_model["plain-served"].grader_label != "correct"  # ignored it: wrong year now
     assert "wrong_year" in (by_model["plain-served"].grader_mistakes or ())
+
+
+NO_DURATION = 'action.add_calendar_entry("Meeting with Fred", date="2024-11-11", time="17:00")'
+
+
+def test_a_badge_says_why_after_the_vote_and_the_words_are_stored(
+    arena_env: Callable[..., str], mixed_catalogue: Path, engine_server: ScriptedEngine
+) -> None:
+    """The newcomer's probe: a near-perfect reply without ``duration`` got 🍄 with nothing saying why."""
+    engine_server.replies.update({"gemma": NO_DURATION, "plain": NO_DURATION})
+    try:
+        url = arena_env(mixed_catalogue)
+        at = open_app(ARENA)
+        play_the_study(at)
+        _send(at, TURN_1)
+        battle = _battle(url, at)
+        for side in "ab":
+            (reply,) = battle.sides[side].replies
+            assert reply.grader_label == "partial", reply
+            assert reply.grader_notes is not None
+            assert "missing duration: the default is 30 minutes" in reply.grader_notes
+        shown = " ".join(t.value for t in at.text)
+        assert "missing duration" not in shown, "anonymous: the grader's words wait for the vote"
+        assert not any(c.startswith("Badges:") for c in _texts(at.caption)), "no legend before any badge"
+
+        at.button(key="anonymous:vote_a").click().run()
+        shown = " ".join(t.value for t in at.text)
+        assert shown.count("Grader: ") == 2 and "missing duration: the default is 30 minutes" in shown
+        legend = [c for c in _texts(at.caption) if c.startswith("Badges:")]
+        assert len(legend) == 1 and "🍄 a call with one or two mistakes" in legend[0], legend
+    finally:
+        engine_server.replies.clear()

@@ -73,8 +73,6 @@ def next_scripted(slug: str, dialogue: dict[str, Any] | None,
     return None if found is None else (found[0], len(script), found[1])
 
 
-def ready_contestants(ctx: Context) -> list[Any]:
-    return run.ready_contestants(ctx)
 
 
 def load_battle(ctx: Context, *, battle_id: str) -> ShownBattle:

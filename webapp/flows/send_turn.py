@@ -15,7 +15,7 @@ import logging
 import math
 import secrets
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,6 +27,7 @@ from db import storable_text as storable
 from db.export import error_category
 from inference.protocol import GenerationResult, clean_text
 from scenarios import DialogueMessage
+from scenarios.explain import explain
 from scenarios.generate import battle_script
 from settings import Settings
 from webapp import context as run
@@ -250,23 +251,33 @@ def add_visitor_message(
         raise Refused(f"Your message was not recorded: {exc}") from exc
 
 
-def _grade(battle: ShownBattle, side: str, text: str, *, retry: bool) -> tuple[str | None, list[str] | None]:
-    """The grader's label for a reply, graded in the battle's dialogue (``scenarios.grade_dialogue``, the
-    generated dialogue the battle plays, or the reference one): a value the dialogue has not given yet is
-    an assumption, a correction is graded against the turn it corrects, regressions and recurrences
-    count. None for a free-chat scenario or an off-script request."""
+@dataclass(frozen=True, slots=True)
+class ReplyVerdict:
+    """What the grader said of a reply: its label, the mistakes' kinds and the same in words."""
+
+    label: str | None = None
+    mistakes: list[str] | None = None
+    notes: list[str] | None = None
+
+
+def _grade(battle: ShownBattle, side: str, text: str, *, retry: bool) -> ReplyVerdict:
+    """The grader's verdict on a reply, graded in the battle's dialogue (``scenarios.grade_dialogue``,
+    the generated dialogue the battle plays, or the reference one): a value the dialogue has not given
+    yet is an assumption, a correction is graded against the turn it corrects, regressions and
+    recurrences count. Empty for a free-chat scenario or an off-script request."""
     scenario = scenarios.get_scenario(battle.scenario)
-    if not scenario.gradable:
-        return None, None
+    if not scenario.gradable or scenario.api is None:
+        return ReplyVerdict()
     history: list[MessageView | DialogueMessage] = list(battle.sides[side].messages)
     if retry and history and history[-1].kind == "reply":
         history.pop()  # the reply this one replaces
     history.append(DialogueMessage(role="assistant", kind="reply", content=text))
     grades = scenarios.grade_dialogue(scenario, history, battle_script(scenario, battle.dialogue))
     if not grades or grades[-1].grade is None:
-        return None, None
+        return ReplyVerdict()
     record = grades[-1].as_json()
-    return record["label"], [str(m) for m in record["mistakes"]]
+    return ReplyVerdict(record["label"], [str(m) for m in record["mistakes"]],
+                        list(explain(grades[-1], scenario.api)))
 
 
 def add_reply(
@@ -290,7 +301,7 @@ def _store_reply(
 ) -> None:
     failed = result.finish_reason == "error"
     text = storable(result.text)  # (already public: see public_result)
-    label, mistakes = (None, None) if failed else _grade(battle, side, text, retry=retry)
+    verdict = ReplyVerdict() if failed else _grade(battle, side, text, retry=retry)
     replaces = None
     if retry:
         last = battle.sides[side].messages[-1] if battle.sides[side].messages else None
@@ -308,8 +319,9 @@ def _store_reply(
         completion_tokens=result.new_tokens,
         finish_reason=result.finish_reason,
         error=storable(result.error or "generation failed", max_chars=10_000) if failed else None,
-        grader_label=label,
-        grader_mistakes=mistakes,
+        grader_label=verdict.label,
+        grader_mistakes=verdict.mistakes,
+        grader_notes=verdict.notes,
         replaces_message_id=replaces,
     )
 

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from webapp import context as run
+from webapp import render
 
 st.title("About Fixit Arena")
 st.markdown(
@@ -36,4 +37,11 @@ of it is kept to limit how many battles and replies one network can ask for, and
 Do not type personal information.
 """
 )
+st.markdown(
+    "**The badges.** In a scenario with an API, a grader reads each reply's call and marks it, after your "
+    "vote (at once when the models are named). Under a marked reply it says in words what was wrong, "
+    "for example *missing duration: the default is 30 minutes*; a value the dialogue had not given yet "
+    "(the year, before anyone said it) is an assumption, not a mistake."
+)
+st.text(render.LEGEND)
 st.caption(f"Models are served on {run.serving_devices()} (ARENA_MESH).")
