@@ -8,8 +8,8 @@ at the same time.
    board, and that board's queries one by one, then the Automatic arena board; ``replies`` graded replies
    (db.seed) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies).
 2. Streaming: two tiny random keras models from the real pool answer the same prompt, first one after
-   the other, then through :func:`webapp.streaming.stream_pair`; overlap and the wall-time ratio show
-   that the two sides generate concurrently.
+   the other, then as the page runs them (:mod:`webapp.replies`, a job per side); overlap and the
+   wall-time ratio show that the two sides generate concurrently.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def streaming_overlap(
     from inference.catalogue import load_catalogue
     from inference.pool import ModelPool
     from inference.protocol import ChatMessage, GenerationParams, TextDelta, complete
-    from webapp.streaming import StreamJob, stream_pair
+    from webapp.replies import ReplyDesk, follow
 
     entries = load_catalogue(catalogue)
     with ModelPool(entries, memory_budget_mb=budget_mb, cache_dir=data_dir / "models") as pool:
@@ -155,22 +155,33 @@ def streaming_overlap(
                 if isinstance(event, TextDelta) and side not in sequential_first:
                     sequential_first[side] = time.perf_counter() - started
         sequential = time.perf_counter() - started
-        jobs = {side: StreamJob(m, messages, params) for side, m in zip("ab", models, strict=True)}
+        results: dict[str, Any] = {}
+        first: dict[str, float] = {}
+        ended: dict[str, float] = {}
+        desk = ReplyDesk()  # as the page does: a reply job per side, followed
         started = time.perf_counter()
-        outcome = stream_pair(jobs, on_delta=lambda side, text: None, on_result=lambda side, result: None)
+        jobs = {side: desk.start(battle_id="bench", side=side, model=m, messages=messages, params=params,
+                                 finish=lambda job, result: results.__setitem__(job.side, result))
+                for side, m in zip("ab", models, strict=True)}
+
+        def on_text(side: str, text: str) -> None:
+            first.setdefault(side, time.perf_counter() - started)
+
+        def on_done(job: Any) -> None:
+            ended[job.side] = time.perf_counter() - started
+
+        follow(jobs, on_text=on_text, on_done=on_done)
         concurrent = time.perf_counter() - started
-        concurrent_first = {
-            side: (t.first_delta - t.started) if t.first_delta is not None else None
-            for side, t in outcome.timings.items()
-        }
+        concurrent_first = dict(first)
+        overlap = min(ended.values()) if len(ended) == 2 else 0.0  # both started at 0: until the first ended
     return {
         "models": slugs,
-        "new_tokens": {s: r.new_tokens for s, r in outcome.results.items()},
+        "new_tokens": {s: r.new_tokens for s, r in results.items()},
         "sequential_s": round(sequential, 3),
         "concurrent_s": round(concurrent, 3),
         "sequential_over_concurrent": round(sequential / concurrent, 2),
-        "overlap_s": round(outcome.overlap_s(), 3),
-        "overlap_share_of_concurrent": round(outcome.overlap_s() / concurrent, 2),
+        "overlap_s": round(overlap, 3),
+        "overlap_share_of_concurrent": round(overlap / concurrent, 2),
         "first_token_b_sequential_s": round(sequential_first.get("b", float("nan")), 3),
         "first_token_b_concurrent_s": round(concurrent_first.get("b") or float("nan"), 3),
     }

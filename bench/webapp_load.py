@@ -2,7 +2,7 @@
 
 Each visitor is a thread that does what the Arena page does for a turn, through the same functions:
 ``flows.send_turn.send_problem`` (every limit, the in-flight rule and the model lines), ``db`` to open the
-battle with its first request or append a turn, ``streaming.stream_pair`` for both sides at once,
+battle with its first request or append a turn, ``webapp.replies`` jobs for both sides at once,
 ``send_turn.add_reply`` for each finished side; at the turn limit it votes and starts over. Only the
 rendering is left out. Afterwards the database is counted against what the visitors were told (every
 turn they were told was sent, every reply they were told was stored): ``lost`` and ``duplicated`` must
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import functools
 import tempfile
 import threading
 import time
@@ -63,7 +64,7 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
     from db import actions as db_actions
     from webapp import context as run
     from webapp.flows import Refused, open_battle, send_turn
-    from webapp.streaming import StreamJob, stream_pair
+    from webapp.replies import DESK, ReplyJob, follow
     from webapp.views import model_history, turns_taken
 
     battle = None
@@ -91,17 +92,11 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
         with tally.lock:
             tally.requests_told += 2
         battle = open_battle.load_battle(ctx, battle_id=battle_id)
-        jobs = {
-            side: StreamJob(
-                model=run.model_for(ctx, view.contestant),
-                messages=model_history(view),
-                params=run.params_for(ctx, view.contestant),
-            )
-            for side, view in battle.sides.items()
-        }
         current = battle
 
-        def on_result(side: str, result: Any, current: Any = current) -> None:
+        def on_result(job: ReplyJob, result: Any, current: Any = current, held: tuple[int, ...] = ()) -> None:
+            side = job.side
+            db_actions.finish_generations(ctx.engine, ids=held[BOTH.index(side):][:1])
             raw_error = (result.error or "error").split(":")[0]
             result = send_turn.public_result(result, where=f"load bench battle {current.id} side {side}")
             unstored = send_turn.add_reply(ctx, battle=current, side=side, result=result, retry=False)
@@ -116,15 +111,18 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
                         tally.ttft_ms.append(float(result.ttft_ms))
 
         try:
-            held = send_turn.start_ledger(ctx, battle_id=battle_id, sides=tuple(jobs))
+            held = send_turn.start_ledger(ctx, battle_id=battle_id, sides=BOTH)
         except Refused as refused:
             with tally.lock:
                 tally.refusals[reason_of(str(refused))] += 1
-        else:
-            try:
-                stream_pair(jobs, on_delta=lambda side, text: None, on_result=on_result)
-            finally:
-                db_actions.finish_generations(ctx.engine, ids=held)
+        else:  # as the page does: each side a reply job that stores its reply, followed to the end
+            jobs = {
+                side: DESK.start(battle_id=battle_id, side=side, model=run.model_for(ctx, view.contestant),
+                                 messages=model_history(view), params=run.params_for(ctx, view.contestant),
+                                 finish=functools.partial(on_result, held=held))
+                for side, view in battle.sides.items()
+            }
+            follow(jobs, on_text=lambda side, text: None, on_done=lambda job: None)
         battle = open_battle.load_battle(ctx, battle_id=battle_id)
 
 

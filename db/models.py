@@ -158,6 +158,7 @@ class Battle(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     closed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    dismissed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)  # "New battle" after a vote
 
     conversations: Mapped[list[Conversation]] = relationship(
         back_populates="battle", order_by="Conversation.side"

@@ -9,14 +9,13 @@ script body so both sides can stream into their columns at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
 
 from scenarios import Turn
 from webapp import context as run
-from webapp import render
+from webapp import pool_view, render, replies
 from webapp.context import Context
 from webapp.flows import Feedback, Refused, judge, open_battle, send_turn, skip, vote
 from webapp.flows.open_battle import BattleSetup
@@ -47,7 +46,8 @@ def _show_flashes() -> None:
 def show(mode: str) -> None:
     """Render the battle page for ``mode`` ("anonymous", "named" or "direct")."""
     ctx = run.context()
-    if not show_pool_progress(ctx, needed=1 if mode == "direct" else 2, pairable=mode == "anonymous"):
+    needed = 1 if mode == "direct" else 2
+    if not pool_view.show_pool_progress(ctx, needed=needed, pairable=mode == "anonymous"):
         return
     battle = open_battle.current_battle(ctx, mode=mode)
     setup = _pickers(ctx, mode=mode, battle=battle)
@@ -60,13 +60,27 @@ def show(mode: str) -> None:
         _vote_bar(ctx, battle=battle)
     if battle is not None and not battle.is_open:
         label = "New chat" if mode == "direct" else "New battle"
-        st.button(label, key=_key(mode, "new"), type="primary", on_click=_new_battle, args=(mode,))
+        st.button(label, key=_key(mode, "new"), type="primary", on_click=_new_battle, args=(mode, battle.id))
         return
     if battle is not None:
         # No dead ends: a chat can always start over, a battle can be left without a vote.
         label = "New chat" if mode == "direct" else "Skip this battle"
         st.button(label, key=_key(mode, "skip"), on_click=_skip, args=(mode, battle.id))
     _composer(ctx, mode=mode, battle=battle, sides=sides, setup=setup, placeholders=placeholders)
+    if battle is not None:
+        _follow_running(battle, placeholders)
+
+
+def _follow_running(battle: ShownBattle, placeholders: dict[str, Any]) -> None:
+    """Replies of this battle still being generated (the page was reloaded or rerun mid-stream): show
+    them as they stream, then the page again with them stored."""
+    running = replies.DESK.running(battle.id)
+    if not running:
+        return
+    slots = {side: _reply_slot(placeholders[side]) for side in running}
+    for item in send_turn.follow_replies(running, slots):
+        _flash(item)
+    st.rerun()
 
 
 def _pickers(ctx: Context, *, mode: str, battle: ShownBattle | None) -> BattleSetup | None:
@@ -250,8 +264,10 @@ def _skip(mode: str, battle_id: str) -> None:
     _flash(skip.skip(run.context(), mode=mode, battle_id=battle_id))
 
 
-def _new_battle(mode: str) -> None:
-    open_battle.forget_battle(mode=mode)
+def _new_battle(mode: str, battle_id: str) -> None:
+    problem = open_battle.dismiss(run.context(), mode=mode, battle_id=battle_id)
+    if problem is not None:
+        _flash(problem)
 
 
 def _composer(
@@ -279,6 +295,13 @@ def _composer(
     correction = st.checkbox(
         "This message corrects the last reply", key=_key(mode, "correction"), disabled=battle is None
     )
+    busy = sorted(replies.DESK.running(battle.id)) if battle is not None else []
+    if busy:  # one turn at a time: the next message waits for this one's replies
+        who = " and ".join(f"Model {side.upper()}" for side in busy) if len(sides) > 1 else "The model"
+        st.info(f"{who} {'are' if len(busy) > 1 else 'is'} still replying: you can send again when "
+                f"{'they have' if len(busy) > 1 else 'it has'} finished.")
+        st.chat_input("Wait for the reply…", key=_key(mode, "input"), disabled=True)
+        return
     scripted = _script_hint(mode, setup, battle)
     text = st.chat_input("Type a request or a correction…", key=_key(mode, "input"))
     if text is None and scripted is not None:
@@ -343,6 +366,13 @@ def _run(
     st.rerun()
 
 
+def _reply_slot(placeholder: Any) -> Any:
+    """The slot of a reply still streaming whose request the page already shows."""
+    box = placeholder.container()
+    box.caption(render.turn_caption(role="assistant", kind="reply"))
+    return box.empty()
+
+
 def _live_slot(placeholder: Any, view: ShownSide) -> Any:
     """Show the visitor's just-sent message (if the turn has no reply yet) and return the reply's slot."""
     box = placeholder.container()
@@ -352,40 +382,3 @@ def _live_slot(placeholder: Any, view: ShownSide) -> Any:
         render.visitor_text(box, last.content)
     box.caption(render.turn_caption(role="assistant", kind="reply"))
     return box.empty()
-
-
-POOL_POLL_S = 2.0
-
-
-def show_pool_progress(ctx: Context, *, needed: int, pairable: bool = False) -> bool:
-    """True once ``needed`` models are usable (``pairable``: usable and drawn for anonymous battles, the
-    Arena's pair); until then the page shows each model's loading state.
-
-    The progress is a fragment that the browser reruns every ``POOL_POLL_S`` seconds (``run_every``);
-    once enough models are ready it reruns the whole page, which then gets True here. No script run
-    sleeps or chains ``st.rerun()``: a chain ends for good as soon as one run decides not to go on.
-    """
-    if len(_counted(run.pool_snapshot(ctx), pairable)) >= needed:
-        return True
-    _pool_progress(ctx, needed=needed, pairable=pairable)
-    return False
-
-
-def _counted(snapshot: run.PoolSnapshot, pairable: bool) -> Sequence[str]:
-    return snapshot.pairable if pairable else snapshot.usable
-
-
-@st.fragment(run_every=POOL_POLL_S)
-def _pool_progress(ctx: Context, *, needed: int, pairable: bool) -> None:
-    snapshot = run.pool_snapshot(ctx)  # one read: the counts and the states below agree
-    if len(_counted(snapshot, pairable)) >= needed:
-        st.rerun(scope="app")  # the page now opens (also when a model finished since the check above)
-    st.info(f"Models are loading and compiling; the page opens as soon as {needed} are ready.")
-    st.caption(f"Serving on {run.serving_devices()}.")
-    total = len(snapshot.rows)
-    st.progress(snapshot.ready / max(1, total), text=f"{snapshot.ready} of {total} models ready")
-    for name, state, message in snapshot.rows:
-        st.text(f"{name}: {state}{' - ' + message if message else ''}")
-    if snapshot.settled:
-        # Still polled: an admin may enable a contestant whose model is ready.
-        st.error("Not enough models could be loaded; see the messages above.")

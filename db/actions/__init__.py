@@ -4,8 +4,9 @@ Modules: ``people`` (contestants, visitors), ``battles`` (open, append, correcti
 abandon), ``votes`` (one vote per battle, the daily caps), ``group_commit`` (concurrent votes share a
 transaction), ``generations`` (the ledger of replies from their start, and its limits), ``limits`` (battles,
 votes and messages since a moment: the rate limits), ``admin_logins`` (the admin back-off),
-``moderation`` (flag, unflag, its log, when the next closed battle is published) and ``reading`` (a
-battle back as a frozen view, resuming one).
+``moderation`` (flag, unflag, its log, when the next closed battle is published), ``reading`` (a
+battle back as a frozen view, resuming one) and ``shown`` (which battle a page shows after a reload:
+the open one, or the one just voted on until *New battle*).
 
 Conventions: the first argument is the :class:`~sqlalchemy.Engine`, everything else is keyword-only; each
 action is ONE transaction, committed (durable) before the function returns; refusals raise a typed error
@@ -60,6 +61,7 @@ from db.actions.people import (
     upsert_contestant,
 )
 from db.actions.reading import get_battle, resume_open_battle
+from db.actions.shown import dismiss_battle, resume_battle
 from db.actions.votes import record_vote, utc_day_start
 
 __all__ = [
@@ -96,6 +98,8 @@ __all__ = [
     "record_correction",
     "record_vote",
     "resume_open_battle",
+    "resume_battle",
+    "dismiss_battle",
     "set_contestant_enabled",
     "set_correction_outcome",
     "set_grader_label",

@@ -3,6 +3,8 @@
 - ``messages.grader_notes``: the grader's findings as a visitor reads them under the reply ("missing
   duration: the default is 30 minutes"; ``scenarios.explain``), a JSON list of strings; null for replies
   graded before this revision, ungraded replies and free chat. The export publishes the same words.
+- ``battles.dismissed_at``: when the visitor pressed *New battle* after voting; until then a reload shows
+  the voted battle and its reveal again (null: not dismissed, or closed another way).
 
 Revision ID: 0008
 Revises: 0007
@@ -24,7 +26,9 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     # A plain ADD/DROP COLUMN, as 0007: a batch copy of ``messages`` would drop a referenced table.
     op.add_column("messages", sa.Column("grader_notes", sa.JSON(), nullable=True))
+    op.add_column("battles", sa.Column("dismissed_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("battles", "dismissed_at")
     op.drop_column("messages", "grader_notes")

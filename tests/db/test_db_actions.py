@@ -332,6 +332,27 @@ def test_resume_open_battle_and_abandon(arena, engine: Engine) -> None:
         actions.get_battle(engine, battle_id="missing")
 
 
+def test_a_voted_battle_is_shown_again_until_dismissed(arena, engine: Engine) -> None:
+    """The reveal stays across reloads: the page resumes the battle just voted on until *New battle*."""
+    v = actions.get_or_create_visitor(engine, anon_id="v")
+    other = actions.get_or_create_visitor(engine, anon_id="w")
+    voted = arena.battle(visitor_id=v.id)
+    actions.record_vote(engine, battle_id=voted.id, choice="a", visitor_id=v.id)
+    assert actions.resume_open_battle(engine, visitor_id=v.id) is None  # no longer open ...
+    assert actions.resume_battle(engine, visitor_id=v.id, mode="anonymous").id == voted.id  # ... still shown
+    assert actions.resume_battle(engine, visitor_id=v.id, mode="named") is None
+    with pytest.raises(InvalidInput):
+        actions.dismiss_battle(engine, battle_id=voted.id, visitor_id=other.id)  # not theirs to dismiss
+    actions.dismiss_battle(engine, battle_id=voted.id, visitor_id=v.id)
+    actions.dismiss_battle(engine, battle_id=voted.id, visitor_id=v.id)  # twice: nothing more happens
+    assert actions.resume_battle(engine, visitor_id=v.id, mode="anonymous") is None
+    skipped = arena.battle(visitor_id=v.id)
+    actions.dismiss_battle(engine, battle_id=skipped.id, visitor_id=v.id)  # open: never dismissed
+    assert actions.resume_battle(engine, visitor_id=v.id, mode="anonymous").id == skipped.id
+    actions.abandon_battle(engine, battle_id=skipped.id, visitor_id=v.id)
+    assert actions.resume_battle(engine, visitor_id=v.id, mode="anonymous") is None  # skipped: not shown
+
+
 def test_rate_limit_counts(arena, engine: Engine) -> None:
     v = actions.get_or_create_visitor(engine, anon_id="v")
     other = actions.get_or_create_visitor(engine, anon_id="other")

@@ -170,7 +170,7 @@ def _check_boards(page, names: set[str]) -> None:  # noqa: ANN001
     page.get_by_text("Style control", exact=True).click()
     expect(page.get_by_role("heading", name="Ratings with 95% intervals (style-controlled)")).to_be_visible()
     expect(page.get_by_text("Δ rank: places gained", exact=False)).to_be_visible()
-    expect(page.get_by_test_id("stDataFrame")).to_have_count(2)  # the one table, re-ranked; coefficients folded
+    expect(page.get_by_test_id("stDataFrame")).to_have_count(2)  # the table, re-ranked; coefficients folded
     page.wait_for_timeout(1000)
     page.screenshot(path=str(ARTIFACTS / "leaderboard_style.png"), full_page=True)
 

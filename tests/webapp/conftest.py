@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -103,6 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
+            time.sleep(self.server.word_delay_s)  # type: ignore[attr-defined]
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
@@ -110,13 +112,14 @@ class _Handler(BaseHTTPRequestHandler):
 class ScriptedEngine(ThreadingHTTPServer):
     """Answers a chat request for engine model ``m`` with ``replies[m]`` streamed word by word ("Hello
     there." when unset), HTTP 500 when it is None, or HTTP 400 with the error message that follows
-    ``ERROR_PREFIX``."""
+    ``ERROR_PREFIX``; ``word_delay_s`` between words (a slow engine)."""
 
     daemon_threads = True
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.replies: dict[str, str | None] = {}
+        self.word_delay_s = 0.0
 
     @property
     def url(self) -> str:

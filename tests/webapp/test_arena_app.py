@@ -133,6 +133,23 @@ def test_reload_resumes_the_open_battle(arena_env: Callable[..., str]) -> None:
     assert TURN_1 in _texts(reloaded.text)
 
 
+def test_after_the_vote_a_reload_shows_the_reveal_until_new_battle(arena_env: Callable[..., str]) -> None:
+    """The newcomer's probe: after a vote, a reload landed on an empty new battle."""
+    arena_env()
+    first = open_app(ARENA)
+    _send(first, TURN_1)
+    first.button(key="anonymous:vote_a").click().run()
+    visitor, voted = first.session_state["visitor_id"], first.session_state["battle_id:anonymous"]
+    reloaded = open_app(ARENA, visitor=visitor)
+    assert reloaded.session_state["battle_id:anonymous"] == voted
+    assert reloaded.subheader[0].value.startswith("Model A: "), "the names stay revealed"
+    assert TURN_1 in _texts(reloaded.text) and not _has_input(reloaded)
+    reloaded.button(key="anonymous:new").click().run()
+    again = open_app(ARENA, visitor=visitor)
+    assert "battle_id:anonymous" not in again.session_state, "New battle was pressed: a fresh one"
+    assert again.subheader[0].value == "Model A" and _has_input(again)
+
+
 def test_limits_have_clear_messages(arena_env: Callable[..., str]) -> None:
     arena_env(max_message_chars="60", generations_per_minute="3", max_turns_per_battle="2")
     at = open_app(ARENA)

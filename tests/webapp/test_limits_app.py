@@ -184,10 +184,19 @@ class _LeftPage:
         return interrupt
 
 
+def _wait_for_replies(battle_id: str) -> None:
+    """Until the battle's replies still being generated in this process are stored."""
+    from webapp.replies import DESK
+
+    for job in DESK.running(battle_id).values():
+        assert job.done.wait(timeout=120), "a reply job never ended"
+
+
 def test_an_interrupted_generation_counts_and_frees_its_slot(arena_env: Callable[..., str]) -> None:
     """The probe: every click, reload or navigation during streaming cancelled the reply, and 100
-    generations started in a second were never counted. Now each counts from its start, and the turn
-    that was cut short does not keep the visitor's slot."""
+    generations started in a second were never counted. Now each counts from its start; a page that
+    leaves mid-stream stops nothing (the reply belongs to the battle), and the slot is freed once the
+    reply is stored."""
     from webapp.flows import send_turn
     from webapp.flows.open_battle import load_battle
 
@@ -200,11 +209,14 @@ def test_an_interrupted_generation_counts_and_frees_its_slot(arena_env: Callable
         with pytest.raises(_Interrupted):
             send_turn.generate(ctx, battle=battle, targets=("a", "b"),
                                placeholders=dict.fromkeys("ab", _LeftPage()))
-        assert db_actions.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id) == 0
+        _wait_for_replies(opened.id)
+        in_flight = db_actions.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id)
+        assert in_flight == 0, "the slot is freed once the reply is stored"
+        battle = load_battle(ctx, battle_id=opened.id)
     assert send_turn.generations_last_minute(ctx) == (4, 4)
     stored = db_actions.get_battle(ctx.engine, battle_id=opened.id)
     replies = [m for side in stored.sides.values() for m in side.messages if m.kind == "reply"]
-    assert not replies, "nothing was stored, and it still counted"
+    assert len(replies) == 4, "the page left, and each reply was still generated and stored"
     problem = send_turn.send_problem(ctx, battle=battle, text="again", targets=("a",), correction=False)
     assert problem is not None and "Slow down" in problem
 
@@ -223,5 +235,7 @@ def test_interrupted_retries_count_for_the_side_cap(arena_env: Callable[..., str
         assert send_turn.retry_problem(ctx, battle=battle, side="b") is None
         with pytest.raises(_Interrupted):
             send_turn.generate(ctx, battle=battle, targets=("b",), placeholders={"b": _LeftPage()})
+        _wait_for_replies(opened.id)
+        battle = load_battle(ctx, battle_id=opened.id)
     problem = send_turn.retry_problem(ctx, battle=load_battle(ctx, battle_id=opened.id), side="b")
     assert problem is not None and "the most a battle allows (2)" in problem

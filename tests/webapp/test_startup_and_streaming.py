@@ -10,10 +10,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from inference.pool import ModelStatus
-from inference.protocol import ChatMessage, GenerationParams
+from inference.protocol import ChatMessage, GenerationParams, GenerationResult
 from tests.webapp.conftest import APP, BUDGET_MB, TINY_CATALOGUE, ScriptedEngine, open_app
 from tests.webapp.test_arena_app import _texts
-from webapp.streaming import StreamJob, stream_pair
+from webapp.replies import ReplyDesk, follow
 
 
 def test_start_up_shows_each_models_state(
@@ -110,9 +110,9 @@ def test_start_up_screen_does_not_hold_the_script_while_models_load(
 
 
 def test_both_sides_stream_through_the_real_pool(arena_env: Callable[..., str], data_dir: Path) -> None:
-    """The pool's tiny keras models behind stream_pair: every delta reaches the page and adds up to the
-    final text of its own side. (Concurrency itself is measured by ``python -m webapp bench``; tiny
-    models finish in milliseconds, too fast for a timing assertion on a shared CPU.)"""
+    """The pool's tiny keras models as reply jobs: every delta reaches the page and adds up to the final
+    text of its own side. (Concurrency itself is measured by ``python -m webapp bench``; tiny models
+    finish in milliseconds, too fast for a timing assertion on a shared CPU.)"""
     arena_env()
     from webapp import resources
 
@@ -120,11 +120,14 @@ def test_both_sides_stream_through_the_real_pool(arena_env: Callable[..., str], 
     models = [pool.get(slug) for slug in pool.ready_slugs()[:2]]
     messages = [ChatMessage("user", "Add a meeting with Fred on Nov 11 at 5PM")]
     params = GenerationParams(max_new_tokens=16)
-    jobs = {side: StreamJob(m, messages, params) for side, m in zip("ab", models, strict=True)}
+    stored: dict[str, GenerationResult] = {}
+    desk = ReplyDesk()
+    jobs = {side: desk.start(battle_id="pool", side=side, model=m, messages=messages, params=params,
+                             finish=lambda job, result: stored.__setitem__(job.side, result))
+            for side, m in zip("ab", models, strict=True)}
     shown: dict[str, str] = {}
-    outcome = stream_pair(jobs, on_delta=shown.__setitem__, on_result=lambda s, r: None)
-    assert {r.finish_reason for r in outcome.results.values()} <= {"stop", "length"}
-    for side, result in outcome.results.items():
+    follow(jobs, on_text=shown.__setitem__, on_done=lambda job: None)
+    assert set(stored) == {"a", "b"} and {r.finish_reason for r in stored.values()} <= {"stop", "length"}
+    for side, result in stored.items():
         assert result.new_tokens > 0
         assert shown.get(side, "") == result.text, "the streamed text is the stored text"
-        assert outcome.timings[side].first_delta is not None

@@ -16,7 +16,7 @@ from db import actions as db_actions
 from scenarios.generate import battle_script, draw_dialogue, next_turn, stored_form
 from webapp import context as run
 from webapp.context import Context
-from webapp.flows import Refused
+from webapp.flows import Feedback, Refused
 from webapp.views import ShownBattle, shown_battle
 
 DEFAULT_SCENARIO = "calendar"
@@ -80,7 +80,8 @@ def load_battle(ctx: Context, *, battle_id: str) -> ShownBattle:
 
 
 def current_battle(ctx: Context, *, mode: str) -> ShownBattle | None:
-    """The battle this tab shows: the one in session state, else the visitor's open one (a reload)."""
+    """The battle this tab shows: the one in session state, else (a reload) the visitor's open one or
+    the one it just voted on, until *New battle* (:func:`dismiss`)."""
     key = _BATTLE_KEY.format(mode=mode)
     battle_id = st.session_state.get(key)
     if battle_id:
@@ -88,11 +89,21 @@ def current_battle(ctx: Context, *, mode: str) -> ShownBattle | None:
             return load_battle(ctx, battle_id=battle_id)
         except NotFound:
             st.session_state.pop(key, None)
-    resumed = db_actions.resume_open_battle(ctx.engine, visitor_id=ctx.visitor_id, mode=mode)
+    resumed = db_actions.resume_battle(ctx.engine, visitor_id=ctx.visitor_id, mode=mode)
     if resumed is None:
         return None
     st.session_state[key] = resumed.id
     return shown_battle(resumed)
+
+
+def dismiss(ctx: Context, *, mode: str, battle_id: str) -> Feedback | None:
+    """*New battle* after the vote: written, so a reload shows the next battle, not this one's reveal."""
+    try:
+        db_actions.dismiss_battle(ctx.engine, battle_id=battle_id, visitor_id=ctx.visitor_id)
+    except DBError as exc:
+        return Feedback("error", f"Could not start a new battle: {exc}")
+    forget_battle(mode=mode)
+    return None
 
 
 def forget_battle(*, mode: str) -> None:

@@ -11,6 +11,7 @@ dialogue by ``scenarios``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import math
 import secrets
@@ -25,7 +26,7 @@ from db import BattleClosed, DBError, MessageView
 from db import actions as db_actions
 from db import storable_text as storable
 from db.export import error_category
-from inference.protocol import GenerationResult, clean_text
+from inference.protocol import ChatMessage, ChatModel, GenerationResult, clean_text
 from scenarios import DialogueMessage
 from scenarios.explain import explain
 from scenarios.generate import battle_script
@@ -35,7 +36,7 @@ from webapp import limits, render
 from webapp.context import Context
 from webapp.flows import Feedback, Refused
 from webapp.identity import identity_terms, reveals_identity
-from webapp.streaming import StreamJob, stream_pair
+from webapp.replies import DESK, ReplyJob, follow
 from webapp.views import (
     ShownBattle,
     ShownSide,
@@ -138,49 +139,72 @@ def generate(
     placeholders: Mapping[str, Any],
     retry: bool = False,
 ) -> list[Feedback]:
-    """Stream replies for ``targets`` concurrently, writing each to the database as it completes."""
-    jobs: dict[str, StreamJob] = {}
+    """Generate replies for ``targets`` concurrently, each in a job of its own (:mod:`webapp.replies`)
+    that stores it when it ends, and follow them on the page. A rerun or a closed tab stops the
+    following only: the replies are still generated, stored, and shown when the visitor comes back."""
     lengths = run.line_lengths(ctx)
+    requests: dict[str, tuple[ChatModel, list[ChatMessage]]] = {}
     for side in targets:
         ahead = lengths.get(battle.sides[side].contestant, 0)
         if ahead:  # the first streamed text replaces this
             placeholders[side].info(limits.line_notice(ahead))
         view = battle.sides[side]
         history = history_for_retry(view) if retry else model_history(view)
-        model = run.model_for(ctx, view.contestant)
-        jobs[side] = StreamJob(model=model, messages=history, params=run.params_for(ctx, view.contestant))
-    feedback: list[Feedback] = []
-
-    def on_delta(side: str, text: str) -> None:
-        render.reply(placeholders[side], text, cursor=True)
-
-    def on_result(side: str, result: GenerationResult) -> None:
-        raw_error = (result.error or "unknown error") if result.finish_reason == "error" else ""
-        view = battle.sides[side]
-        result = public_result(result, where=f"battle {battle.id} side {side} ({view.contestant})")
-        unstored = add_reply(ctx, battle=battle, side=side, result=result, retry=retry)
-        if unstored is not None:
-            feedback.append(Feedback("error", f"Model {side.upper()}: {unstored}"))
-        if raw_error.startswith(BUSY_ERROR):
-            placeholders[side].warning(limits.ARENA_BUSY)  # the line filled up after the check: no fault
-        elif raw_error:
-            render.show_error(placeholders[side], result.error or "")
-        else:
-            render.reply(placeholders[side], result.text)
-        named = _names_itself(view, result.text) or _names_itself(view, raw_error)
-        named = named and battle.mode == "anonymous"
-        if named and mark_revealed(ctx, battle_id=battle.id):
-            feedback.append(Feedback("warning", REVEALED_WARNING))
-
+        requests[side] = (run.model_for(ctx, view.contestant), history)
     try:
-        held = start_ledger(ctx, battle_id=battle.id, sides=tuple(jobs))
+        held = start_ledger(ctx, battle_id=battle.id, sides=tuple(requests))
     except Refused as refused:
         return [Feedback("error", str(refused))]
-    try:
-        stream_pair(jobs, on_delta=on_delta, on_result=on_result)
-    finally:  # a rerun or a closed tab stops the stream here: the slot is freed, the count stays
-        db_actions.finish_generations(ctx.engine, ids=held)
+    jobs = {
+        side: DESK.start(battle_id=battle.id, side=side, model=model, messages=history,
+                         params=run.params_for(ctx, battle.sides[side].contestant),
+                         finish=functools.partial(_finish, ctx, battle, retry, ledger_id))
+        for (side, (model, history)), ledger_id in zip(requests.items(), held, strict=True)
+    }
+    return follow_replies(jobs, placeholders)
+
+
+def follow_replies(jobs: Mapping[str, ReplyJob], placeholders: Mapping[str, Any]) -> list[Feedback]:
+    """Draw running replies into their sides' ``placeholders`` until every one is stored; what the
+    visitor should be told (a reply not stored, a model that named itself)."""
+    feedback: list[Feedback] = []
+
+    def on_text(side: str, text: str) -> None:
+        render.reply(placeholders[side], text, cursor=True)
+
+    def on_done(job: ReplyJob) -> None:
+        slot, result = placeholders[job.side], job.result
+        if any(kind == "busy" for kind, _ in job.notes):
+            slot.warning(limits.ARENA_BUSY)  # the line filled up after the check: no fault
+        elif result is not None and result.finish_reason == "error":
+            render.show_error(slot, result.error or "")
+        else:
+            render.reply(slot, result.text if result is not None else job.text)
+        feedback.extend(Feedback(kind, text) for kind, text in job.notes if kind != "busy")
+
+    follow(jobs, on_text=on_text, on_done=on_done)
     return feedback
+
+
+def _finish(ctx: Context, battle: ShownBattle, retry: bool, ledger_id: int, job: ReplyJob,
+            result: GenerationResult) -> None:
+    """Store a reply that ended (in its job's thread, whether or not a page still follows it): made
+    public, graded and written; a model that named itself marks the battle; the ledger row is freed."""
+    try:
+        raw_error = (result.error or "unknown error") if result.finish_reason == "error" else ""
+        view = battle.sides[job.side]
+        result = public_result(result, where=f"battle {battle.id} side {job.side} ({view.contestant})")
+        job.result = result
+        unstored = add_reply(ctx, battle=battle, side=job.side, result=result, retry=retry)
+        if unstored is not None:
+            job.notes.append(("error", f"Model {job.side.upper()}: {unstored}"))
+        if raw_error.startswith(BUSY_ERROR):
+            job.notes.append(("busy", ""))
+        named = _names_itself(view, result.text) or _names_itself(view, raw_error)
+        if named and battle.mode == "anonymous" and mark_revealed(ctx, battle_id=battle.id):
+            job.notes.append(("warning", REVEALED_WARNING))
+    finally:
+        db_actions.finish_generations(ctx.engine, ids=(ledger_id,))
 
 
 def public_result(result: GenerationResult, *, where: str) -> GenerationResult:
