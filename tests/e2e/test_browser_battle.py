@@ -3,7 +3,8 @@
 the Leaderboard's three boards: Votes (and its style-controlled fit), Fixing (the visitor's verdict on
 the correction) and the Automatic arena (one scripted run stored beside the battle).
 
-Screenshots of the revealed battle and of each board go to ``test-artifacts/`` (git-ignored).
+Screenshots of the revealed battle, the Dataset page and each board go to ``var/test-artifacts/``
+(git-ignored; CI keeps them).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from db.vote_filters import VoteFilters
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "test-artifacts"
+ARTIFACTS = REPO / "var" / "test-artifacts"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -238,6 +239,13 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         expect(page.get_by_text("Grader: ", exact=False).first).to_be_visible()  # a badge says why
         page.screenshot(path=str(ARTIFACTS / "revealed_battle.png"), full_page=True)
         revealed = page.get_by_role("heading", level=3).all_inner_texts()
+        page.reload()  # the reveal stays until New battle is pressed (no message box: the battle is closed)
+        expect(page.get_by_text("Your vote: Model A")).to_be_visible(timeout=120_000)
+        assert page.get_by_role("heading", level=3).all_inner_texts() == revealed
+
+        page.get_by_role("link", name="Dataset").click()  # published at once here (delay 0)
+        expect(page.get_by_text("battle recorded; 1 published", exact=False)).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "dataset.png"), full_page=True)
 
         automatic_corrections = _store_automatic_run(db_url)
         page.get_by_role("link", name="Leaderboard").click()
