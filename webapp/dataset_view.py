@@ -89,9 +89,10 @@ def show() -> None:
     message.info(publication_message(pub, now=now))
     for col, (label, table) in zip(cols, METRICS, strict=True):
         col.metric(label, f"{counts.get(table, 0):,}", help="in the download with the filters below")
+    matching = counts.get("battles", 0)
     st.caption(
-        f"{counts.get('battles', 0):,} battles match these filters. An open battle waits until it closes "
-        "(voted, skipped or left idle); battles flagged by moderation are never published."
+        f"{_battles(matching)} {'matches' if matching == 1 else 'match'} these filters. An open battle waits "
+        "until it closes (voted, skipped or left idle); battles flagged by moderation are never published."
     )
     empty = pub.published == 0
     for i, (label, fmt, view, name) in enumerate(DOWNLOADS):

@@ -113,7 +113,7 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
     arena_env(public_export_delay_hours="0")
     _anonymous_battle("a")
     at = open_app("pages/dataset.py")
-    assert any("1 battles match" in c for c in _texts(at.caption))
+    assert any("1 battle matches these filters" in c for c in _texts(at.caption))
     assert [m.value for m in at.metric][:4] == ["1", "4", "0", "1"]
     buttons = {b.label: b for b in at.get("download_button")}
     assert set(buttons) == {

@@ -42,7 +42,7 @@ def test_an_open_battle_is_not_on_the_dataset_page(arena_env: Callable[..., str]
     assert battle_id not in _public_jsonl().decode()
     arena.button(key="anonymous:vote_a").click().run()
     page = open_app("pages/dataset.py")
-    assert any("1 battles match" in c for c in _texts(page.caption)), "closed: public (no delay set)"
+    assert any("1 battle matches" in c for c in _texts(page.caption)), "closed: public (no delay set)"
 
 
 def test_a_recently_closed_battle_waits_for_the_delay(arena_env: Callable[..., str]) -> None:
@@ -82,11 +82,11 @@ def test_the_mode_filter_on_the_dataset_page(arena_env: Callable[..., str]) -> N
     _send(arena, TURN_1)
     arena.button(key="anonymous:vote_a").click().run()
     page = open_app("pages/dataset.py")
-    assert any("1 battles match" in c for c in _texts(page.caption))
+    assert any("1 battle matches" in c for c in _texts(page.caption))
     page.multiselect(key="ds_modes").set_value(["direct"]).run()
     assert any("0 battles match" in c for c in _texts(page.caption))
     page.multiselect(key="ds_modes").set_value(["anonymous", "direct"]).run()
-    assert any("1 battles match" in c for c in _texts(page.caption))
+    assert any("1 battle matches" in c for c in _texts(page.caption))
 
 
 # --- issue 39: formulas, flagged battles and engine error text in the public download ----------------------
@@ -147,7 +147,7 @@ def test_the_public_download_is_safe_to_open_and_holds_what_the_page_counts(
     ctx = _ctx()
     public, flagged = _battles_for_the_public(ctx)
     page = open_app("pages/dataset.py")
-    assert any("1 battles match" in c for c in _texts(page.caption))
+    assert any("1 battle matches" in c for c in _texts(page.caption))
     assert [m.value for m in page.metric][:4] == ["1", "4", "0", "1"], "battles, messages, corrections, votes"
 
     filters = gateway_data.public_filters(ctx.settings, scenario=None, since=None, until=None,
