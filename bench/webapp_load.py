@@ -94,9 +94,10 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
         battle = open_battle.load_battle(ctx, battle_id=battle_id)
         current = battle
 
-        def on_result(job: ReplyJob, result: Any, current: Any = current, held: tuple[int, ...] = ()) -> None:
+        def on_result(job: ReplyJob, result: Any, current: Any = current,
+                      ledger: dict[str, int] | None = None) -> None:
             side = job.side
-            db_actions.finish_generations(ctx.engine, ids=held[BOTH.index(side):][:1])
+            db_actions.finish_generations(ctx.engine, ids=[(ledger or {})[side]])
             raw_error = (result.error or "error").split(":")[0]
             result = send_turn.public_result(result, where=f"load bench battle {current.id} side {side}")
             unstored = send_turn.add_reply(ctx, battle=current, side=side, result=result, retry=False)
@@ -116,10 +117,11 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
             with tally.lock:
                 tally.refusals[reason_of(str(refused))] += 1
         else:  # as the page does: each side a reply job that stores its reply, followed to the end
+            ledger = dict(zip(BOTH, held, strict=True))
             jobs = {
                 side: DESK.start(battle_id=battle_id, side=side, model=run.model_for(ctx, view.contestant),
                                  messages=model_history(view), params=run.params_for(ctx, view.contestant),
-                                 finish=functools.partial(on_result, held=held))
+                                 finish=functools.partial(on_result, ledger=ledger))
                 for side, view in battle.sides.items()
             }
             follow(jobs, on_text=lambda side, text: None, on_done=lambda job: None)

@@ -4,6 +4,7 @@ database per test, and a tiny OpenAI-compatible server for replies a random mode
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -125,6 +126,17 @@ class ScriptedEngine(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    @contextlib.contextmanager
+    def scripted(self, replies: dict[str, str | None], *, word_delay_s: float = 0.0) -> Iterator[None]:
+        """Answer with ``replies`` (and ``word_delay_s`` between words) inside the block; defaults after."""
+        self.replies.update(replies)
+        self.word_delay_s = word_delay_s
+        try:
+            yield
+        finally:
+            self.replies.clear()
+            self.word_delay_s = 0.0
 
 
 @pytest.fixture(scope="session")

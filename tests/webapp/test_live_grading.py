@@ -18,11 +18,8 @@ STILL_WRONG = 'action.add_calendar_entry("Meeting with Fred", date="2023-11-11",
 def test_replies_are_graded_in_their_dialogue(
     arena_env: Callable[..., str], mixed_catalogue: Path, engine_server: ScriptedEngine
 ) -> None:
-    engine_server.replies.update({"gemma": TURN_1_CALL, "plain": TURN_1_CALL})
-    try:
+    with engine_server.scripted({"gemma": TURN_1_CALL, "plain": TURN_1_CALL}):
         _play(arena_env(mixed_catalogue), engine_server)
-    finally:
-        engine_server.replies.clear()
 
 
 def _play(url: str, engine_server: ScriptedEngine) -> None:
@@ -50,8 +47,7 @@ def test_a_badge_says_why_after_the_vote_and_the_words_are_stored(
     arena_env: Callable[..., str], mixed_catalogue: Path, engine_server: ScriptedEngine
 ) -> None:
     """The newcomer's probe: a near-perfect reply without ``duration`` got 🍄 with nothing saying why."""
-    engine_server.replies.update({"gemma": NO_DURATION, "plain": NO_DURATION})
-    try:
+    with engine_server.scripted({"gemma": NO_DURATION, "plain": NO_DURATION}):
         url = arena_env(mixed_catalogue)
         at = open_app(ARENA)
         play_the_study(at)
@@ -71,5 +67,3 @@ def test_a_badge_says_why_after_the_vote_and_the_words_are_stored(
         assert shown.count("Grader: ") == 2 and "missing duration: the default is 30 minutes" in shown
         legend = [c for c in _texts(at.caption) if c.startswith("Badges:")]
         assert len(legend) == 1 and "🍄 a call with one or two mistakes" in legend[0], legend
-    finally:
-        engine_server.replies.clear()

@@ -20,9 +20,7 @@ LONG = ('action.add_calendar_entry("Meeting with Fred", date="2024-11-11", time=
 def test_a_tab_closed_mid_stream_finds_the_replies_on_its_return(
     arena_env: Callable[..., str], mixed_catalogue: Path, engine_server: ScriptedEngine
 ) -> None:
-    engine_server.replies.update({"gemma": LONG, "plain": LONG})
-    engine_server.word_delay_s = 0.15  # about 3 s a reply
-    try:
+    with engine_server.scripted({"gemma": LONG, "plain": LONG}, word_delay_s=0.15):  # about 3 s a reply
         url = arena_env(mixed_catalogue)
         first = open_app(ARENA)
         play_the_study(first)
@@ -42,6 +40,3 @@ def test_a_tab_closed_mid_stream_finds_the_replies_on_its_return(
             assert reply.grader_label is not None, "stored and graded like any reply"
         assert _texts(back.code).count(LONG) == 2, "the page shows both replies"
         assert db_actions.generations_in_flight(engine, visitor_id=view.id) == 0, "the slot is free again"
-    finally:
-        engine_server.replies.clear()
-        engine_server.word_delay_s = 0.0
