@@ -200,7 +200,7 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
     if chromium is None:
         pytest.skip("Debian's chromium is not on PATH (apt-get install chromium)")
     url, db_url = app_server
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
