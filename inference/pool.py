@@ -49,6 +49,7 @@ class ModelStatus:
     load_seconds: float | None = None
     queued_requests: int = 0
     outstanding: int = 0  # requests submitted and not finished (generating or waiting): the line's length
+    loading_since: float | None = None  # wall-clock time (``time.time()``) its load began; kept once ready
 
 
 ProgressCallback = Callable[[ModelStatus], None]
@@ -445,7 +446,7 @@ class ModelPool:
             if refusal:
                 worker.set_status(state="refused", message=refusal, memory_mb=peak)
                 return False
-            worker.set_status(state="loading", memory_mb=needed)
+            worker.set_status(state="loading", memory_mb=needed, loading_since=time.time())
             model = self._build(entry, worker.stage)
             if isinstance(model, BatchingChatModel):
                 worker.set_status(state="compiling", message="")

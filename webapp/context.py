@@ -9,6 +9,7 @@ holds the process-wide factories keyed by plain values and never sees a ``Contex
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ import streamlit as st
 from db import ContestantView
 from db import actions as db_actions
 from inference.catalogue import CatalogueEntry
+from inference.pool import ModelStatus
 from inference.protocol import ChatModel, GenerationParams
 from ranking import sample_pair as ranked_pair
 from settings import Settings
@@ -201,22 +203,45 @@ _SETTLED = frozenset({"ready", "failed", "refused"})
 
 
 @dataclass(frozen=True)
+class ModelRow:
+    """One model on the start-up screen: its state, the loading stage or the reason (``message``), and
+    the seconds its load has taken so far, or took (``seconds``; None before it starts)."""
+
+    name: str
+    state: str
+    message: str = ""
+    seconds: float | None = None
+
+    @property
+    def converting(self) -> bool:
+        """Its weights are being converted or assembled: a first start on this machine."""
+        return self.state == "loading" and self.message.startswith(("convert", "assemble"))
+
+
+def model_row(status: ModelStatus, now: float) -> ModelRow:
+    seconds = status.load_seconds
+    if seconds is None and status.loading_since is not None and status.state in ("loading", "compiling"):
+        seconds = max(0.0, now - status.loading_since)
+    return ModelRow(status.name, status.state, status.message, seconds)
+
+
+@dataclass(frozen=True)
 class PoolSnapshot:
     """One look at the pool for the start-up screen: every figure comes from the same ``status()`` read,
     so a model that finishes loading meanwhile cannot make the counts and the states disagree."""
 
-    rows: tuple[tuple[str, str, str], ...]  # (name, state, message) per model, in loading order
+    rows: tuple[ModelRow, ...]  # per model, in loading order
     usable: tuple[str, ...]  # enabled contestants (admin's choice) whose model is ready
     pairable: tuple[str, ...] = ()  # those of ``usable`` the Arena may draw (catalogue's ``anonymous``)
 
     @property
     def ready(self) -> int:
-        return sum(1 for _, state, _ in self.rows if state == "ready")
+        return sum(1 for row in self.rows if row.state == "ready")
 
     @property
     def settled(self) -> bool:
         """Every model has stopped loading (ready, failed or refused): nothing more will become ready."""
-        return all(state in _SETTLED for _, state, _ in self.rows)
+        return all(row.state in _SETTLED for row in self.rows)
 
 
 def pool_snapshot(ctx: Context) -> PoolSnapshot:
@@ -227,7 +252,7 @@ def pool_snapshot(ctx: Context) -> PoolSnapshot:
     usable = tuple(c.slug for c in enabled if c.slug in ready)
     eligible = anonymous_slugs(ctx)
     return PoolSnapshot(
-        rows=tuple((s.name, s.state, s.message) for s in status.values()),
+        rows=tuple(model_row(s, time.time()) for s in status.values()),
         usable=usable,
         pairable=tuple(slug for slug in usable if slug in eligible),
     )

@@ -7,9 +7,15 @@ from collections.abc import Sequence
 import streamlit as st
 
 from webapp import context as run
-from webapp.context import Context
+from webapp.context import Context, ModelRow
 
 POOL_POLL_S = 2.0
+FIRST_START = (
+    "First start on this machine: each model's weights are converted once and stored for later starts. "
+    "On 2 cores that takes from about 15 s (SmolLM2) to 2 minutes (Qwen2.5-Coder-1.5B) a model; a fresh "
+    "clone's Arena opened 3 min 37 s after `make run`, setup included (docs/BENCHMARKS.md). Later starts "
+    "read the stored weights in seconds."
+)
 
 
 def show_pool_progress(ctx: Context, *, needed: int, pairable: bool = False) -> bool:
@@ -39,8 +45,22 @@ def _pool_progress(ctx: Context, *, needed: int, pairable: bool) -> None:
     st.caption(f"Serving on {run.serving_devices()}.")
     total = len(snapshot.rows)
     st.progress(snapshot.ready / max(1, total), text=f"{snapshot.ready} of {total} models ready")
-    for name, state, message in snapshot.rows:
-        st.text(f"{name}: {state}{' - ' + message if message else ''}")
+    if any(row.converting for row in snapshot.rows):
+        st.caption(FIRST_START)
+    for row in snapshot.rows:
+        st.text(row_text(row))
     if snapshot.settled:
         # Still polled: an admin may enable a contestant whose model is ready.
         st.error("Not enough models could be loaded; see the messages above.")
+
+
+def row_text(row: ModelRow) -> str:
+    """One model's line: ``Qwen: loading - convert (37 s so far)``, ``Qwen: ready (loaded in 12 s)``."""
+    text = f"{row.name}: {row.state}{' - ' + row.message if row.message else ''}"
+    if row.seconds is None:
+        return text
+    if row.state == "ready":
+        return f"{text} (loaded in {row.seconds:.0f} s)"
+    if row.state in ("loading", "compiling"):
+        return f"{text} ({row.seconds:.0f} s so far)"
+    return text

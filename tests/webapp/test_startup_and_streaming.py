@@ -3,6 +3,8 @@ real pool's tiny keras models."""
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +15,8 @@ from inference.pool import ModelStatus
 from inference.protocol import ChatMessage, GenerationParams, GenerationResult
 from tests.webapp.conftest import APP, BUDGET_MB, TINY_CATALOGUE, ScriptedEngine, open_app
 from tests.webapp.test_arena_app import _texts
+from webapp.context import model_row
+from webapp.pool_view import row_text
 from webapp.replies import ReplyDesk, follow
 
 
@@ -34,7 +38,7 @@ def test_start_up_shows_each_models_state(
     resources.pool(str(catalogue), BUDGET_MB, str(tmp_path), "off").wait_ready(timeout=30)
     at = open_app("pages/arena.py")
     assert any("page opens as soon as 2 are ready" in i for i in _texts(at.info))
-    assert "Lonely Served: ready" in _texts(at.text)
+    assert any(t.startswith("Lonely Served: ready (loaded in ") for t in _texts(at.text)), _texts(at.text)
     assert any("Not enough models" in e for e in _texts(at.error))
     assert not at.chat_input, "no battle can start"
     chat = open_app("pages/chat.py")  # one model is enough to chat with
@@ -49,6 +53,8 @@ class SteppingPool:
         self.slugs = slugs
         self.states = states
         self.reads = 0
+        self.second_message = ""  # the second model's loading stage
+        self.second_since: float | None = None  # when its load began
 
     def status(self) -> dict[str, ModelStatus]:
         second = self.states[min(self.reads, len(self.states) - 1)]
@@ -56,7 +62,8 @@ class SteppingPool:
         first, other = self.slugs
         return {
             first: ModelStatus(slug=first, name=first, state="ready"),
-            other: ModelStatus(slug=other, name=other, state=second),  # type: ignore[arg-type]
+            other: ModelStatus(slug=other, name=other, state=second,  # type: ignore[arg-type]
+                               message=self.second_message, loading_since=self.second_since),
         }
 
     def ready_slugs(self) -> list[str]:
@@ -107,6 +114,35 @@ def test_start_up_screen_does_not_hold_the_script_while_models_load(
     assert "plain-served: loading" in _texts(at.text)
     assert any("1 of 2" in str(p.proto.text) for p in at.get("progress"))
     assert not at.error and not at.chat_input
+    assert not any("First start" in c for c in _texts(at.caption)), "no conversion: no first-start words"
+
+
+def test_start_up_screen_says_how_long_each_model_has_loaded(
+    stepping_pool: Callable[[list[str]], SteppingPool],
+) -> None:
+    """A first start converts weights for minutes: the screen says which stage each model is in, for how
+    long, and what a first start costs, so a visitor knows it is working and roughly how long is left."""
+    pool = stepping_pool(["loading"])
+    pool.second_message, pool.second_since = "convert", time.time() - 40
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    (line,) = [t for t in _texts(at.text) if t.startswith("plain-served:")]
+    assert re.fullmatch(r"plain-served: loading - convert \((4[0-9]) s so far\)", line), line
+    assert any(c.startswith("First start on this machine") and "3 min 37 s" in c for c in _texts(at.caption))
+
+
+def test_row_text_reads_each_state() -> None:
+    now = time.time()
+    assert row_text(model_row(ModelStatus("q", "Q", "queued"), now)) == "Q: queued"
+    compiling = ModelStatus("q", "Q", "compiling", loading_since=now - 61.4)
+    assert row_text(model_row(compiling, now)) == "Q: compiling (61 s so far)"
+    ready = ModelStatus("q", "Q", "ready", loading_since=now - 300, load_seconds=12.4)
+    assert row_text(model_row(ready, now)) == "Q: ready (loaded in 12 s)", "the load's own time, not since"
+    failed = ModelStatus("q", "Q", "failed", message="OSError: gone", loading_since=now - 5)
+    assert row_text(model_row(failed, now)) == "Q: failed - OSError: gone"
+    assert model_row(ModelStatus("q", "Q", "loading", message="assemble 40%"), now).converting
+    assert not model_row(ModelStatus("q", "Q", "loading", message="read"), now).converting
 
 
 def test_both_sides_stream_through_the_real_pool(arena_env: Callable[..., str], data_dir: Path) -> None:
