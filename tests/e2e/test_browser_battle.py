@@ -9,12 +9,14 @@ Screenshots of the revealed battle, the Dataset page and each board go to ``var/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ import pytest
 
 from db.export import export_bytes
 from db.vote_filters import VoteFilters
+from tests.webapp.conftest import ScriptedEngine
 
 pytestmark = pytest.mark.browser
 
@@ -60,9 +63,10 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 90.0
     raise TimeoutError("streamlit did not become healthy")
 
 
-@pytest.fixture
-def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """``streamlit run webapp/app.py`` headless on a free port, on a fresh SQLite database."""
+@contextlib.contextmanager
+def _serve(tmp_path: Path, catalogue: Path) -> Iterator[tuple[str, str]]:
+    """``streamlit run webapp/app.py`` headless on a free port, on a fresh SQLite database, serving the
+    models of ``catalogue``; yields the page's URL and the database URL."""
     db_url = f"sqlite:///{(tmp_path / 'arena.db').as_posix()}"
     env = {
         **os.environ,
@@ -70,7 +74,7 @@ def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
         "ARENA_ENVIRONMENT": "test",
         "ARENA_DATABASE_URL": db_url,
         "ARENA_DATA_DIR": str(tmp_path),
-        "ARENA_CATALOGUE_PATH": str(REPO / "tests" / "data" / "tiny_catalogue.toml"),
+        "ARENA_CATALOGUE_PATH": str(catalogue),
         # Boards count closed battles past the publication delay: 0 here, so the battle just voted on
         # shows (tests/webapp/test_leaderboard_unmasking.py tests the delay itself).
         "ARENA_PUBLIC_EXPORT_DELAY_HOURS": "0",
@@ -107,6 +111,34 @@ def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture
+def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The app on the tiny catalogue (real keras models with random weights)."""
+    with _serve(tmp_path, REPO / "tests" / "data" / "tiny_catalogue.toml") as served:
+        yield served
+
+
+@pytest.fixture
+def slow_engine_app(tmp_path: Path) -> Iterator[tuple[str, str, ScriptedEngine]]:
+    """The app on two models behind a scripted OpenAI-compatible engine on loopback (the edge of the
+    world), which the test makes stream slowly."""
+    engine = ScriptedEngine()
+    thread = threading.Thread(target=engine.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    catalogue = tmp_path / "served.toml"
+    catalogue.write_text("".join(
+        f'[[model]]\nslug = "{slug}"\nname = "{slug.title()}"\nfamily = "remote"\n'
+        f'source = "remote:{engine.url}"\nremote_model = "{slug}"\n\n'
+        for slug in ("north", "south")
+    ))
+    try:
+        with _serve(tmp_path, catalogue) as (url, db_url):
+            yield url, db_url, engine
+    finally:
+        engine.shutdown()
+        engine.server_close()
 
 
 def _wait_for_models(page, timeout_s: float = 480.0) -> None:  # noqa: ANN001
@@ -269,6 +301,60 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
     exported = export_bytes(engine, fmt="jsonl", salt="s", filters=VoteFilters(modes=("anonymous",)))
     (record,) = [json.loads(line) for line in exported.data.decode().splitlines()]
     assert record["dialogue_id"] == dialogue["id"], "the battle's dialogue is in the export"
+
+
+def test_reload_mid_stream_keeps_both_replies(slow_engine_app: tuple[str, str, ScriptedEngine]) -> None:
+    """A visitor who reloads while both sides are still streaming loses nothing: the generations go on
+    (their ledger rows stay held), the reloaded page follows them again with the message box disabled,
+    and both replies end whole, stored once, with the vote open."""
+    from playwright.sync_api import expect, sync_playwright
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not on PATH (apt-get install chromium)")
+    url, db_url, engine = slow_engine_app
+    tags = {"north": "Ember", "south": "Frost"}  # not the models' names, which would unmask the battle
+    replies = {slug: " ".join([f"{tag}-start", *(f"{tag.lower()}{i}" for i in range(24)), f"{tag}-end."])
+               for slug, tag in tags.items()}
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with engine.scripted(dict(replies), word_delay_s=0.3), sync_playwright() as playwright:  # ~8 s a reply
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        _wait_for_models(page, timeout_s=120)
+        page.get_by_role("button", name="Send this request").click()
+        for tag in tags.values():  # both sides have begun to stream
+            expect(page.get_by_text(f"{tag}-start", exact=False).first).to_be_visible(timeout=30_000)
+        assert _replies_and_in_flight(db_url) == (0, 2), "both generations run, nothing stored yet"
+
+        page.reload()
+        page.get_by_test_id("stChatInputTextArea").wait_for(state="attached")
+        assert _replies_and_in_flight(db_url)[1] == 2, "a reload stops the following, not the generation"
+        for text in replies.values():
+            expect(page.get_by_text(text, exact=False).first).to_be_visible(timeout=60_000)
+        expect(page.get_by_role("button", name="👈 A is better")).to_be_enabled(timeout=30_000)
+        expect(page.get_by_text("no longer anonymous", exact=False)).to_have_count(0)
+        page.screenshot(path=str(ARTIFACTS / "reload_mid_stream.png"), full_page=True)
+        browser.close()
+    assert _replies_and_in_flight(db_url) == (2, 0), "each reply stored once; the ledger rows freed"
+
+
+def _replies_and_in_flight(db_url: str) -> tuple[int, int]:
+    """Stored replies, and generations neither finished nor past their lease, in the whole database."""
+    from sqlalchemy import func, select
+
+    from db.engine import make_engine
+    from db.models import Generation, Message
+
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            stored = conn.execute(select(func.count()).where(Message.kind == "reply")).scalar_one()
+            running = conn.execute(select(func.count()).where(Generation.finished_at.is_(None))).scalar_one()
+            return int(stored), int(running)
+    finally:
+        engine.dispose()
 
 
 def _battle_names(db_url: str) -> set[str]:
