@@ -10,6 +10,8 @@ for scripts.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime as dt
 import json
 import sys
 from dataclasses import asdict
@@ -95,6 +97,15 @@ def _filters(args: argparse.Namespace) -> VoteFilters:
     ))
 
 
+def public_replay(filters: VoteFilters, delay_hours: float) -> VoteFilters:
+    """The replay view's items are tests others run: only battles public on the site (closed more than
+    ``ARENA_PUBLIC_EXPORT_DELAY_HOURS`` ago; 0: every closed battle)."""
+    if not delay_hours:
+        return filters
+    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(hours=delay_hours)
+    return dataclasses.replace(filters, closed_before=cutoff)
+
+
 def run_export(args: argparse.Namespace) -> int:
     """Run ``python -m db export``; 0 on success, 2 with a one-line reason on bad input."""
     from db import make_engine
@@ -110,7 +121,10 @@ def run_export(args: argparse.Namespace) -> int:
         filters = _filters(args)
         from settings import get_settings
 
-        salt = get_settings().hash_salt.get_secret_value()
+        settings = get_settings()
+        salt = settings.hash_salt.get_secret_value()
+        if args.view == "replay":
+            filters = public_replay(filters, settings.public_export_delay_hours)
         engine = make_engine(args.url)
         try:
             result = export_battles(

@@ -2,8 +2,8 @@
 
 Settings, the model pool, the database and the scenario registry come from :mod:`wiring`; ``grade``,
 ``generate`` and ``list`` are :mod:`commands.scenarios_dialogues`; ``run`` and ``report`` are
-:mod:`commands.scenarios_arena`. Bad input exits with status 2 and one line saying what
-to fix.
+:mod:`commands.scenarios_arena`; ``replay`` is :mod:`commands.scenarios_replay`. Bad input exits with
+status 2 and one line saying what to fix.
 """
 
 from __future__ import annotations
@@ -91,6 +91,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="every stored run in the tables (default: each model's latest run per protocol)")
     p.set_defaults(handler=_cmd_report)
 
+    p = sub.add_parser("replay", help="every stored correction a person wrote, answered by other models and "
+                                      "graded in context")
+    p.add_argument("--models", required=True, help="comma-separated catalogue slugs, or 'all' (enabled)")
+    p.add_argument("--from", dest="source", type=Path, metavar="FILE",
+                   help="replay the items of this file (`python -m db export --view replay`, JSONL or "
+                        "Parquet) instead of the database's; nothing is stored")
+    p.add_argument("--since", default=None, metavar="DATE",
+                   help="only corrections sent on or after DATE (YYYY-MM-DD or ISO datetime, UTC)")
+    p.add_argument("--limit", type=int, metavar="N",
+                   help="at most N items per model, oldest first (from the database: N it has not answered)")
+    p.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="C",
+                   help="requests in flight at once through the model's batcher "
+                        f"(default {DEFAULT_CONCURRENCY})")
+    p.add_argument("--temperature", type=float, help="override the catalogue's sampling temperature")
+    p.add_argument("--max-new-tokens", type=int, help="override the catalogue's max_new_tokens")
+    p.add_argument("--seed", type=int, help="sampling seed (default 0)")
+    p.add_argument("--json", action="store_true",
+                   help='one line per model {"model", "source", "items", "skipped", "already_answered", '
+                        '"asked", "errors", "stored", "items_per_minute", "own", "other", "fix_rate", '
+                        '"answers"}')
+    p.set_defaults(handler=_cmd_replay)
+
     p = sub.add_parser("bench", help="grader speed on the labeled replies and on hostile input (JSON)")
     p.add_argument("--rounds", type=int, default=20, help="repetitions per measurement (default 20)")
     p.set_defaults(handler=_cmd_bench)
@@ -142,6 +164,33 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.out is not None:
         args.out.write_text(markdown, encoding="utf-8")
     return 0
+
+
+# --- replay ------------------------------------------------------------------------------------------
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from commands.scenarios_arena import RunInputError
+    from commands.scenarios_replay import ReplayRequest, run_replay_command
+    from db import InvalidInput
+    from db.export import ExportError, parse_date
+    from settings import get_settings_without_secrets as get_settings
+
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be >= 1, got {args.concurrency}")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit must be >= 1, got {args.limit}")
+    try:
+        since = parse_date(args.since) if args.since else None
+    except (ExportError, InvalidInput) as exc:
+        raise UsageError(f"--since: {exc}") from None
+    slugs, overrides = _models_and_overrides(args)
+    request = ReplayRequest(slugs=slugs, source=args.source, since=since, limit=args.limit,
+                            concurrency=args.concurrency, overrides=overrides)
+    try:
+        return run_replay_command(settings=get_settings(), request=request, as_json=args.json)
+    except RunInputError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 # --- run ---------------------------------------------------------------------------------------------

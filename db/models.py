@@ -45,6 +45,7 @@ Outcome = Literal["fixed", "not_fixed", "unknown"]
 JudgedBy = Literal["person", "grader"]
 Choice = Literal["a", "b", "tie", "both_bad"]
 ModerationAction = Literal["flag", "unflag", "enable", "disable"]
+ReplayOutcome = Literal["fixed", "not_fixed", "regression"]
 
 MODES: tuple[str, ...] = get_args(Mode)
 BATTLE_STATUSES: tuple[str, ...] = get_args(BattleStatus)
@@ -56,6 +57,7 @@ OUTCOMES: tuple[str, ...] = get_args(Outcome)
 JUDGED_BY: tuple[str, ...] = get_args(JudgedBy)
 CHOICES: tuple[str, ...] = get_args(Choice)
 MODERATION_ACTIONS: tuple[str, ...] = get_args(ModerationAction)
+REPLAY_OUTCOMES: tuple[str, ...] = get_args(ReplayOutcome)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -317,6 +319,36 @@ class Generation(Base):
     started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     lease_until: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+
+class ReplayResult(Base):
+    """One model's answer to a correction a person wrote (``python -m scenarios replay``): the history up
+    to the faulty reply and the correction were sent to ``contestant_id``, and the grader judged its reply
+    in the dialogue's context. ``own``: the contestant made the original mistake. One row per correction
+    and contestant, so replaying again adds nothing; ``scenario`` is copied from the battle for the
+    boards' ``GROUP BY``."""
+
+    __tablename__ = "replay_results"
+    __table_args__ = (
+        one_of("outcome", REPLAY_OUTCOMES),
+        UniqueConstraint("correction_id", "contestant_id", name="uq_replay_results_correction_contestant"),
+        Index("ix_replay_results_board", "scenario", "contestant_id", "own", "outcome"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    correction_id: Mapped[int] = mapped_column(ForeignKey("corrections.id"))
+    contestant_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"))
+    own: Mapped[bool] = mapped_column(Boolean)
+    scenario: Mapped[str] = mapped_column(String(100))
+    outcome: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    grader_label: Mapped[str | None] = mapped_column(String(16))
+    grader_mistakes: Mapped[list[str] | None] = mapped_column(JSON)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    total_ms: Mapped[float | None] = mapped_column(Float)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class AdminLoginFailure(Base):

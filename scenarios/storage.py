@@ -1,4 +1,5 @@
-"""Part of the CLI's composition root: store automatic runs as ``auto`` battles, and read them back.
+"""Part of the CLI's composition root: store automatic runs as ``auto`` battles, and read them back;
+read replay items from the database and store the answers (``python -m scenarios replay``).
 
 The only ``scenarios`` module that imports ``db``; the runner, grader and correction writer never do
 (the runner hands finished :class:`RunRecord` objects to a sink, and ``python -m scenarios run`` passes
@@ -18,6 +19,7 @@ generated dialogue played (``dialogue``: its id, seed and turns, as ``generate``
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +31,8 @@ from db.actions import (
     get_battle,
     open_battle,
     record_correction,
+    record_replay_result,
+    replayed_corrections,
     set_correction_outcome,
     upsert_contestant,
 )
@@ -38,6 +42,7 @@ from scenarios.dialogue import DialogueGrader
 from scenarios.generate import Dialogue
 from scenarios.grader import Grade
 from scenarios.records import RunCorrection, RunMessage, RunRecord
+from scenarios.replay import ReplayAnswer, ReplayItem
 
 SCRIPTED = "scripted"
 MAX_CHARS = 100_000  # model replies are bounded by max_new_tokens; keep whatever they said
@@ -160,3 +165,35 @@ def _record_from(battle: BattleView, scenario: Scenario) -> RunRecord:
         run=str(meta.get("run", "")), dialogue=dialogue,
         messages=messages, corrections=corrections,
     )
+
+
+# --- replay ------------------------------------------------------------------------------------------
+
+
+def stored_replay_items(engine: Engine, *, closed_before: dt.datetime | None) -> list[ReplayItem]:
+    """Every correction of a battle that counts (closed before ``closed_before``, the publication
+    delay's cut-off), as replay items, oldest battle first."""
+    from db import VoteFilters
+    from db.export import replay_items
+
+    filters = VoteFilters(modes=None, closed_before=closed_before)
+    return [ReplayItem.from_record(record) for record in replay_items(engine, filters=filters)]
+
+
+def answered_items(engine: Engine, *, model: str) -> frozenset[int]:
+    """The items (correction ids) ``model`` has answered already."""
+    return replayed_corrections(engine, contestant=model)
+
+
+def store_answer(engine: Engine, answer: ReplayAnswer) -> bool:
+    """Store a graded answer, linked to its correction; False when the model had answered it already.
+    An answer the engine failed (no outcome) is not stored: a later replay asks again."""
+    outcome = answer.outcome
+    if outcome is None or answer.grade is None or answer.grade.grade is None:
+        raise ValueError("only a graded answer is stored")
+    grade, result = answer.grade.grade, answer.result
+    return record_replay_result(
+        engine, correction_id=answer.item.id, contestant=answer.model, outcome=outcome,
+        content=storable_text(result.text) or "(empty reply)", grader_label=db_label(grade),
+        grader_mistakes=[str(m) for m in grade.mistakes], prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.new_tokens, total_ms=result.total_ms, finish_reason=result.finish_reason)

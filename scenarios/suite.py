@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import TypeVar
 
 from inference.protocol import ChatModel, GenerationParams
 from scenarios.base import Scenario
@@ -30,6 +31,7 @@ from scenarios.generate import Dialogue
 from scenarios.records import RunRecord
 from scenarios.runner import Progress, ProgressCallback, RunnerConfig, RunSink, new_conversation, seeded
 
+T = TypeVar("T")
 DEFAULT_K = 5
 DEFAULT_CONCURRENCY = 8  # batch 8: the 2-core engine's best aggregate (docs/BENCHMARKS.md)
 
@@ -111,23 +113,33 @@ def run_suite(*, scenario: Scenario, model: ChatModel, dialogues: Sequence[Dialo
         jobs += [functools.partial(first_try, scenario, model, dialogue, config, attempt)
                  for attempt in range(config.k - 1)]
     started = time.perf_counter()
-    records: list[RunRecord] = []
-    with ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="suite") as pool:
-        pending: set[Future[RunRecord]] = {pool.submit(job) for job in jobs}
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                record = future.result()
-                records.append(record)
-                if sink is not None:
-                    sink(record)
-                if progress is not None:
-                    progress(Progress(done=len(records), total=len(jobs), model=model.slug,
-                                      protocol=record.protocol))
+
+    def finished(record: RunRecord, done: int) -> None:
+        if sink is not None:
+            sink(record)
+        if progress is not None:
+            progress(Progress(done=done, total=len(jobs), model=model.slug, protocol=record.protocol))
+
+    records = in_flight(jobs, concurrency=config.concurrency, name="suite", on_done=finished)
     seconds = time.perf_counter() - started
     failed = sum(1 for r in records if r.protocol == "suite" and _errored(r))
     return SuiteOutcome(model=model.slug, records=tuple(_in_order(records, dialogues)), seconds=seconds,
                         failed=failed)
+
+
+def in_flight(jobs: Sequence[Callable[[], T]], *, concurrency: int, name: str,
+              on_done: Callable[[T, int], None]) -> list[T]:
+    """Run ``jobs`` on ``concurrency`` threads; ``on_done(result, finished so far)`` as each ends, in the
+    order they end (which is also the order of the list returned). An exception a job raises is raised."""
+    results: list[T] = []
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=name) as pool:
+        pending: set[Future[T]] = {pool.submit(job) for job in jobs}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                results.append(future.result())
+                on_done(results[-1], len(results))
+    return results
 
 
 def _last_correct(record: RunRecord, reply: int | None) -> bool:

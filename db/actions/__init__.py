@@ -6,7 +6,8 @@ transaction), ``generations`` (the ledger of replies from their start, and its l
 votes and messages since a moment: the rate limits), ``admin_logins`` (the admin back-off),
 ``moderation`` (flag, unflag, its log, when the next closed battle is published), ``reading`` (a
 battle back as a frozen view, resuming one) and ``shown`` (which battle a page shows after a reload:
-the open one, or the one just voted on until *New battle*).
+the open one, or the one just voted on until *New battle*) and ``replay`` (a model's answer to a stored
+correction, once per model).
 
 Conventions: the first argument is the :class:`~sqlalchemy.Engine`, everything else is keyword-only; each
 action is ONE transaction, committed (durable) before the function returns; refusals raise a typed error
@@ -61,10 +62,13 @@ from db.actions.people import (
     upsert_contestant,
 )
 from db.actions.reading import get_battle, resume_open_battle
+from db.actions.replay import record_replay_result, replayed_corrections
 from db.actions.shown import dismiss_battle, resume_battle
 from db.actions.votes import record_vote, utc_day_start
 
 __all__ = [
+    "record_replay_result",
+    "replayed_corrections",
     "AdminFailureState",
     "GenerationLimits",
     "GenerationRefused",

@@ -5,7 +5,8 @@ table sizes and stored messages), ``vote_features`` (the counted votes one by on
 features: outliers, style control), ``side_totals`` (the Fixing board's per-model sums), ``fixing``
 (correction outcomes by judge, turns to fix, reply flags, automatic-arena battles) and ``reply_stats``
 (the per-side roll-up those read, kept current by :mod:`db.actions` when a battle is written, and the
-folds that follow a conversation: ``fix_chains``, ``turns_to_fix``, ``recurrence_flags``).
+folds that follow a conversation: ``fix_chains``, ``turns_to_fix``, ``recurrence_flags``) and
+``replay`` (replay outcomes per model, own mistakes apart).
 
 Every board query takes the keyword filters of :class:`db.VoteFilters` (``**filters.vote_args()`` or
 ``**filters.battle_args()``) and counts only published battles (:meth:`db.VoteFilters.published`).
@@ -41,6 +42,7 @@ from db.boards.fixing import (
     turns_from_totals,
     turns_to_fix_counts,
 )
+from db.boards.replay import ReplayCounts, replay_counts
 from db.boards.reply_stats import TURN_BUCKETS, fix_chains, recurrence_flags, turns_to_fix
 from db.boards.side_totals import FixingTotals, fixing_totals
 from db.boards.vote_features import (
@@ -53,6 +55,8 @@ from db.boards.vote_features import (
 )
 
 __all__ = [
+    "ReplayCounts",
+    "replay_counts",
     "FIXED_LABEL",
     "STYLE_COLUMNS",
     "STYLE_NOTES",

@@ -2,9 +2,10 @@
 
 One package, layered one way: ``filters`` (what is selected), ``schema`` (Arrow schemas) and
 ``categories`` (error texts to a closed set of categories) at the bottom; ``read`` (keyset pages of the
-dialogues) and ``pairwise`` (the ``battles`` view) read the database; ``records`` shapes pages;
-``writers`` and ``card`` write; ``core`` runs an export to files or bytes. The command line
-(``commands/db_export.py``) and the benchmark (``bench/db_export.py``) live outside ``db``.
+dialogues) and ``pairwise`` (the ``battles`` view) read the database; ``records`` shapes pages
+(``replay``: the replay view's); ``writers`` and ``card`` write; ``core`` runs an export to files or
+bytes. The command line (``commands/db_export.py``) and the benchmark (``bench/db_export.py``) live
+outside ``db``.
 
 What is selected is a :class:`db.VoteFilters`, the one filter value of ``db`` (``EXPORT_DEFAULTS`` when none
 is given: every closed battle of every mode, flagged ones kept). The names below are the export's public
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         count_selection,
         snapshot,
     )
+    from db.export.replay import REPLAY_VERSION, replay_filters, replay_items
 
 _LAZY = {
     **dict.fromkeys(("DEFAULT_LICENCE", "card_body", "render_card"), "db.export.card"),
@@ -54,6 +56,7 @@ _LAZY = {
                      "export_battles", "export_bytes"), "db.export.core"),
     **dict.fromkeys(("EXPORT_DEFAULTS", "ExportError", "check", "check_modes", "describe_filters",
                      "parse_date", "visitor_hash"), "db.export.filters"),
+    **dict.fromkeys(("REPLAY_VERSION", "replay_filters", "replay_items"), "db.export.replay"),
     **dict.fromkeys(("DEFAULT_CHUNK_SIZE", "SELECTION_COUNTS", "count_battles", "count_selection",
                      "snapshot"), "db.export.read"),
 }
@@ -65,6 +68,7 @@ __all__ = [
     "ERROR_CATEGORIES",
     "EXPORT_DEFAULTS",
     "FORMATS",
+    "REPLAY_VERSION",
     "SELECTION_COUNTS",
     "VIEWS",
     "ExportBlob",
@@ -82,6 +86,8 @@ __all__ = [
     "export_bytes",
     "parse_date",
     "render_card",
+    "replay_filters",
+    "replay_items",
     "snapshot",
     "visitor_hash",
 ]

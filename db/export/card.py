@@ -30,7 +30,22 @@ VIEW_SUMMARY = {
                    "conversations, chosen / rejected = the rest of the winner's / loser's conversation",
     "corrections": "one row per correction: context before the faulty reply, the faulty reply, the "
                    "person's feedback, the reply that followed, the judged outcome and the grader's verdict",
+    "replay": "one row per correction a person wrote in a battle that counts (closed, not flagged, human "
+              "modes): the history up to the faulty reply and the correction, a test any model can take",
 }
+
+REPLAY_SECTION = (
+    "## Replay: every correction as a test",
+    "",
+    "Each row is a test: ask a model for the reply that follows `history` (after `system_prompt`), then",
+    "grade it with the scenario's state model in that context: fixed, not fixed, or a regression (a",
+    "right entry broken). `python -m scenarios replay --from FILE --models M` does both against any",
+    "catalogue model, a remote OpenAI-compatible engine included, and prints the board; the file and an",
+    "endpoint are all it needs. `person_verdict` and `grader_fixed` say how the original model fared.",
+    "Only rows whose dialogue the grader can follow (a generated or the scripted dialogue) are graded; the",
+    "others are skipped and counted. A row is published only once its battle is public.",
+    "",
+)
 
 # The bundled contestants, as inference/catalogue.toml and requirements-models.txt record them (db imports
 # no inference; tests/db/test_export_card.py checks this table against the catalogue and the README).
@@ -136,6 +151,7 @@ def render_card(
         "",
         *_files_section(files),
         *_counts_section(counts),
+        *(REPLAY_SECTION if view == "replay" else ()),
         "## Columns",
         "",
         *_column_lines(view, flat_csv),

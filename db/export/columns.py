@@ -112,6 +112,25 @@ VIEW_DOCS: dict[str, dict[str, str]] = {
         "correction_style": "automatic arena: how the correction was written (fix: names the fix, as a "
                             "person would; hint: the terse hint); null for people's corrections",
     },
+    "replay": {
+        "version": "the replay file's format version (`python -m scenarios replay --from` refuses another)",
+        "id": "the correction's id: the item's id, and what replay results link to",
+        "created_at": "when the correction was sent (UTC)",
+        "dialogue": "the generated dialogue the battle played, as JSON text (`id`, `scenario`, `seed`, "
+                    "`turns`: what the grader needs to follow it); null: the scenario's reference dialogue",
+        "system_prompt": "the system prompt the side's model received",
+        "history": "the standing messages up to and including the faulty reply, then the correction: "
+                   "what a model is asked to answer",
+        "history.role": "user | assistant", "history.kind": "request | correction | reply",
+        "history.content": "message text",
+        "faulty_reply": "the reply that was corrected (the history's second-last message)",
+        "correction": "the person's correction (the history's last message)",
+        "model": "slug of the model that made the mistake",
+        "person_verdict": "fixed | not_fixed: the person's verdict on the reply that followed; null when "
+                          "the person did not judge it",
+        "grader_fixed": "the grader's verdict on the reply that followed: labelled `correct` (null: not "
+                        "graded, or no reply followed)",
+    },
 }
 
 

@@ -34,14 +34,16 @@ from sqlalchemy import Engine
 from db.export.card import DEFAULT_LICENCE, is_ours, render_card
 from db.export.filters import EXPORT_DEFAULTS, ExportError, check, describe_filters
 from db.export.pairwise import count_pairs, iter_pairs
-from db.export.read import DEFAULT_CHUNK_SIZE, chunk_reader, read_ahead
+from db.export.read import DEFAULT_CHUNK_SIZE, chunk_reader, count_selection, read_ahead
 from db.export.records import battle_table, correction_records, flat_tables, preference_records
+from db.export.replay import pages_reader, replay_filters
 from db.export.schema import SCHEMAS, TABLE_COLUMNS
+from db.export.source import Source
 from db.export.writers import CsvWriter, RecordWriter, record_writer, table_writers
 from db.vote_filters import VoteFilters
 
 FORMATS = ("jsonl", "parquet", "csv")
-VIEWS = ("dialogues", "battles", "preferences", "corrections")
+VIEWS = ("dialogues", "battles", "preferences", "corrections", "replay")
 DEFAULT_VIEW = "dialogues"
 SUFFIX = {"jsonl": ".jsonl", "parquet": ".parquet", "csv": ".csv"}
 MEDIA_TYPES = {"jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet",
@@ -86,6 +88,9 @@ def _check(fmt: str, view: str, salt: str) -> None:
         raise ExportError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
     if view not in VIEWS:
         raise ExportError(f"unknown view {view!r}: use one of {', '.join(VIEWS)}")
+    if view == "replay" and fmt == "csv":
+        raise ExportError("the replay view is written as jsonl or parquet (it is read back by "
+                          "`python -m scenarios replay --from`)")
     if not salt:
         raise ExportError("hash salt is empty: visitor ids are exported only as salted hashes")
 
@@ -110,6 +115,9 @@ def _stream(
     if view == "battles":
         return _stream_pairs(engine, fmt=fmt, filters=filters, salt=salt, chunk_size=chunk_size,
                              progress=progress, stream=streams[view])
+    if view == "replay":
+        return _stream_replay(engine, fmt=fmt, filters=filters, salt=salt, chunk_size=chunk_size,
+                              progress=progress, stream=streams[view])
     flat = _flat(fmt, view)
     rows = {name: 0 for name in streams}
     totals = dict.fromkeys(("battles", "conversations", "messages", "corrections", "votes"), 0)
@@ -155,20 +163,56 @@ def _stream_pairs(
     stream: IO[bytes],
 ) -> tuple[ExportCounts, dict[str, int]]:
     """The ``battles`` view: one row per counted vote (a battle has at most one vote)."""
+    written = _stream_rows(
+        engine, fmt=fmt, view="battles", stream=stream, progress=progress,
+        count=lambda src: count_pairs(src, filters),
+        pages=lambda src: iter_pairs(src, filters=filters, salt=salt, chunk_size=chunk_size))
+    return ExportCounts(battles=written, votes=written, records=written), {"battles": written}
+
+
+def _stream_replay(
+    engine: Engine,
+    *,
+    fmt: str,
+    filters: VoteFilters,
+    salt: str,
+    chunk_size: int,
+    progress: Progress | None,
+    stream: IO[bytes],
+) -> tuple[ExportCounts, dict[str, int]]:
+    """The ``replay`` view: one row per correction event of a battle that counts (db.export.replay)."""
+    narrowed = replay_filters(filters)
+    written = _stream_rows(
+        engine, fmt=fmt, view="replay", stream=stream, progress=progress,
+        count=lambda src: count_selection(src, narrowed)["corrections"],
+        pages=pages_reader(filters=narrowed, salt=salt, chunk_size=chunk_size))
+    return ExportCounts(corrections=written, records=written), {"replay": written}
+
+
+def _stream_rows(
+    engine: Engine,
+    *,
+    fmt: str,
+    view: str,
+    stream: IO[bytes],
+    progress: Progress | None,
+    count: Callable[[Source], int],
+    pages: Callable[[Source], Iterator[pa.Table]],
+) -> int:
+    """Write a view whose pages are ready-made tables of ``SCHEMAS[view]``, one row per record; progress
+    counts rows against ``count``. Returns the rows written."""
     written = 0
-    writer = record_writer(fmt, "battles", stream)
-    with read_ahead(engine, count=lambda src: count_pairs(src, filters),
-                    pages=lambda src: iter_pairs(src, filters=filters, salt=salt,
-                                                  chunk_size=chunk_size)) as (selected, pages):
+    writer = record_writer(fmt, view, stream)
+    with read_ahead(engine, count=count, pages=pages) as (selected, read):
         if progress is not None:
             progress(0, selected)
-        for page in pages:
+        for page in read:
             writer.write(page)
             written += page.num_rows
             if progress is not None:
                 progress(written, selected)
     writer.close()
-    return ExportCounts(battles=written, votes=written, records=written), {"battles": written}
+    return written
 
 
 def _stream_names(fmt: str, view: str) -> list[str]:

@@ -12,6 +12,7 @@ from db.boards.vote_features import STYLE_COLUMNS
 
 TS = pa.timestamp("us", tz="UTC")
 TURN = pa.struct([("role", pa.string()), ("content", pa.string())])
+KIND_TURN = pa.struct([("role", pa.string()), ("kind", pa.string()), ("content", pa.string())])
 
 MESSAGE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("id", pa.int64()), ("position", pa.int32()), ("role", pa.string()), ("kind", pa.string()),
@@ -90,5 +91,13 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("faulty_grader_label", pa.string()), ("next_grader_label", pa.string()),
         ("grader_fixed", pa.bool_()), ("regression", pa.bool_()), ("recurrence", pa.bool_()),
         ("correction_style", pa.string()),
+    ]),
+    # One row per correction event of a battle that counts: a test for any model (db.export.replay).
+    "replay": pa.schema([
+        ("version", pa.int32()), ("id", pa.int64()), ("battle_id", pa.string()), ("scenario", pa.string()),
+        ("mode", pa.string()), ("created_at", TS), ("closed_at", TS), ("dialogue", pa.string()),
+        ("system_prompt", pa.string()), ("history", pa.list_(KIND_TURN)), ("faulty_reply", pa.string()),
+        ("correction", pa.string()), ("model", pa.string()), ("person_verdict", pa.string()),
+        ("grader_fixed", pa.bool_()),
     ]),
 }

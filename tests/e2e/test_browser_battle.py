@@ -16,7 +16,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -124,21 +123,15 @@ def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
 def slow_engine_app(tmp_path: Path) -> Iterator[tuple[str, str, ScriptedEngine]]:
     """The app on two models behind a scripted OpenAI-compatible engine on loopback (the edge of the
     world), which the test makes stream slowly."""
-    engine = ScriptedEngine()
-    thread = threading.Thread(target=engine.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
     catalogue = tmp_path / "served.toml"
-    catalogue.write_text("".join(
-        f'[[model]]\nslug = "{slug}"\nname = "{slug.title()}"\nfamily = "remote"\n'
-        f'source = "remote:{engine.url}"\nremote_model = "{slug}"\n\n'
-        for slug in ("north", "south")
-    ))
-    try:
+    with ScriptedEngine.running() as engine:
+        catalogue.write_text("".join(
+            f'[[model]]\nslug = "{slug}"\nname = "{slug.title()}"\nfamily = "remote"\n'
+            f'source = "remote:{engine.url}"\nremote_model = "{slug}"\n\n'
+            for slug in ("north", "south")
+        ))
         with _serve(tmp_path, catalogue) as (url, db_url):
             yield url, db_url, engine
-    finally:
-        engine.shutdown()
-        engine.server_close()
 
 
 def _wait_for_models(page, timeout_s: float = 480.0) -> None:  # noqa: ANN001

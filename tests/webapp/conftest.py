@@ -127,6 +127,19 @@ class ScriptedEngine(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls) -> Iterator[ScriptedEngine]:
+        """A scripted engine serving on a free loopback port for the block."""
+        server = cls()
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        try:
+            yield server
+        finally:
+            server.shutdown()
+            server.server_close()
+
     @contextlib.contextmanager
     def scripted(self, replies: dict[str, str | None], *, word_delay_s: float = 0.0) -> Iterator[None]:
         """Answer with ``replies`` (and ``word_delay_s`` between words) inside the block; defaults after."""
@@ -141,12 +154,8 @@ class ScriptedEngine(ThreadingHTTPServer):
 
 @pytest.fixture(scope="session")
 def engine_server() -> Iterator[ScriptedEngine]:
-    server = ScriptedEngine()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with ScriptedEngine.running() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
