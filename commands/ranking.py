@@ -11,7 +11,8 @@ from typing import NoReturn
 
 import numpy as np
 
-from ranking.battles_file import BattlesFileError, read_battles
+from ranking.battles_file import BattlesFileError, read_battles, read_sources
+from ranking.composite import COLUMNS, DEFAULT_WEIGHTS, Source, composite_board
 from ranking.counts import A_WINS, B_WINS, CountsError, tally
 from ranking.leaderboard import leaderboard
 from ranking.style import STYLE_FEATURES, fit_style_bt
@@ -50,12 +51,24 @@ def _anchor(text: str) -> tuple[str, float]:
     return model, number
 
 
+def _weight(text: str) -> tuple[str, float]:
+    name, sep, value = text.rpartition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not sep or not name or not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"expected SOURCE=WEIGHT with a weight >= 0, got {text!r}")
+    return name, number
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's parser (also used by the docs test)."""
     parser = _Parser(prog="python -m ranking", description="Bradley-Terry leaderboards from battle files.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     fit = sub.add_parser("fit", help="fit a leaderboard on a battles file (CSV or Parquet)")
-    fit.add_argument("--battles", type=Path, required=True, help="file with columns model_a, model_b, winner")
+    fit.add_argument("--battles", type=Path, required=True, action="append",
+                     help="file with columns model_a, model_b, winner (several with --composite)")
     fit.add_argument("--ties", choices=("half", "exclude"), default="half")
     fit.add_argument("--both-bad", choices=("tie", "exclude"), default="tie")
     fit.add_argument("--bootstrap", type=_non_negative, default=1000, help="bootstrap rounds (0: none)")
@@ -66,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--style-control", action="store_true",
                      help="contextual Bradley-Terry on the file's style columns (<feature>_a, <feature>_b: "
                      + ", ".join(STYLE_FEATURES) + "), as the Votes board's style control")
+    fit.add_argument("--composite", action="store_true",
+                     help="human-only, automatic-only and composite ratings from the files' sources (a "
+                     "`source` column; none: human), with Kendall's tau between human and automatic")
+    fit.add_argument("--weight", type=_weight, action="append", default=[], metavar="SOURCE=W",
+                     help="--composite: a source's weight (default " + ", ".join(
+                         f"{k}={v}" for k, v in DEFAULT_WEIGHTS.items()) + "; other sources 0.5)")
     bench = sub.add_parser("bench", help="time the full leaderboard against the Chatbot Arena reference")
     bench.add_argument("--models", type=_positive, default=100)
     bench.add_argument("--votes", type=_positive, default=1_000_000)
@@ -118,7 +137,56 @@ def _style_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _composite_fit(args: argparse.Namespace) -> int:
+    """``fit --composite``: every file's battles by source, three fits and Kendall's tau."""
+    try:
+        models, streams = read_sources(list(args.battles))
+        sources = []
+        for name, stream in streams.items():
+            wins, ties, both_bad = tally(stream.model_a, stream.model_b, stream.outcome, n_models=len(models))
+            sources.append(Source(name, wins, ties + (both_bad if args.both_bad == "tie" else 0)))
+        board = composite_board(models, sources, weights=dict(args.weight), bootstrap=args.bootstrap,
+                                seed=args.seed)
+    except (BattlesFileError, CountsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tau = {"value": _finite(board.kendall_tau), "low": _finite(board.tau_low),
+           "high": _finite(board.tau_high)}
+    if args.json:
+        print(json.dumps({"models": board.as_records(), "kendall_tau": tau, "weights": board.weights,
+                          "battles": board.per_source_battles}, indent=2))
+        return 0
+    print("sources: " + ", ".join(f"{k} ({board.per_source_battles[k]} battles, weight {w})"
+                                   for k, w in board.weights.items()))
+    print(f"{'model':30s} " + " ".join(f"{name:>26}" for name in COLUMNS))
+    for record in sorted(board.as_records(), key=_composite_rank):
+        cells = []
+        for name in COLUMNS:
+            col = record[name]
+            cells.append(f"{'–':>26}" if not isinstance(col, dict) else
+                         f"{col['rating']:7.1f} [{col['ci_low']:.1f}, {col['ci_high']:.1f}]".rjust(26))
+        print(f"{record['model']:30s} " + " ".join(cells))
+    shown = "–" if tau["value"] is None else f"{tau['value']:.2f} (95% {tau['low']:.2f} to {tau['high']:.2f})"
+    print(f"Kendall's tau, human against automatic: {shown}")
+    return 0
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 4)
+
+
+def _composite_rank(record: dict[str, object]) -> tuple[int, str]:
+    column = record["composite"]
+    return (int(column["rank"]) if isinstance(column, dict) else 1 << 30, str(record["model"]))
+
+
 def _fit(args: argparse.Namespace) -> int:
+    if args.composite:
+        return _composite_fit(args)
+    if len(args.battles) > 1:
+        print("error: several --battles files need --composite", file=sys.stderr)
+        return 2
+    args.battles = args.battles[0]
     if args.style_control:
         return _style_fit(args)
     try:

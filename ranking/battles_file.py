@@ -147,3 +147,57 @@ def read_battles(path: Path, *, style: tuple[str, ...] = ()) -> Battles:
         return battles
     return replace(battles, features_a=_features(table, columns[0::2]),
                    features_b=_features(table, columns[1::2]))
+
+
+SOURCE_COLUMN = "source"
+DEFAULT_SOURCE = "human"
+
+
+def read_sources(paths: list[Path]) -> tuple[tuple[str, ...], dict[str, Battles]]:
+    """Several battles files as one model axis (sorted names) and one battle stream per source: a file's
+    ``source`` column names each row's (``python -m db export --view replay_pairs`` writes ``replay``); a
+    file without one is all ``human`` (the ``battles`` view's votes)."""
+    streams: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]]] = {}
+    for path in paths:
+        battles = read_battles(path)
+        sources = _source_column(path, len(battles.outcome))
+        for name in dict.fromkeys(sources.tolist()):
+            rows = sources == name
+            streams.setdefault(str(name), []).append(
+                (battles.model_a[rows], battles.model_b[rows], battles.outcome[rows], battles.models))
+    models = tuple(sorted({m for parts in streams.values() for *_, names in parts for m in names}))
+    position = {m: i for i, m in enumerate(models)}
+    out: dict[str, Battles] = {}
+    for name, parts in streams.items():
+        a, b, outcome = [], [], []
+        for pa_, pb, po, names in parts:
+            remap = np.array([position[m] for m in names], dtype=np.int64)
+            a.append(remap[pa_])
+            b.append(remap[pb])
+            outcome.append(po)
+        out[name] = Battles(models=models, model_a=np.concatenate(a), model_b=np.concatenate(b),
+                            outcome=np.concatenate(outcome))
+    return models, out
+
+
+def _source_column(path: Path, rows: int) -> np.ndarray:
+    """Each row's source: the file's ``source`` column, else ``human`` throughout."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        if SOURCE_COLUMN not in pq.read_schema(path).names:
+            return np.full(rows, DEFAULT_SOURCE, dtype=object)
+        column = pq.read_table(path, columns=[SOURCE_COLUMN]).column(SOURCE_COLUMN)
+    else:
+        from pyarrow import csv
+
+        header = csv.open_csv(path).schema.names
+        if SOURCE_COLUMN not in header:
+            return np.full(rows, DEFAULT_SOURCE, dtype=object)
+        column = csv.read_csv(path, convert_options=csv.ConvertOptions(
+            include_columns=[SOURCE_COLUMN], column_types={SOURCE_COLUMN: pa.string()})).column(SOURCE_COLUMN)
+    values = np.asarray(pc.fill_null(pc.cast(column, pa.string()), DEFAULT_SOURCE).to_pylist(), dtype=object)
+    blank = np.flatnonzero(np.char.strip(values.astype(str)) == "")
+    if blank.size:
+        raise BattlesFileError(f"row {int(blank[0]) + 1}: empty {SOURCE_COLUMN}")
+    return values

@@ -42,7 +42,7 @@ from db.boards.fixing import (
     turns_from_totals,
     turns_to_fix_counts,
 )
-from db.boards.replay import ReplayCounts, replay_counts
+from db.boards.replay import ReplayCounts, replay_counts, replay_pair_counts
 from db.boards.reply_stats import TURN_BUCKETS, fix_chains, recurrence_flags, turns_to_fix
 from db.boards.side_totals import FixingTotals, fixing_totals
 from db.boards.vote_features import (
@@ -57,6 +57,7 @@ from db.boards.vote_features import (
 __all__ = [
     "ReplayCounts",
     "replay_counts",
+    "replay_pair_counts",
     "FIXED_LABEL",
     "STYLE_COLUMNS",
     "STYLE_NOTES",

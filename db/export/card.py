@@ -30,6 +30,8 @@ VIEW_SUMMARY = {
                    "conversations, chosen / rejected = the rest of the winner's / loser's conversation",
     "corrections": "one row per correction: context before the faulty reply, the faulty reply, the "
                    "person's feedback, the reply that followed, the judged outcome and the grader's verdict",
+    "replay_pairs": "one row per pair of models that answered the same correction in replay: the one that "
+                    "fixed it wins, both or neither is a tie; `python -m ranking fit --composite` reads it",
     "replay": "one row per correction a person wrote in a battle that counts (closed, not flagged, human "
               "modes): the history up to the faulty reply and the correction, a test any model can take",
 }

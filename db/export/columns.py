@@ -112,6 +112,14 @@ VIEW_DOCS: dict[str, dict[str, str]] = {
         "correction_style": "automatic arena: how the correction was written (fix: names the fix, as a "
                             "person would; hint: the terse hint); null for people's corrections",
     },
+    "replay_pairs": {
+        "model_a": "one model that answered the correction (replay)",
+        "model_b": "the other model that answered it",
+        "winner": "a: model_a fixed it and model_b did not; b: the reverse; tie: both fixed it, or neither",
+        "source": "replay (the `source` column `python -m ranking fit --composite` weighs)",
+        "tstamp": "when the person sent the correction (UTC)",
+        "item": "the correction's id (the replay view's `id`)",
+    },
     "replay": {
         "version": "the replay file's format version (`python -m scenarios replay --from` refuses another)",
         "id": "the correction's id: the item's id, and what replay results link to",

@@ -37,13 +37,14 @@ from db.export.pairwise import count_pairs, iter_pairs
 from db.export.read import DEFAULT_CHUNK_SIZE, chunk_reader, count_selection, read_ahead
 from db.export.records import battle_table, correction_records, flat_tables, preference_records
 from db.export.replay import pages_reader, replay_filters
+from db.export.replay_pairs import count_replay_pairs, iter_replay_pairs
 from db.export.schema import SCHEMAS, TABLE_COLUMNS
 from db.export.source import Source
 from db.export.writers import CsvWriter, RecordWriter, record_writer, table_writers
 from db.vote_filters import VoteFilters
 
 FORMATS = ("jsonl", "parquet", "csv")
-VIEWS = ("dialogues", "battles", "preferences", "corrections", "replay")
+VIEWS = ("dialogues", "battles", "preferences", "corrections", "replay", "replay_pairs")
 DEFAULT_VIEW = "dialogues"
 SUFFIX = {"jsonl": ".jsonl", "parquet": ".parquet", "csv": ".csv"}
 MEDIA_TYPES = {"jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet",
@@ -115,6 +116,13 @@ def _stream(
     if view == "battles":
         return _stream_pairs(engine, fmt=fmt, filters=filters, salt=salt, chunk_size=chunk_size,
                              progress=progress, stream=streams[view])
+    if view == "replay_pairs":
+        narrowed = replay_filters(filters)
+        written = _stream_rows(
+            engine, fmt=fmt, view=view, stream=streams[view], progress=progress,
+            count=lambda src: count_replay_pairs(src, narrowed),
+            pages=lambda src: iter_replay_pairs(src, filters=narrowed, chunk_size=chunk_size))
+        return ExportCounts(records=written), {view: written}
     if view == "replay":
         return _stream_replay(engine, fmt=fmt, filters=filters, salt=salt, chunk_size=chunk_size,
                               progress=progress, stream=streams[view])

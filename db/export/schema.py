@@ -100,4 +100,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("correction", pa.string()), ("model", pa.string()), ("person_verdict", pa.string()),
         ("grader_fixed", pa.bool_()),
     ]),
+    # Two models' answers to one correction as a battle row (db.export.replay_pairs).
+    "replay_pairs": pa.schema([
+        ("model_a", pa.string()), ("model_b", pa.string()), ("winner", pa.string()), ("source", pa.string()),
+        ("scenario", pa.string()), ("tstamp", TS), ("item", pa.int64()),
+    ]),
 }

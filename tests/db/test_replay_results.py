@@ -5,6 +5,7 @@ answer per correction and model whichever process sends it, and the board's coun
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from sqlalchemy import Engine
 
 from db import InvalidInput, NotFound, VoteFilters, actions
-from db.boards import ReplayCounts, replay_counts
+from db.boards import ReplayCounts, replay_counts, replay_pair_counts
 from db.export import replay_items
 
 
@@ -90,3 +91,37 @@ def test_bad_answers_are_refused_and_store_nothing(arena: Any, engine: Engine, c
     with pytest.raises(error):
         actions.record_replay_result(engine, **fields)
     assert replay_counts(engine) == []
+
+
+def test_two_answers_to_one_correction_make_a_pairwise_outcome(arena: Any, engine: Engine) -> None:
+    arena.contestants("m3")
+    first, second = _corrected(arena), _corrected(arena)
+    answers = {(first, "m1"): "fixed", (first, "m2"): "not_fixed", (first, "m3"): "fixed",
+               (second, "m1"): "regression", (second, "m2"): "fixed"}
+    for (correction, model), outcome in answers.items():
+        assert actions.record_replay_result(engine, correction_id=correction, contestant=model,
+                                            outcome=outcome, content="call()")
+    counts = replay_pair_counts(engine)
+    m1, m2, m3 = (counts.models.index(m) for m in ("m1", "m2", "m3"))
+    assert counts.wins[m1, m2] == 1 and counts.wins[m2, m1] == 1, "each fixed one the other did not"
+    assert counts.wins[m3, m2] == 1 and counts.ties[m1, m3] == counts.ties[m3, m1] == 1
+    assert counts.total == 4 and int(counts.both_bad.sum()) == 0
+    assert replay_pair_counts(engine, scenario="smart-home").total == 0
+
+
+def test_the_replay_pairs_view_has_one_row_per_pair_of_answers(arena: Any, engine: Engine) -> None:
+    from db.export import export_bytes
+
+    arena.contestants("m3")
+    correction = _corrected(arena)
+    for model, outcome in (("m1", "not_fixed"), ("m2", "fixed"), ("m3", "regression")):
+        actions.record_replay_result(engine, correction_id=correction, contestant=model, outcome=outcome,
+                                     content="call()")
+    blob = export_bytes(engine, fmt="jsonl", salt="s", view="replay_pairs")
+    rows = [json.loads(line) for line in blob.data.decode().splitlines()]
+    got = {(r["model_a"], r["model_b"]): r["winner"] for r in rows}
+    assert got == {("m1", "m2"): "b", ("m1", "m3"): "tie", ("m2", "m3"): "a"}
+    assert {r["source"] for r in rows} == {"replay"} and {r["item"] for r in rows} == {correction}
+    assert blob.counts.records == 3
+    paged = export_bytes(engine, fmt="jsonl", salt="s", view="replay_pairs", chunk_size=1)
+    assert paged.data == blob.data, "keyset pages of one row give the same file"

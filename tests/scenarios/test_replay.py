@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import func, select
 
 from commands.db import main as db_main
+from commands.ranking import main as ranking_main
 from commands.scenarios import main
 from db import actions
 from db.engine import make_engine
@@ -194,6 +195,18 @@ def test_the_exported_replay_file_gives_the_same_grades(
         assert {model: line["answers"] for model, line in lines.items()} == from_db, fmt
         assert all(line["stored"] == 0 and line["source"] == str(out) for line in lines.values())
     assert len(_stored(arena_env)) == 2, "a file's replay stores nothing"
+
+    pairs, votes = tmp_path / "rank" / "pairs.parquet", tmp_path / "rank" / "votes.parquet"
+    for view, path in (("replay_pairs", pairs), ("battles", votes)):
+        assert db_main(["export", "--url", arena_env, "--format", "parquet", "--view", view, "--out",
+                        str(path), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert ranking_main(["fit", "--battles", str(votes), "--battles", str(pairs), "--composite",
+                         "--bootstrap", "10", "--json"]) == 0
+    composite = json.loads(capsys.readouterr().out)
+    assert composite["battles"] == {"human": 1, "replay": 1}, "alpha beat beta; beta fixed what gamma did not"
+    ratings = {r["model"]: r for r in composite["models"]}
+    assert ratings["gamma"]["human"] is None and ratings["beta"]["automatic"]["rating"] > 1000
 
     monkeypatch.setenv("ARENA_PUBLIC_EXPORT_DELAY_HOURS", "24")  # the file holds public battles only
     get_settings.cache_clear()
