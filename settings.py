@@ -87,6 +87,8 @@ class Settings(BaseSettings):
     stale_battle_minutes: int = Field(default=60, ge=1, le=60 * 24 * 30)
     # Dataset page: battles closed at least this long ago (at most a year).
     public_export_delay_hours: float = Field(default=24.0, ge=0, le=24 * 365, allow_inf_nan=False)
+    # The Fixing board's composite rating: an automatic pairwise outcome (replay) weighs this many votes.
+    composite_automatic_weight: float = Field(default=0.5, ge=0, le=100, allow_inf_nan=False)
     # Wrong admin passwords in an hour, everyone together, before every attempt waits.
     admin_failures_per_hour: int = Field(default=50, ge=1, le=100_000)
 

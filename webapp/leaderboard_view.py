@@ -34,11 +34,12 @@ from webapp.leaderboard_data import (
     publication_cutoff,
     style_ranked,
 )
+from webapp.leaderboard_replay import RatingsBoard, ReplayBoard, build_ratings_board, build_replay_board
 from webapp.leaderboard_suites import SuiteBoard, build_suite_board
 
 CACHE_TTL_S = 60
-SUITES = "suites"
-SOURCES = {**FIXING_SOURCES, SUITES: "Fixing suites"}
+SUITES, REPLAY, RATINGS = "suites", "replay", "ratings"
+SOURCES = {**FIXING_SOURCES, SUITES: "Fixing suites", REPLAY: "Replay", RATINGS: "Ratings: people and grader"}
 BOARDS = {"votes": "🗳️ Votes", "fixing": "🛠️ Fixing", "auto": "🤖 Automatic arena"}
 BOOTSTRAP_ROUNDS = 1000
 INTERVALS = {"sandwich": "Sandwich (analytic)", "bootstrap": f"Bootstrap ({BOOTSTRAP_ROUNDS} rounds)"}
@@ -91,6 +92,16 @@ def compute_fixing(url: str, chosen: VoteFilters, source: str) -> FixingBoard:
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Reading the stored fixing suites…")
 def compute_suites(url: str, chosen: VoteFilters) -> SuiteBoard:
     return build_suite_board(resources.engine(url), chosen)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner="Reading replay's answers…")
+def compute_replay(url: str, chosen: VoteFilters) -> ReplayBoard:
+    return build_replay_board(resources.engine(url), chosen)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner="Fitting the three ratings…")
+def compute_ratings(url: str, chosen: VoteFilters, weight: float) -> RatingsBoard:
+    return build_ratings_board(resources.engine(url), chosen, weight=weight)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Reading the automatic arena's runs…")
@@ -210,8 +221,8 @@ def _table(frame: pd.DataFrame, key: str) -> None:
 def _fixing(url: str, chosen: VoteFilters) -> None:
     source = st.radio("Judged by", list(SOURCES), format_func=SOURCES.__getitem__,
                       horizontal=True, key="lb_fix_source")
-    if source == SUITES:
-        _suites(url, chosen)
+    if source in (SUITES, REPLAY, RATINGS):
+        {SUITES: _suites, REPLAY: _replay, RATINGS: _ratings}[source](url, chosen)
         return
     board = compute_fixing(url, chosen, source)
     _computed(board.corrections, "judged correction", board.computed_at)
@@ -252,6 +263,41 @@ def _suites(url: str, chosen: VoteFilters) -> None:
         "Rank = 1 + the models whose *Fixed within 2* interval lies wholly above: overlapping intervals, "
         f"no real difference. pass^k: {board.k} fresh tries at each dialogue's first turn, all correct "
         "(τ-bench). Maintained: replies to a false correction that kept the right call (FB-Bench)."
+    )
+
+
+def _replay(url: str, chosen: VoteFilters) -> None:
+    board = compute_replay(url, chosen)
+    if board.table.empty:
+        st.info("No replayed correction yet: an operator replays the corrections people wrote to every "
+                "model, and each model's fix rate on them appears here.")
+        return
+    _computed(board.answers, "replayed answer", board.computed_at)
+    _table(board.table, "lb_replay_table")
+    st.caption(
+        "Each correction a person wrote (the conversation up to the faulty reply, then the correction) was "
+        "sent to other models, and the grader judged each answer in that context. Others' mistakes: the "
+        "model fixes a mistake another model made; own mistakes: it answers its own again. Intervals are "
+        "95% Wilson intervals; n the answers."
+    )
+
+
+def _ratings(url: str, chosen: VoteFilters) -> None:
+    weight = resources.settings().composite_automatic_weight
+    board = compute_ratings(url, chosen, weight)
+    if board.table.empty:
+        st.info("No vote and no replayed correction match these filters yet: votes and replay fill it.")
+        return
+    _computed(board.votes, "vote", board.computed_at)
+    _table(board.table, "lb_ratings_table")
+    st.markdown(f"**Agreement between people and the grader** (Kendall's τ over the models both rate): "
+                f"{board.tau}")
+    st.caption(
+        f"Bradley-Terry ratings (Elo scale, 95% bootstrap intervals). People: the counted votes, as on the "
+        f"Votes board. Automatic: two models' answers to the same replayed correction ({board.outcomes:,} "
+        f"pairs), the one that fixed it beats the one that did not, both or neither is a tie. Composite: "
+        f"both together, one automatic outcome weighing {board.weight:g} of a vote. Rank: by the composite, "
+        "1 + the models whose interval lies wholly above."
     )
 
 

@@ -145,7 +145,7 @@ def test_empty_boards_say_how_they_fill_without_a_command(
     seen = {"votes": _texts(at)}
     assert not _frames(at) and not at.get("vega_lite_chart")
     _board(at, "fixing")
-    for source in ("people", "grader", "auto", "suites"):
+    for source in ("people", "grader", "auto", "suites", "replay", "ratings"):
         at.radio(key="lb_fix_source").set_value(source).run()
         assert not at.exception, [e.value for e in at.exception]
         seen[source] = _texts(at)
@@ -155,6 +155,8 @@ def test_empty_boards_say_how_they_fill_without_a_command(
     assert any("once the next reply is graded" in t for t in seen["grader"])
     for board in ("auto", "suites"):
         assert any("an operator runs" in t for t in seen[board]), board
+    assert any("an operator replays the corrections people wrote" in t for t in seen["replay"])
+    assert any("votes and replay fill it" in t for t in seen["ratings"])
     empty_tab = "No automatic runs yet: an operator runs the automatic arena"
     assert any(t.startswith(empty_tab) for t in seen["automatic"])
     for board, texts in seen.items():
