@@ -34,6 +34,7 @@ from webapp.leaderboard_data import (
     publication_cutoff,
     style_ranked,
 )
+from webapp.leaderboard_kinds import kinds_table
 from webapp.leaderboard_replay import RatingsBoard, ReplayBoard, build_ratings_board, build_replay_board
 from webapp.leaderboard_suites import SuiteBoard, build_suite_board
 
@@ -102,6 +103,22 @@ def compute_replay(url: str, chosen: VoteFilters) -> ReplayBoard:
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Fitting the three ratings…")
 def compute_ratings(url: str, chosen: VoteFilters, weight: float) -> RatingsBoard:
     return build_ratings_board(resources.engine(url), chosen, weight=weight)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner="Counting fixes per mistake kind…")
+def compute_kinds(url: str, chosen: VoteFilters, source: str) -> pd.DataFrame:
+    return kinds_table(resources.engine(url), chosen, source)
+
+
+def _kinds(url: str, chosen: VoteFilters, source: str) -> None:
+    """The source's fix rates per mistake kind, under its table."""
+    table = compute_kinds(url, chosen, source)
+    if table.empty:
+        return
+    st.subheader("Fix rate per mistake kind")
+    _table(table, f"lb_kinds_{source}")
+    st.caption("Corrections of a reply with each kind of mistake that the next reply fixed (95% Wilson "
+               "interval, n). A reply with two mistakes counts for both kinds.")
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Reading the automatic arena's runs…")
@@ -241,6 +258,7 @@ def _fixing(url: str, chosen: VoteFilters) -> None:
     if not board.styles.empty:
         st.markdown("**Fix rate per correction style** (automatic arena)")
         _table(board.styles, "lb_fix_styles")
+    _kinds(url, chosen, source)
     st.caption(
         "Rank = 1 + the models whose fix-rate interval lies wholly above. Fix rate: corrections judged "
         "fixed over those judged (people: the visitor's ✓/✗; grader: the next reply graded correct in the "
@@ -274,6 +292,7 @@ def _replay(url: str, chosen: VoteFilters) -> None:
         return
     _computed(board.answers, "replayed answer", board.computed_at)
     _table(board.table, "lb_replay_table")
+    _kinds(url, chosen, REPLAY)
     st.caption(
         "Each correction a person wrote (the conversation up to the faulty reply, then the correction) was "
         "sent to other models, and the grader judged each answer in that context. Others' mistakes: the "

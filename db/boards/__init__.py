@@ -6,7 +6,7 @@ features: outliers, style control), ``side_totals`` (the Fixing board's per-mode
 (correction outcomes by judge, turns to fix, reply flags, automatic-arena battles) and ``reply_stats``
 (the per-side roll-up those read, kept current by :mod:`db.actions` when a battle is written, and the
 folds that follow a conversation: ``fix_chains``, ``turns_to_fix``, ``recurrence_flags``) and
-``replay`` (replay outcomes per model, own mistakes apart).
+``replay`` (replay outcomes per model, own mistakes apart), ``kinds`` (fix rates per mistake kind).
 
 Every board query takes the keyword filters of :class:`db.VoteFilters` (``**filters.vote_args()`` or
 ``**filters.battle_args()``) and counts only published battles (:meth:`db.VoteFilters.published`).
@@ -42,6 +42,7 @@ from db.boards.fixing import (
     turns_from_totals,
     turns_to_fix_counts,
 )
+from db.boards.kinds import KIND_SOURCES, KindCounts, fix_counts_by_kind
 from db.boards.replay import ReplayCounts, replay_counts, replay_pair_counts
 from db.boards.reply_stats import TURN_BUCKETS, fix_chains, recurrence_flags, turns_to_fix
 from db.boards.side_totals import FixingTotals, fixing_totals
@@ -55,6 +56,9 @@ from db.boards.vote_features import (
 )
 
 __all__ = [
+    "KIND_SOURCES",
+    "KindCounts",
+    "fix_counts_by_kind",
     "ReplayCounts",
     "replay_counts",
     "replay_pair_counts",

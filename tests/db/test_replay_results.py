@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine
 
 from db import InvalidInput, NotFound, VoteFilters, actions
-from db.boards import ReplayCounts, replay_counts, replay_pair_counts
+from db.boards import ReplayCounts, fix_counts_by_kind, replay_counts, replay_pair_counts
 from db.export import replay_items
 
 
@@ -125,3 +125,35 @@ def test_the_replay_pairs_view_has_one_row_per_pair_of_answers(arena: Any, engin
     assert blob.counts.records == 3
     paged = export_bytes(engine, fmt="jsonl", salt="s", view="replay_pairs", chunk_size=1)
     assert paged.data == blob.data, "keyset pages of one row give the same file"
+
+
+def test_fix_counts_by_kind_per_source(arena: Any, engine: Engine) -> None:
+    """Each correction counts once per mistake of the reply it corrects, for the judge of each source."""
+    battle = arena.battle("m1", "m2", replies=False)
+    for side in ("a", "b"):
+        actions.append_message(engine, battle_id=battle.id, side=side, kind="request", content="Add lunch.")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="add(2023)",
+                           grader_label="partial", grader_mistakes=["wrong_year", "chatty"])
+    actions.append_message(engine, battle_id=battle.id, side="b", kind="reply", content="Sure",
+                           grader_label="garbage", grader_mistakes=["missing_call"])
+    year = actions.record_correction(engine, battle_id=battle.id, side="a", content="It is 2024.")
+    actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="add(2024)",
+                           grader_label="correct", grader_mistakes=[])
+    actions.set_correction_outcome(engine, correction_id=year.id, outcome="fixed", judged_by="person")
+    call = actions.record_correction(engine, battle_id=battle.id, side="b", content="Write the call.")
+    actions.append_message(engine, battle_id=battle.id, side="b", kind="reply", content="Sure!",
+                           grader_label="garbage", grader_mistakes=["missing_call"])
+    actions.abandon_battle(engine, battle_id=battle.id)
+    actions.record_replay_result(engine, correction_id=call.id, contestant="m1", outcome="fixed", content="c")
+
+    def got(source: str) -> set[tuple[str, str, int, int]]:
+        return {(k.model, k.kind, k.fixed, k.judged) for k in fix_counts_by_kind(engine, source=source)}
+
+    assert got("people") == {("m1", "wrong_year", 1, 1), ("m1", "chatty", 1, 1)}, "m2's was not judged"
+    assert got("grader") == {("m1", "wrong_year", 1, 1), ("m1", "chatty", 1, 1), ("m2", "missing_call", 0, 1),
+                             ("m2", "garbage", 0, 1)}, "a reply with no call is the kind garbage"
+    assert got("replay") == {("m1", "missing_call", 1, 1), ("m1", "garbage", 1, 1)}
+    assert got("auto") == set()
+    assert fix_counts_by_kind(engine, source="grader", scenario="smart-home") == []
+    with pytest.raises(ValueError, match="unknown source"):
+        fix_counts_by_kind(engine, source="votes")  # type: ignore[arg-type]
