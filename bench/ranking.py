@@ -18,7 +18,7 @@ from ranking.bt import ELO_SCALE
 from ranking.counts import A_WINS, B_WINS, tally
 from ranking.elo import online_elo
 from ranking.leaderboard import leaderboard
-from ranking.simulation import compare_strategies
+from ranking.simulation import compare_pairing, compare_strategies
 from ranking.style import STYLE_FEATURES, fit_style_bt
 from ranking.synthetic import draw_battles, true_strengths
 
@@ -98,8 +98,24 @@ def run_bench(
         out["sampler_uniform_votes"] = sim.uniform_votes
         out["sampler_active_votes"] = sim.active_votes
         out["sampler_saving"] = round(sim.saving, 3)
+        out.update(pairing_figures(trials=sampler_trials, seed=seed))
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
     return out
+
+
+PAIRING_THETA = np.array([1.2, 0.9, 0.6, 0.3, -0.8, -1.0, -1.1, -1.2])  # four models play, four do not
+
+
+def pairing_figures(*, trials: int, seed: int, target_width: float = 100.0) -> dict[str, Any]:
+    """Uniform pairing against the Arena's prior sampler in one seeded simulated arena (issue 44, item
+    5): eight models, the four weakest unable to play the scenario; the prior is a noisy composite
+    rating (sd 100 Elo) and the suites' first-try rates. Votes until the widest interval is at most
+    ``target_width``, and the share of battles in which at least one side can play."""
+    result = compare_pairing(PAIRING_THETA, PAIRING_THETA > 0, target_width=target_width, trials=trials,
+                             seed=seed)
+    figures = {f"pairing_{k}": v for k, v in result.as_json().items() if k not in ("trials",)}
+    figures["pairing_votes_ratio"] = round(result.prior_votes / result.uniform_votes, 3)
+    return figures
 
 
 def _style_figures(

@@ -80,7 +80,7 @@ def _visitor(ctx: Any, tally: Tally, stop_at: float) -> None:
             time.sleep(1.0)  # a person reads the message before trying again
             continue
         if battle is None:
-            picks = run.sample_pair(ctx)
+            picks = run.sample_pair(ctx, "calendar")
             opened = db_actions.open_battle(
                 ctx.engine, mode="anonymous", scenario="calendar", contestant_a=picks[0],
                 contestant_b=picks[1], visitor_id=ctx.visitor_id, first_request=text,

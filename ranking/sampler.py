@@ -103,17 +103,31 @@ def draw_pair(
     explore: float = 0.1,
 ) -> tuple[int, int]:
     """:func:`sample_pair` without its BLAS scope: for loops that hold one scope around many draws."""
+    enabled = _enabled(battle_counts, enabled_mask)
+    if not 0.0 <= explore <= 1.0:
+        raise CountsError("explore must lie in [0, 1]")
+    gains = pair_gains(battle_counts, ratings=ratings)
+    return _draw(gains, enabled, rng, sharpness=sharpness, explore=explore)
+
+
+def _enabled(battle_counts: npt.ArrayLike, enabled_mask: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """The mask as booleans, checked against the counts; at least two models."""
     enabled = np.asarray(enabled_mask, dtype=bool)
     n = enabled.size
     if enabled.ndim != 1 or np.asarray(battle_counts).shape != (n, n):
         raise CountsError("battle_counts and enabled_mask disagree on the number of models")
     if enabled.sum() < 2:
         raise CountsError("need at least two enabled models to draw a pair")
-    if not 0.0 <= explore <= 1.0:
-        raise CountsError("explore must lie in [0, 1]")
-    gain = pair_gains(battle_counts, ratings=ratings)
+    return enabled
+
+
+def _draw(score: FloatArray, enabled: npt.NDArray[np.bool_], rng: np.random.Generator, *, sharpness: float,
+          explore: float) -> tuple[int, int]:
+    """One enabled pair with probability ∝ ``score^sharpness`` mixed with ``explore`` uniform; a fair
+    coin for the seating."""
+    n = enabled.size
     allowed = np.triu(enabled[:, None] & enabled[None, :], k=1)
-    score = np.where(allowed, gain, 0.0)
+    score = np.where(allowed, score, 0.0)
     top = score.max()
     weights = (score / top) ** sharpness if top > 0 else score
     uniform = allowed / allowed.sum()
@@ -123,3 +137,64 @@ def draw_pair(
     k = int(rng.choice(flat.size, p=flat / flat.sum()))
     i, j = divmod(k, n)
     return (i, j) if rng.random() < 0.5 else (j, i)
+
+
+DEFAULT_MIN_SHARE = 0.05  # every enabled model sits in at least this share of battles
+UNKNOWN_PLAYABLE = 0.5  # a model with no automatic or human record: as likely to play as not
+
+
+def prior_weights(
+    battle_counts: npt.ArrayLike,
+    *,
+    ratings: npt.ArrayLike,
+    sd: npt.ArrayLike,
+    playable: npt.ArrayLike,
+    scale: float = 400.0,
+) -> FloatArray:
+    """Each pair's score under a prior (the composite rating, its uncertainty and each model's chance of
+    playing the scenario at all): the information one more battle adds (:func:`pair_gains` at the prior
+    ratings), times how uncertain its outcome is (``4 p (1 − p)``, ``p`` the win probability averaged
+    over the ratings' uncertainty, probit approximation), times the chance that at least one side can
+    play (``1 − (1 − c_i)(1 − c_j)``): two models that both fail every turn teach a visitor nothing."""
+    r = np.asarray(ratings, dtype=np.float64)
+    s = np.asarray(sd, dtype=np.float64)
+    c = np.clip(np.asarray(playable, dtype=np.float64), 0.0, 1.0)
+    n = r.size
+    if s.shape != (n,) or c.shape != (n,) or not (np.all(np.isfinite(r)) and np.all(np.isfinite(s))):
+        raise CountsError("ratings, sd and playable must be finite, one per model")
+    if np.any(s < 0):
+        raise CountsError("sd must be non-negative")
+    k = np.log(10.0) / scale  # Elo points to log-strength
+    spread = np.sqrt(1.0 + np.pi / 8.0 * k * k * (s[:, None] ** 2 + s[None, :] ** 2))
+    p = 1.0 / (1.0 + np.exp(-k * (r[:, None] - r[None, :]) / spread))
+    uncertain = 4.0 * p * (1.0 - p)
+    either = 1.0 - (1.0 - c[:, None]) * (1.0 - c[None, :])
+    out: FloatArray = pair_gains(battle_counts, ratings=r, scale=scale) * uncertain * either
+    np.fill_diagonal(out, 0.0)
+    return out
+
+
+def explore_for(min_share: float, enabled: int) -> float:
+    """The uniform share that keeps every one of ``enabled`` models in at least ``min_share`` of the
+    battles: a uniform pair holds a given model with probability 2 / enabled."""
+    if not 0.0 <= min_share <= 1.0:
+        raise CountsError("min_share must lie in [0, 1]")
+    return min(1.0, min_share * enabled / 2.0)
+
+
+def draw_prior_pair(
+    battle_counts: npt.ArrayLike,
+    enabled_mask: npt.ArrayLike,
+    rng: np.random.Generator,
+    *,
+    ratings: npt.ArrayLike,
+    sd: npt.ArrayLike,
+    playable: npt.ArrayLike,
+    min_share: float = DEFAULT_MIN_SHARE,
+    sharpness: float = 2.0,
+) -> tuple[int, int]:
+    """Draw ``(left, right)`` by :func:`prior_weights`, mixed with uniform pairs so that every enabled
+    model keeps at least ``min_share`` of the battles (:func:`explore_for`)."""
+    enabled = _enabled(battle_counts, enabled_mask)
+    score = prior_weights(battle_counts, ratings=ratings, sd=sd, playable=playable)
+    return _draw(score, enabled, rng, sharpness=sharpness, explore=explore_for(min_share, int(enabled.sum())))

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from ranking.blas import single_threaded_blas
 from ranking.counts import A_WINS, TIE, FloatArray
-from ranking.leaderboard import leaderboard
-from ranking.sampler import draw_pair
+from ranking.leaderboard import Leaderboard, leaderboard
+from ranking.sampler import draw_pair, draw_prior_pair
 
 Strategy = Literal["uniform", "active"]
 
@@ -38,6 +39,31 @@ def _play(theta: FloatArray, a: int, b: int, tie_share: float, rng: np.random.Ge
     if u < sigma - p_tie / 2.0:
         return A_WINS
     return TIE if u < sigma + p_tie / 2.0 else 1
+
+
+def _record(wins: npt.NDArray[np.int64], ties: npt.NDArray[np.int64], counts: npt.NDArray[np.int64],
+            a: int, b: int, outcome: int) -> None:
+    """Count one played battle into the tallies."""
+    if outcome == TIE:
+        ties[a, b] += 1
+        ties[b, a] += 1
+    elif outcome == A_WINS:
+        wins[a, b] += 1
+    else:
+        wins[b, a] += 1
+    counts[a, b] += 1
+    counts[b, a] += 1
+
+
+def _fit(names: tuple[str, ...], wins: npt.NDArray[np.int64],
+         ties: npt.NDArray[np.int64]) -> Leaderboard | None:
+    """The sandwich fit, or None while some model is unrated or the fit needs a ridge."""
+    board = leaderboard(names, wins, ties, np.zeros_like(wins), interval="sandwich")
+    return None if board.unrated or board.ridge > 0 else board
+
+
+def _widest(board: Leaderboard) -> float:
+    return float(max(r.ci_high - r.ci_low for r in board.rows))
 
 
 def votes_to_target(
@@ -77,7 +103,6 @@ def _votes_to_target(
     names = tuple(f"m{k}" for k in range(n))
     wins = np.zeros((n, n), dtype=np.int64)
     ties = np.zeros((n, n), dtype=np.int64)
-    zeros = np.zeros((n, n), dtype=np.int64)
     enabled = np.ones(n, dtype=bool)
     ratings: FloatArray | None = None
     votes = 0
@@ -88,22 +113,12 @@ def _votes_to_target(
                 a, b = (int(x) for x in rng.choice(n, size=2, replace=False))
             else:
                 a, b = draw_pair(counts, enabled, rng, ratings=ratings)
-            outcome = _play(theta, a, b, tie_share, rng)
-            if outcome == TIE:
-                ties[a, b] += 1
-                ties[b, a] += 1
-            elif outcome == A_WINS:
-                wins[a, b] += 1
-            else:
-                wins[b, a] += 1
-            counts[a, b] += 1
-            counts[b, a] += 1
+            _record(wins, ties, counts, a, b, _play(theta, a, b, tie_share, rng))
         votes += batch
-        board = leaderboard(names, wins, ties, zeros, interval="sandwich")
-        if board.unrated or board.ridge > 0:
+        board = _fit(names, wins, ties)
+        if board is None:
             continue
-        widths = np.array([r.ci_high - r.ci_low for r in board.rows])
-        if widths.max() <= target_width:
+        if _widest(board) <= target_width:
             return votes
         by_name = {r.model: r.rating for r in board.rows}
         ratings = np.array([by_name[m] for m in names])
@@ -140,3 +155,101 @@ def compare_strategies(
     return SimulationResult(
         uniform_votes=u, active_votes=a, saving=1.0 - a / u, trials=trials, target_width=target_width
     )
+
+
+@dataclass(frozen=True)
+class PairingResult:
+    """Uniform pairing against the prior sampler (:func:`ranking.sampler.draw_prior_pair`), averaged over
+    ``trials`` seeded arenas: votes until the widest 95% interval is at most ``target_width``, and the
+    share of battles in which at least one side can play the scenario."""
+
+    uniform_votes: float
+    prior_votes: float
+    uniform_playable_share: float
+    prior_playable_share: float
+    trials: int
+    target_width: float
+
+    def as_json(self) -> dict[str, float | int]:
+        return {"uniform_votes": self.uniform_votes, "prior_votes": self.prior_votes,
+                "uniform_playable_share": round(self.uniform_playable_share, 4),
+                "prior_playable_share": round(self.prior_playable_share, 4),
+                "trials": self.trials, "target_width": self.target_width}
+
+
+def pairing_run(
+    theta: FloatArray,
+    playable: npt.NDArray[np.bool_],
+    *,
+    strategy: Literal["uniform", "prior"],
+    prior_ratings: FloatArray,
+    prior_sd: FloatArray,
+    prior_playable: FloatArray,
+    target_width: float,
+    rng: np.random.Generator,
+    batch: int = 100,
+    max_votes: int = 100_000,
+    tie_share: float = 0.15,
+) -> tuple[int, float]:
+    """One arena: votes to the target width and the share of battles with a side that can play. The prior
+    sampler starts from the prior (what the suites and replay said) and, once the votes have a fit, uses
+    the fitted ratings and their sandwich uncertainty; whether a model can play stays the prior's."""
+    n = theta.size
+    names = tuple(f"m{k}" for k in range(n))
+    wins, ties = np.zeros((n, n), dtype=np.int64), np.zeros((n, n), dtype=np.int64)
+    enabled = np.ones(n, dtype=bool)
+    ratings, sd = prior_ratings, prior_sd
+    votes = useful = 0
+    with single_threaded_blas():
+        while votes < max_votes:
+            counts = wins + wins.T + ties
+            for _ in range(batch):
+                if strategy == "uniform":
+                    a, b = (int(x) for x in rng.choice(n, size=2, replace=False))
+                else:
+                    a, b = draw_prior_pair(counts, enabled, rng, ratings=ratings, sd=sd,
+                                           playable=prior_playable)
+                useful += int(playable[a] or playable[b])
+                _record(wins, ties, counts, a, b, _play(theta, a, b, tie_share, rng))
+            votes += batch
+            board = _fit(names, wins, ties)
+            if board is None:
+                continue
+            if _widest(board) <= target_width:
+                break
+            by_name = {r.model: r for r in board.rows}
+            ratings = np.array([by_name[m].rating for m in names])
+            sd = np.array([(by_name[m].ci_high - by_name[m].ci_low) / (2 * 1.96) for m in names])
+    return votes, useful / max(votes, 1)
+
+
+def compare_pairing(
+    theta: FloatArray,
+    playable: npt.NDArray[np.bool_],
+    *,
+    target_width: float,
+    trials: int,
+    seed: int,
+    prior_sd: float = 100.0,
+    batch: int = 100,
+) -> PairingResult:
+    """Uniform pairing and the prior sampler on the same arenas. The prior is what the suites would
+    say: each true Elo rating plus noise of ``prior_sd``, with that uncertainty, and a model that can play
+    passes 90% of its first tries, one that cannot 5%."""
+    n = theta.size
+    truth_elo = 1000.0 + 400.0 / np.log(10.0) * (theta - theta.mean())
+    results: dict[str, list[tuple[int, float]]] = {"uniform": [], "prior": []}
+    for trial in np.random.SeedSequence(seed).spawn(trials):
+        prior_seed, *runs = trial.spawn(3)
+        noise = np.random.default_rng(prior_seed).normal(0.0, prior_sd, size=n)
+        for strategy, run_seed in zip(("uniform", "prior"), runs, strict=True):
+            results[strategy].append(pairing_run(
+                theta, playable, strategy=strategy,  # type: ignore[arg-type]
+                prior_ratings=truth_elo + noise, prior_sd=np.full(n, prior_sd),
+                prior_playable=np.where(playable, 0.9, 0.05), target_width=target_width,
+                rng=np.random.default_rng(run_seed), batch=batch))
+    mean = {k: (float(np.mean([v for v, _ in r])), float(np.mean([s for _, s in r])))
+            for k, r in results.items()}
+    return PairingResult(uniform_votes=mean["uniform"][0], prior_votes=mean["prior"][0],
+                         uniform_playable_share=mean["uniform"][1], prior_playable_share=mean["prior"][1],
+                         trials=trials, target_width=target_width)

@@ -21,7 +21,7 @@ from db import actions as db_actions
 from inference.catalogue import CatalogueEntry
 from inference.pool import ModelStatus
 from inference.protocol import ChatModel, GenerationParams
-from ranking import sample_pair as ranked_pair
+from ranking.sampler import draw_prior_pair
 from settings import Settings
 from webapp import resources
 from webapp.visitor import current_address_key, current_visitor_id
@@ -99,16 +99,21 @@ def anonymous_slugs(ctx: Context) -> frozenset[str]:
     return frozenset(e.slug for e in resources.catalogue(str(ctx.settings.catalogue_path)) if e.anonymous)
 
 
-def sample_pair(ctx: Context) -> list[str]:
-    """Two different ready contestants for an anonymous battle, drawn by ``ranking``'s sampler (it
-    favours pairs with few battles so far); the order it returns is the A/B seating. Only entries whose
-    ``anonymous`` flag is set take part; named modes offer the others."""
+def sample_pair(ctx: Context, scenario: str) -> list[str]:
+    """Two different ready contestants for an anonymous battle in ``scenario``, drawn by ``ranking``'s
+    prior sampler (``webapp.pairing``): it favours pairs whose outcome is uncertain and that at least one
+    side can play, and keeps every model in at least ``ranking.sampler.DEFAULT_MIN_SHARE`` of the battles.
+    The order it returns is the A/B seating. Only entries whose ``anonymous`` flag is set take part;
+    named modes offer the others."""
     eligible = anonymous_slugs(ctx)
-    slugs = [c.slug for c in ready_contestants(ctx) if c.slug in eligible]
+    slugs = tuple(c.slug for c in ready_contestants(ctx) if c.slug in eligible)
     if len(slugs) < 2:
         raise NotEnoughModels("fewer than two models that take part in anonymous battles are ready")
-    battles = resources.battle_counts(ctx.settings.resolved_database_url, tuple(slugs))
-    left, right = ranked_pair(battles, np.ones(len(slugs), dtype=bool), np.random.default_rng())
+    url = ctx.settings.resolved_database_url
+    battles = resources.battle_counts(url, slugs)
+    prior = resources.pairing_prior(url, scenario, slugs, ctx.settings.composite_automatic_weight)
+    left, right = draw_prior_pair(battles, np.ones(len(slugs), dtype=bool), np.random.default_rng(),
+                                  ratings=prior.ratings, sd=prior.sd, playable=prior.playable)
     return [slugs[left], slugs[right]]
 
 

@@ -96,6 +96,14 @@ def battle_counts(url: str, slugs: tuple[str, ...]) -> np.ndarray:
 
 
 @st.cache_data(ttl=60, show_spinner=False)
+def pairing_prior(url: str, scenario: str, slugs: tuple[str, ...], weight: float) -> Any:
+    """The pair sampler's prior (``webapp.pairing``), cached for a minute like the battle counts."""
+    from webapp.pairing import pairing_prior as compute
+
+    return compute(engine(url), scenario=scenario, slugs=slugs, weight=weight)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
 def fix_counts(url: str, scenario: str, closed_before: dt.datetime | None) -> dict[str, tuple[int, int]]:
     """People's (fixed, judged) corrections per model on ``scenario`` in battles closed before
     ``closed_before``: the Fixing board's figures, in one scan of its roll-up (cached for a minute)."""

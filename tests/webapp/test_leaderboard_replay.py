@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import Engine
 
@@ -37,7 +38,7 @@ def _corrected_battle(engine: Engine, a: str, b: str, *, winner: str, mistake: s
 def replayed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engine:
     """Ace beats bolt in every vote and bolt beats crumb; in replay ace fixes everything, bolt half, crumb
     nothing, so people and the grader agree on the order."""
-    engine = _fresh_db(monkeypatch, tmp_path, *MODELS)
+    engine = _fresh_db(monkeypatch, tmp_path, *MODELS, "dusk")
     corrections = [_corrected_battle(engine, "bolt", "ace", winner="b", mistake=MISTAKES[n % 2], fixed=n < 4)
                    for n in range(6)]
     corrections += [_corrected_battle(engine, "crumb", "bolt", winner="b", mistake="wrong_time", fixed=False)
@@ -99,3 +100,16 @@ def test_ratings_show_people_automatic_and_composite_with_their_agreement(replay
     agreement = next(m.value for m in at.markdown if "Kendall" in m.value)
     assert agreement.rstrip().split(": ")[-1].startswith("1.00 (95%"), agreement
     assert any("weighing 0.5 of a vote" in c.value for c in at.caption)
+
+
+def test_the_pair_samplers_prior_reads_both_signals_and_first_tries(replayed: Engine) -> None:
+    from webapp.pairing import UNRATED, pairing_prior
+
+    prior = pairing_prior(replayed, scenario="calendar", slugs=(*MODELS, "dusk"), weight=0.5)
+    ace, bolt, crumb, dusk = prior.ratings
+    assert ace > bolt > crumb and (dusk, prior.sd[3]) == UNRATED, "dusk: no vote, no replay"
+    assert np.all(prior.sd[:3] < UNRATED[1])
+    # every first reply of the fixture was graded partial: nobody is known to play; dusk is unknown
+    assert np.all(prior.playable[1:3] < 0.1) and prior.playable[3] == 0.5
+    other = pairing_prior(replayed, scenario="smart-home", slugs=MODELS, weight=0.5)
+    assert np.all(other.ratings == UNRATED[0]) and np.all(other.playable == 0.5)

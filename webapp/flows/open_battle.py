@@ -119,7 +119,7 @@ def start_battle(
     """Open a battle with the chosen contestants (or a pair from the sampler) and its first request,
     in one transaction: a refused message leaves no empty battle."""
     try:
-        picks = list(setup.contestants) if setup.contestants else run.sample_pair(ctx)
+        picks = list(setup.contestants) if setup.contestants else run.sample_pair(ctx, setup.scenario)
         battle = _open(ctx, mode=mode, setup=setup, picks=picks, first_request=first_request, targets=targets)
     except InvalidInput as exc:
         raise Refused(f"Your message was not recorded: {exc}") from exc
