@@ -6,7 +6,9 @@ at the same time.
    Bradley-Terry fit, table, three Altair charts) with the data cache cleared (cold) and warm.
    Target: cold render <= 1.5 s at 1M votes over 100 contestants. The same page showing the Fixing
    board, and that board's queries one by one, then the Automatic arena board; ``replies`` graded replies
-   (db.seed) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies).
+   (db.seed) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies). ``replay`` replay
+   answers (four models per correction) are seeded to the corrections, and the Fixing board's *Replay*
+   and *Ratings* sources are rendered cold too (target: <= 1.5 s with 200k replay answers, issue 44).
 2. Streaming: two tiny random keras models from the real pool answer the same prompt, first one after
    the other, then as the page runs them (:mod:`webapp.replies`, a job per side); overlap and the
    wall-time ratio show that the two sides generate concurrently.
@@ -50,9 +52,10 @@ def seed(url: str, *, votes: int, models: int) -> float:
     return time.perf_counter() - started
 
 
-def render_leaderboard(url: str, *, rounds: int, board: str = "votes") -> dict[str, Any]:
+def render_leaderboard(url: str, *, rounds: int, board: str = "votes", source: str | None = None
+                       ) -> dict[str, Any]:
     """Render the Leaderboard page ``rounds`` times cold (cache cleared) and once warm, showing ``board``
-    (``votes``, the page's default, ``fixing`` or ``auto``)."""
+    (``votes``, the page's default, ``fixing`` or ``auto``) and, on the Fixing board, ``source``."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -65,12 +68,16 @@ def render_leaderboard(url: str, *, rounds: int, board: str = "votes") -> dict[s
         st.cache_data.clear()
         app = AppTest.from_file(script, default_timeout=600)
         app.session_state["lb_board"] = board
+        if source is not None:
+            app.session_state["lb_fix_source"] = source
         started = time.perf_counter()
         app.run()
         cold.append(time.perf_counter() - started)
         if app.exception:
             raise RuntimeError(app.exception[0].value)
         votes_caption = next((c.value for c in app.caption if "Computed over" in c.value), "")
+        if source is not None and not votes_caption:  # the board must show figures, not its empty note
+            raise RuntimeError(f"the {board} board ({source or 'default'}) showed no figures")
     started = time.perf_counter()
     app.run()
     warm = time.perf_counter() - started
@@ -203,6 +210,18 @@ def seed_replies(url: str, *, replies: int) -> float:
     return time.perf_counter() - started
 
 
+def seed_replay(url: str, *, results: int) -> float:
+    """Add ``results`` replay answers to the stored corrections (``db.seed.seed_replay_results``)."""
+    from db import make_engine
+    from db.seed import seed_replay_results
+
+    started = time.perf_counter()
+    engine = make_engine(url)
+    seed_replay_results(engine, results=results, progress=progress)
+    engine.dispose()
+    return time.perf_counter() - started
+
+
 def run(
     *,
     votes: int,
@@ -214,23 +233,30 @@ def run(
     catalogue: Path = TINY_CATALOGUE,
     new_tokens: int = 64,
     replies: int = 0,
+    replay: int = 0,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="webapp-bench-") as tmp:
         path = database or Path(tmp) / "bench.db"
         url = f"sqlite:///{path.as_posix()}"
         report: dict[str, Any] = {}
         if not skip_leaderboard:
-            report.update(votes=votes, models=models, replies=replies, database="sqlite")
+            report.update(votes=votes, models=models, replies=replies, replay=replay, database="sqlite")
             if database is None or not path.exists():
                 report["seed_s"] = round(seed(url, votes=votes, models=models), 1)
                 if replies:
                     report["seed_replies_s"] = round(seed_replies(url, replies=replies), 1)
+                if replay:
+                    report["seed_replay_s"] = round(seed_replay(url, results=replay), 1)
             progress("rendering the Leaderboard page (Votes, Fixing, then Automatic arena board)")
             report["leaderboard"] = render_leaderboard(url, rounds=rounds)
             report["breakdown"] = board_breakdown(url)
             report["leaderboard_fixing"] = render_leaderboard(url, rounds=rounds, board="fixing")
             report["fixing_breakdown"] = fixing_breakdown(url)
             report["leaderboard_auto"] = render_leaderboard(url, rounds=rounds, board="auto")
+            if replay:
+                for source in ("replay", "ratings"):
+                    report[f"leaderboard_{source}"] = render_leaderboard(url, rounds=rounds, board="fixing",
+                                                                         source=source)
         if not skip_streaming:
             data_dir = Path(os.environ.get("ARENA_DATA_DIR", tmp))
             budget = int(os.environ.get("ARENA_MEMORY_BUDGET_MB", "8000"))

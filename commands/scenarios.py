@@ -113,8 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
                         '"answers"}')
     p.set_defaults(handler=_cmd_replay)
 
-    p = sub.add_parser("bench", help="grader speed on the labeled replies and on hostile input (JSON)")
+    p = sub.add_parser("bench", help="grader speed on the labeled replies and on hostile input (JSON); "
+                                     "with --replay-model, replay's items per minute on a model")
     p.add_argument("--rounds", type=int, default=20, help="repetitions per measurement (default 20)")
+    p.add_argument("--replay-model", metavar="SLUG",
+                   help="instead: replay's speed on this catalogue model, over --replay-items corrections")
+    p.add_argument("--replay-items", type=int, default=40, metavar="N",
+                   help="corrections to replay with --replay-model (default 40)")
+    p.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="C",
+                   help=f"with --replay-model: requests in flight (default {DEFAULT_CONCURRENCY})")
     p.set_defaults(handler=_cmd_bench)
     return parser
 
@@ -132,8 +139,44 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if args.rounds < 1:
         raise UsageError("--rounds must be >= 1")
+    if args.replay_model is not None:
+        if args.replay_items < 1 or args.concurrency < 1:
+            raise UsageError("--replay-items and --concurrency must be >= 1")
+        print(json.dumps(_replay_bench(args.replay_model, args.replay_items, args.concurrency),
+                         ensure_ascii=False, indent=2))
+        return 0
     print(json.dumps(run_bench(rounds=args.rounds), ensure_ascii=False, indent=2))
     return 0
+
+
+def _replay_bench(model: str, items: int, concurrency: int) -> dict[str, Any]:
+    """Seed a throw-away database (``bench.replay``), replay it to ``model`` and return the figures."""
+    import contextlib
+    import io
+    import tempfile
+
+    from bench.replay import replay_figures, seed_battles
+    from commands.scenarios_arena import RunInputError
+    from commands.scenarios_replay import ReplayRequest, run_replay_command
+    from settings import get_settings_without_secrets as get_settings
+
+    with tempfile.TemporaryDirectory(prefix="replay-bench-") as tmp:
+        url = f"sqlite:///{Path(tmp, 'replay.db').as_posix()}"
+        seed_battles(url, items=items)
+        settings = get_settings().model_copy(update={"database_url": url, "public_export_delay_hours": 0.0})
+        request = ReplayRequest(slugs=[model], source=None, since=None, limit=None, concurrency=concurrency,
+                                overrides={})
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                code = run_replay_command(settings=settings, request=request, as_json=True,
+                                          show_progress=False)
+        except RunInputError as exc:
+            raise UsageError(str(exc)) from exc
+    if code != 0:
+        raise UsageError(f"{model} could not run (see the warning above)")
+    (line,) = [json.loads(text) for text in out.getvalue().splitlines() if text.strip()]
+    return replay_figures(line, items=items, concurrency=concurrency)
 
 
 # --- report ------------------------------------------------------------------------------------------

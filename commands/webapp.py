@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--models", type=_positive, default=100, help="contestants (default 100)")
     bench.add_argument("--replies", type=_non_negative, default=1_000_000,
                        help="graded replies to seed on the voted battles (five per side; default 1,000,000)")
+    bench.add_argument("--replay", type=_non_negative, default=200_000,
+                       help="replay answers to seed on the corrections (four models each; default 200,000)")
     bench.add_argument("--rounds", type=_positive, default=3, help="cold renders to time (default 3)")
     bench.add_argument("--database", type=Path, help="reuse this SQLite file (seeded when missing)")
     bench.add_argument("--skip-streaming", action="store_true", help="leave out the streaming check")
@@ -87,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         skip_leaderboard=args.skip_leaderboard,
         new_tokens=args.new_tokens,
         replies=args.replies,
+        replay=args.replay,
         **({"catalogue": args.catalogue} if args.catalogue is not None else {}),
     )
     print(json.dumps(report, indent=2))

@@ -12,6 +12,7 @@ executemany; PostgreSQL ``COPY`` in :func:`load_rows`). Never call these on a da
   roll-up is then computed by :func:`db.boards.reply_stats.refill_side_stats`, exactly as migration 0005
   does (SQLite: the web app's benchmark file).
 - :func:`seed_corrected_battles`: voted battles shaped like real ones for the export benchmark.
+- :func:`seed_replay_results`: replay answers (``replay_results``) to the stored corrections.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "seed_contestants",
     "seed_corrected_battles",
     "seed_graded_replies",
+    "seed_replay_results",
 ]
 
 VOTE_CHOICES = np.array(["a", "b", "tie", "both_bad"])  # this order: the seeded draws depend on it
@@ -350,3 +352,49 @@ def seed_corrected_battles(engine: Engine, *, battles: int, chunk: int = 5_000) 
             conn.execute(insert(Vote), v_rows)
     with engine.begin() as conn:
         conn.exec_driver_sql("ANALYZE")
+
+
+_REPLAY_COLS = ("correction_id", "contestant_id", "own", "scenario", "outcome", "content", "grader_label",
+                "grader_mistakes", "created_at")
+REPLAY_OUTCOME_SHARES = {"fixed": 0.45, "not_fixed": 0.45, "regression": 0.10}
+
+
+def seed_replay_results(engine: Engine, *, results: int, models_per_item: int = 4, chunk: int = 50_000,
+                        progress: Callable[[str], None] | None = None) -> int:
+    """Replay answers to the stored corrections (oldest first): ``models_per_item`` different contestants
+    answer each correction, with outcomes drawn by :data:`REPLAY_OUTCOME_SHARES`, until ``results`` rows
+    are stored; returns the rows written (fewer when there are too few corrections)."""
+    rng = np.random.default_rng(29)
+    now = utcnow()
+    items = -(-results // models_per_item)
+    with engine.connect() as conn:
+        corrections = conn.execute(select(Correction.id, Conversation.contestant_id, Battle.scenario)
+                                   .join(Conversation, Conversation.id == Correction.conversation_id)
+                                   .join(Battle, Battle.id == Correction.battle_id)
+                                   .order_by(Correction.id).limit(items)).all()
+        contestants = np.array(conn.execute(select(Contestant.id)).scalars().all())
+    outcomes = np.array(list(REPLAY_OUTCOME_SHARES))
+    shares = np.array(list(REPLAY_OUTCOME_SHARES.values()))
+    rows: list[Row] = []
+    written = 0
+    for correction_id, owner, scenario in corrections:
+        picked = rng.choice(contestants, size=min(models_per_item, contestants.size), replace=False)
+        for model, outcome in zip(picked, rng.choice(outcomes, size=picked.size, p=shares), strict=True):
+            label = "correct" if outcome == "fixed" else "partial"
+            rows.append((correction_id, int(model), int(model) == owner, scenario, str(outcome), "call()",
+                         label, None if outcome == "fixed" else ["wrong_time"], now))
+            written += 1
+            if written >= results:
+                break
+        if len(rows) >= chunk or written >= results:
+            load_rows(engine, "replay_results", _REPLAY_COLS, rows)
+            rows = []
+            if progress is not None:
+                progress(f"replay: {written:,} of {results:,} answers loaded")
+        if written >= results:
+            break
+    if rows:
+        load_rows(engine, "replay_results", _REPLAY_COLS, rows)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ANALYZE")
+    return written

@@ -303,3 +303,13 @@ def _removal(added: str) -> str:
     pattern = r'action\.add_calendar_entry\("([^"]+)", date="([^"]+)", time="([^"]+)".*'
     title, date, time = re.fullmatch(pattern, added).groups()  # type: ignore[union-attr]
     return f'action.remove_calendar_entry("{title}", "{date}", "{time}")'
+
+
+def test_the_replay_bench_times_a_real_model(arena_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--replay-model", "tiny-llama", "--replay-items", "2", "--concurrency", "2"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["asked"] == 2 and figures["errors"] == 0 and figures["items_per_minute"] > 0
+    assert figures["fix_rate"]["n"] == 2, "every answer graded in context"
+    assert _stored(arena_env) == [], "the bench writes to its own throw-away database"
+    assert main(["bench", "--replay-model", "gpt-9"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown model(s) gpt-9")
