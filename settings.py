@@ -103,6 +103,8 @@ class Settings(BaseSettings):
     mesh: str = Field(default="auto", max_length=64)
     # Contestant slug -> key (a JSON object).
     remote_api_keys: dict[str, SecretStr] = Field(default_factory=dict)
+    # `python -m inference serve`: the bearer token its clients must send (none: no token asked).
+    serve_token: SecretStr | None = None
     # A remote engine's whole reply, and the longest silence within it (keep-alive comments do not count).
     remote_reply_deadline_s: float = Field(default=120.0, gt=0, le=3_600, allow_inf_nan=False)
     remote_idle_timeout_s: float = Field(default=30.0, gt=0, le=3_600, allow_inf_nan=False)

@@ -28,6 +28,7 @@ from commands.inference_models import (  # noqa: E402
     sampling_params,
     weights_problem,
 )
+from commands.inference_serve import add_serve_parser  # noqa: E402
 from inference.catalogue import WEIGHTS  # noqa: E402
 from inference.protocol import ChatMessage  # noqa: E402
 
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "Qwen2.5-Coder-1.5B (280 M weights, more than a cache holds)")
     p.set_defaults(handler=_cmd_kernels)
 
+    add_serve_parser(sub)
     sub.add_parser("shardings", help="every weight's sharding on a device mesh (see `shardings --help`)")
     return parser
 
