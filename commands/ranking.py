@@ -146,7 +146,7 @@ def _composite_fit(args: argparse.Namespace) -> int:
             wins, ties, both_bad = tally(stream.model_a, stream.model_b, stream.outcome, n_models=len(models))
             sources.append(Source(name, wins, ties + (both_bad if args.both_bad == "tie" else 0)))
         board = composite_board(models, sources, weights=dict(args.weight), bootstrap=args.bootstrap,
-                                seed=args.seed)
+                                seed=args.seed, interval=args.interval)
     except (BattlesFileError, CountsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

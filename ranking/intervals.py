@@ -25,16 +25,25 @@ def sandwich_covariance(theta: FloatArray, pairs: PairData, ridge: float) -> Flo
     inverse is taken on the sum-zero subspace (``(L + 11ᵀ/n)⁻¹``; ``J·1 = 0`` keeps the result centred).
     """
     n = theta.size
+    meat = sandwich_meat(theta, pairs)
+    bread = np.linalg.inv(newton_matrix(theta, pairs, ridge))
+    cov = bread @ meat @ bread
+    centre = np.eye(n) - 1.0 / n
+    out: FloatArray = centre @ cov @ centre
+    return out
+
+
+def sandwich_meat(theta: FloatArray, pairs: PairData) -> FloatArray:
+    """``J``: the summed outer products of the per-battle scores at ``theta`` (see
+    :func:`sandwich_covariance`); a weighted composite adds each source's ``J`` times its weight squared."""
+    n = theta.size
     p = win_probability(theta[pairs.i] - theta[pairs.j])
     v = pairs.w_ij * (1.0 - p) ** 2 + pairs.w_ji * p**2 + pairs.t * (0.5 - p) ** 2
     meat = np.zeros((n, n))
     np.add.at(meat, (pairs.i, pairs.j), -v)
     meat += meat.T
     meat[np.diag_indices(n)] = -meat.sum(axis=1)
-    bread = np.linalg.inv(newton_matrix(theta, pairs, ridge))
-    cov = bread @ meat @ bread
-    centre = np.eye(n) - 1.0 / n
-    out: FloatArray = centre @ cov @ centre
+    out: FloatArray = meat
     return out
 
 

@@ -2,8 +2,8 @@
 
 Replay: every correction a person wrote, answered by other models (``python -m scenarios replay``), one
 row per model: its fix rate on other models' mistakes and on its own, and its regressions, each with a
-95% Wilson interval and n. Ratings: three Bradley-Terry columns side by side (``ranking.composite``) —
-people only (the counted votes the Votes board fits), automatic only (replay's pairwise outcomes: the
+95% Wilson interval and n. Ratings: three Bradley-Terry columns side by side (``ranking.composite``,
+robust sandwich intervals) — people only (the counted votes the Votes board fits), automatic only (replay's pairwise outcomes: the
 model that fixed a correction beats one that did not) and the composite of both, weighted by
 ``ARENA_COMPOSITE_AUTOMATIC_WEIGHT`` — with Kendall's τ between the people's and the automatic ratings.
 """
@@ -90,7 +90,8 @@ def build_ratings_board(engine: Engine, filters: VoteFilters, *, weight: float,
         return RatingsBoard(pd.DataFrame(), "–", 0, 0, weight, now)
     sources = [Source(HUMAN, human.wins, human.ties + human.both_bad),
                Source("replay", replay.wins, replay.ties)]
-    board = composite_board(human.models, sources, weights={"replay": weight}, bootstrap=bootstrap)
+    board = composite_board(human.models, sources, weights={"replay": weight}, bootstrap=bootstrap,
+                            interval="sandwich")
     names = {c.slug: c.display_name for c in db_actions.list_contestants(engine)}
     composite = board.columns["composite"]
     rated = [m for m in range(len(board.models)) if not math.isnan(composite.ratings[m])]

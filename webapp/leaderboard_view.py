@@ -312,7 +312,7 @@ def _ratings(url: str, chosen: VoteFilters) -> None:
     st.markdown(f"**Agreement between people and the grader** (Kendall's τ over the models both rate): "
                 f"{board.tau}")
     st.caption(
-        f"Bradley-Terry ratings (Elo scale, 95% bootstrap intervals). People: the counted votes, as on the "
+        f"Bradley-Terry ratings (Elo scale, 95% robust intervals). People: the counted votes, as on the "
         f"Votes board. Automatic: two models' answers to the same replayed correction ({board.outcomes:,} "
         f"pairs), the one that fixed it beats the one that did not, both or neither is a tie. Composite: "
         f"both together, one automatic outcome weighing {board.weight:g} of a vote. Rank: by the composite, "

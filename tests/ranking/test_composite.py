@@ -193,3 +193,21 @@ def test_several_files_need_composite(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_text("model_a,model_b,winner\nx,y,a\n")
     assert ranking_main(["fit", "--battles", str(path), "--battles", str(path)]) == 2
     assert "need --composite" in capsys.readouterr().err
+
+
+def test_sandwich_intervals_match_the_plain_fit_and_the_bootstrap() -> None:
+    from ranking.leaderboard import leaderboard
+
+    sources = _sources(np.random.default_rng(6))
+    weights = {"human": 1.0, "replay": 0.3, "suite": 0.7}
+    fast = composite_board(MODELS, sources, weights=weights, interval="sandwich", bootstrap=100)
+    human = sources[0]
+    plain = leaderboard(MODELS, human.wins, human.ties, np.zeros_like(human.wins), interval="sandwich")
+    by_model = {r.model: r for r in plain.rows}
+    np.testing.assert_allclose(fast.columns["human"].ci_low, [by_model[m].ci_low for m in MODELS], atol=1e-6)
+    slow = composite_board(MODELS, sources, weights=weights, bootstrap=300, seed=1)
+    for name in ("automatic", "composite"):
+        np.testing.assert_allclose(fast.columns[name].ratings, slow.columns[name].ratings, atol=1e-6)
+        widths = [b.columns[name].ci_high - b.columns[name].ci_low for b in (fast, slow)]
+        np.testing.assert_allclose(widths[0], widths[1], rtol=0.15, err_msg=name)
+    assert fast.tau_low <= fast.kendall_tau <= fast.tau_high
