@@ -3,8 +3,9 @@
 Replay: every correction a person wrote, answered by other models (``python -m scenarios replay``), one
 row per model: its fix rate on other models' mistakes and on its own, and its regressions, each with a
 95% Wilson interval and n. Ratings: three Bradley-Terry columns side by side (``ranking.composite``,
-robust sandwich intervals) — people only (the counted votes the Votes board fits), automatic only (replay's pairwise outcomes: the
-model that fixed a correction beats one that did not) and the composite of both, weighted by
+robust sandwich intervals) — people only (the counted votes the Votes board fits), automatic only
+(replay's pairwise outcomes: the model that fixed a correction beats one that did not) and the composite
+of both, weighted by
 ``ARENA_COMPOSITE_AUTOMATIC_WEIGHT`` — with Kendall's τ between the people's and the automatic ratings.
 """
 
