@@ -111,9 +111,14 @@ def compute_kinds(url: str, chosen: VoteFilters, source: str) -> pd.DataFrame:
 
 
 def _kinds(url: str, chosen: VoteFilters, source: str) -> None:
-    """The source's fix rates per mistake kind, under its table."""
+    """The source's fix rates per mistake kind, under its table, when asked for: it reads every judged
+    correction's mistakes (seconds at a million replies), so the board does not pay for it by default."""
+    if not st.toggle("Fix rate per mistake kind", value=False, key=f"lb_kinds_on_{source}",
+                     help="Which mistakes each model fixes: year, date, time, title, prose around the call…"):
+        return
     table = compute_kinds(url, chosen, source)
     if table.empty:
+        st.info("No judged correction of a reply with a named mistake matches these filters yet.")
         return
     st.subheader("Fix rate per mistake kind")
     _table(table, f"lb_kinds_{source}")
