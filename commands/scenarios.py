@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                         '`run --dialogues --json`, from the stored suite runs]}')
     p.add_argument("--all-runs", action="store_true",
                    help="every stored run in the tables (default: each model's latest run per protocol)")
+    p.add_argument("--pairs", type=Path, metavar="FILE.csv",
+                   help="also write the stored suites' pairwise outcomes as a battles file (source suite) "
+                        "for `python -m ranking fit --composite`")
     p.set_defaults(handler=_cmd_report)
 
     p = sub.add_parser("replay", help="every stored correction a person wrote, answered by other models and "
@@ -206,7 +209,26 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(markdown, end="")
     if args.out is not None:
         args.out.write_text(markdown, encoding="utf-8")
+    if args.pairs is not None:
+        _write_pairs(args.pairs, records, scenario.slug)
     return 0
+
+
+def _write_pairs(path: Path, records: Any, scenario: str) -> None:
+    """The suites' pairwise outcomes (``scenarios.suite_counts.suite_pairs``) as a CSV battles file."""
+    import csv
+
+    from scenarios.suite_counts import suite_pairs
+
+    rows = suite_pairs(records)
+    try:
+        with path.open("w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(["model_a", "model_b", "winner", "source", "scenario", "item"])
+            writer.writerows([a, b, winner, "suite", scenario, item] for a, b, winner, item in rows)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    print(f"wrote {len(rows)} suite pairs to {path}", file=sys.stderr)
 
 
 # --- replay ------------------------------------------------------------------------------------------

@@ -107,3 +107,28 @@ def sample_count(records: Sequence[RunRecord]) -> int:
             key = (record.model, record.dialogue.id)
             counts[key] = counts.get(key, 0) + 1
     return max(counts.values(), default=0)
+
+
+def dialogue_fixed(suite: RunRecord) -> bool:
+    """Whether the model fixed every mistake it made in the dialogue within two corrections (a dialogue
+    without a mistake counts as fixed: there was nothing to fix)."""
+    return all(ok and length <= 2 for length, ok in _chains(suite))
+
+
+def suite_pairs(records: Sequence[RunRecord]) -> list[tuple[str, str, str, str]]:
+    """Pairwise outcomes of the suites: for each generated dialogue two models both played, one row
+    ``(model_a, model_b, winner, dialogue id)`` with ``winner`` ``a`` (a fixed every mistake within two
+    corrections and b did not), ``b``, or ``tie`` (both did, or neither); models in sorted order."""
+    played: dict[str, dict[str, bool]] = {}
+    for record in records:
+        if record.protocol == "suite" and record.dialogue is not None:
+            played.setdefault(record.dialogue.id, {})[record.model] = dialogue_fixed(record)
+    rows = []
+    for dialogue_id in sorted(played):
+        outcome = played[dialogue_id]
+        models = sorted(outcome)
+        for i, a in enumerate(models):
+            for b in models[i + 1:]:
+                winner = "tie" if outcome[a] == outcome[b] else ("a" if outcome[a] else "b")
+                rows.append((a, b, winner, dialogue_id))
+    return rows

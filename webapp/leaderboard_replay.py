@@ -4,8 +4,8 @@ Replay: every correction a person wrote, answered by other models (``python -m s
 row per model: its fix rate on other models' mistakes and on its own, and its regressions, each with a
 95% Wilson interval and n. Ratings: three Bradley-Terry columns side by side (``ranking.composite``,
 robust sandwich intervals) — people only (the counted votes the Votes board fits), automatic only
-(replay's pairwise outcomes: the model that fixed a correction beats one that did not) and the composite
-of both, weighted by
+(replay's and the suites' pairwise outcomes: the model that fixed a correction, or every mistake of a
+generated dialogue within two corrections, beats one that did not) and the composite of both, weighted by
 ``ARENA_COMPOSITE_AUTOMATIC_WEIGHT`` — with Kendall's τ between the people's and the automatic ratings.
 """
 
@@ -15,6 +15,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
@@ -23,9 +24,11 @@ from db import actions as db_actions
 from db import boards as db_boards
 from ranking import wilson_interval
 from ranking.composite import HUMAN, Source, composite_board
+from scenarios.suite_counts import suite_pairs
+from webapp.leaderboard_data import auto_records
 
 RATINGS_BOOTSTRAP = 200
-RATING_COLUMNS = {"human": "People", "automatic": "Automatic (replay)", "composite": "Composite"}
+RATING_COLUMNS = {"human": "People", "automatic": "Automatic (replay, suites)", "composite": "Composite"}
 
 
 @dataclass(frozen=True)
@@ -79,20 +82,42 @@ def build_replay_board(engine: Engine, filters: VoteFilters) -> ReplayBoard:
     return ReplayBoard(table, int(table["Answered"].sum()), now)
 
 
+def suite_source(engine: Engine, filters: VoteFilters, models: tuple[str, ...]) -> Source:
+    """The stored suites' pairwise outcomes (``scenarios.suite_counts.suite_pairs``) on ``models``: the
+    same generated dialogue played by two models, the one that fixed every mistake within two
+    corrections beating one that did not."""
+    n = len(models)
+    wins, ties = np.zeros((n, n), dtype=np.int64), np.zeros((n, n), dtype=np.int64)
+    index = {m: i for i, m in enumerate(models)}
+    for a, b, winner, _ in suite_pairs(auto_records(engine, filters)):
+        if a not in index or b not in index:
+            continue
+        i, j = index[a], index[b]
+        if winner == "tie":
+            ties[i, j] += 1
+            ties[j, i] += 1
+        elif winner == "a":
+            wins[i, j] += 1
+        else:
+            wins[j, i] += 1
+    return Source("suite", wins, ties)
+
+
 def build_ratings_board(engine: Engine, filters: VoteFilters, *, weight: float,
                         bootstrap: int = RATINGS_BOOTSTRAP) -> RatingsBoard:
     """People, automatic and composite ratings on the models of either signal."""
     human = db_boards.pairwise_counts(engine, **filters.vote_args())
     replay = db_boards.replay_pair_counts(engine, scenario=filters.scenario)
+    suite = suite_source(engine, filters, human.models)
     now = dt.datetime.now(dt.UTC)
     assert human.models == replay.models, "both count over every contestant in slug order"
-    votes, outcomes = human.total, replay.total
+    votes, outcomes = human.total, replay.total + int(suite.wins.sum() + suite.ties.sum() // 2)
     if not votes and not outcomes:
         return RatingsBoard(pd.DataFrame(), "–", 0, 0, weight, now)
     sources = [Source(HUMAN, human.wins, human.ties + human.both_bad),
-               Source("replay", replay.wins, replay.ties)]
-    board = composite_board(human.models, sources, weights={"replay": weight}, bootstrap=bootstrap,
-                            interval="sandwich")
+               Source("replay", replay.wins, replay.ties), suite]
+    board = composite_board(human.models, sources, weights={"replay": weight, "suite": weight},
+                            bootstrap=bootstrap, interval="sandwich")
     names = {c.slug: c.display_name for c in db_actions.list_contestants(engine)}
     composite = board.columns["composite"]
     rated = [m for m in range(len(board.models)) if not math.isnan(composite.ratings[m])]

@@ -318,8 +318,10 @@ def _ratings(url: str, chosen: VoteFilters) -> None:
                 f"{board.tau}")
     st.caption(
         f"Bradley-Terry ratings (Elo scale, 95% robust intervals). People: the counted votes, as on the "
-        f"Votes board. Automatic: two models' answers to the same replayed correction ({board.outcomes:,} "
-        f"pairs), the one that fixed it beats the one that did not, both or neither is a tie. Composite: "
+        f"Votes board. Automatic ({board.outcomes:,} pairs): two models' answers to the same replayed "
+        f"correction, or two models' plays of the same generated dialogue in the fixing suites; the one "
+        f"that fixed it (every mistake within two corrections) beats the one that did not, both or neither "
+        f"is a tie. Composite: "
         f"both together, one automatic outcome weighing {board.weight:g} of a vote. Rank: by the composite, "
         "1 + the models whose interval lies wholly above."
     )

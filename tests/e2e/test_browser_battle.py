@@ -213,7 +213,7 @@ def _check_boards(page, names: set[str]) -> None:  # noqa: ANN001
     page.get_by_test_id("stRadio").get_by_text("Ratings: people and grader", exact=True).click()
     expect(page.get_by_test_id("stStatusWidget")).to_be_hidden()
     ratings = page.get_by_test_id("stDataFrame").first
-    for column in ("People", "Automatic (replay)", "Composite"):  # the three columns side by side
+    for column in ("People", "Automatic (replay, suites)", "Composite"):  # the three columns side by side
         expect(ratings).to_contain_text(column)
     expect(page.get_by_text("Agreement between people and the grader", exact=False)).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "leaderboard_ratings.png"), full_page=True)

@@ -22,6 +22,7 @@ from scenarios.generate import Dialogue, generate_dialogues
 from scenarios.records import RunRecord
 from scenarios.storage import ensure_contestant, load_runs, store_run
 from scenarios.suite import SuiteConfig, run_suite
+from scenarios.suite_counts import suite_pairs
 from settings import REPO_ROOT, Settings
 from tests.scenarios.scripted import ScriptedModel
 
@@ -223,3 +224,49 @@ def test_a_false_claim_is_only_made_after_a_right_reply() -> None:
     sent = {m.content for r in outcome.records for m in r.messages if m.kind == "correction"}
     assert not sent & claims  # every reply was wrong: no claim tested anything
     assert figures(outcome.records, k=1)["scripted"]["maintenance_rate"].n == 0
+
+
+def test_suite_pairs_compare_two_models_on_the_same_dialogue() -> None:
+    dialogues = generate_dialogues(CALENDAR, count=4, seed=6, false_share=0.0)
+    records: list[RunRecord] = []
+    for model in (ScriptedModel("perfect", _responder(dialogues)),
+                  ScriptedModel("chatty", _responder(dialogues, chatty=True)),
+                  ScriptedModel("stubborn", lambda messages: "I'd rather not.")):
+        records += run_suite(scenario=CALENDAR, model=model, dialogues=dialogues,
+                             config=SuiteConfig(params=PARAMS, k=1, concurrency=2)).records
+    rows = suite_pairs(records)
+    assert len(rows) == 4 * 3, "three pairs per dialogue"
+    outcome = {(a, b) for a, b, _, _ in rows}
+    assert outcome == {("chatty", "perfect"), ("chatty", "stubborn"), ("perfect", "stubborn")}
+    ties = [w for a, b, w, _ in rows if (a, b) == ("chatty", "perfect")]
+    assert ties == ["tie"] * 4, "both fixed (or had none)"
+    assert all(w == "a" for a, b, w, _ in rows if b == "stubborn"), "stubborn never fixes"
+
+
+def test_report_writes_the_suites_pairs_for_the_composite_fit(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from commands.ranking import main as ranking_main
+
+    url = f"sqlite:///{tmp_path / 'suite.db'}"
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    dialogues = generate_dialogues(CALENDAR, count=3, seed=9, false_share=0.0)
+    try:
+        for model in (ScriptedModel("chatty", _responder(dialogues, chatty=True)),
+                      ScriptedModel("stubborn", lambda messages: "I'd rather not.")):
+            ensure_contestant(engine, slug=model.slug, name=model.slug.title())
+            run_suite(scenario=CALENDAR, model=model, dialogues=dialogues,
+                      config=SuiteConfig(params=PARAMS, k=1, concurrency=2),
+                      sink=lambda record: store_run(engine, record))
+    finally:
+        engine.dispose()
+    pairs = tmp_path / "pairs.csv"
+    assert main(["report", "calendar", "--url", url, "--pairs", str(pairs)]) == 0
+    lines = pairs.read_text().splitlines()
+    assert lines[0] == "model_a,model_b,winner,source,scenario,item"
+    assert sorted(lines[1:]) == sorted(f"chatty,stubborn,a,suite,calendar,{d.id}" for d in dialogues)
+    capsys.readouterr()
+    assert ranking_main(["fit", "--battles", str(pairs), "--composite", "--bootstrap", "0", "--json"]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert fitted["battles"] == {"suite": 3} and fitted["models"][0]["human"] is None
+    assert main(["report", "calendar", "--url", url, "--pairs", str(tmp_path / "no" / "such" / "p.csv")]) == 2

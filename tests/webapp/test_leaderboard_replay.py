@@ -94,11 +94,11 @@ def test_ratings_show_people_automatic_and_composite_with_their_agreement(replay
     at.radio(key="lb_fix_source").set_value("ratings").run()
     assert not at.exception, [e.value for e in at.exception]
     table = _frame_with(at, "Composite").set_index("Model")
-    assert list(table.columns) == ["Rank", "People", "Automatic (replay)", "Composite"]
+    assert list(table.columns) == ["Rank", "People", "Automatic (replay, suites)", "Composite"]
     assert list(table.index) == ["Ace", "Bolt", "Crumb"]
     people = {m: float(table.loc[m, "People"].split()[0]) for m in table.index}
     assert people["Ace"] > people["Bolt"] > people["Crumb"]
-    automatic = {m: float(table.loc[m, "Automatic (replay)"].split()[0]) for m in table.index}
+    automatic = {m: float(table.loc[m, "Automatic (replay, suites)"].split()[0]) for m in table.index}
     assert automatic["Ace"] > automatic["Bolt"] > automatic["Crumb"]
     agreement = next(m.value for m in at.markdown if "Kendall" in m.value)
     assert agreement.rstrip().split(": ")[-1].startswith("1.00 (95%"), agreement

@@ -47,6 +47,14 @@ def test_suites_rank_by_interval_overlap_per_scenario(monkeypatch: pytest.Monkey
     assert list(table.index) == ["Chatty", "Stubborn", "Perfect"]
     assert any("Fixed within 2" in c.value for c in at.caption)
 
+    at.radio(key="lb_fix_source").set_value("ratings").run()  # the suites' pairwise outcomes rate them
+    assert not at.exception, [e.value for e in at.exception]
+    ratings = _frame_with(at, "Composite").set_index("Model")
+    automatic = {m: float(ratings.loc[m, "Automatic (replay, suites)"].split()[0]) for m in ratings.index}
+    assert automatic["Stubborn"] < min(automatic["Perfect"], automatic["Chatty"])
+    assert ratings.loc["Stubborn", "People"] == "–", "nobody voted: rated by the suites alone"
+    at.radio(key="lb_fix_source").set_value("suites").run()
+
     at.selectbox(key="lb_scenario").set_value("smart-home").run()  # no suite stored for this scenario
     assert not at.exception, [e.value for e in at.exception]
     assert any("No fixing suite of 'smart-home'" in i.value for i in at.info)
