@@ -40,26 +40,24 @@ def _positive(text: str) -> int:
     return value
 
 
-def _anchor(text: str) -> tuple[str, float]:
-    model, sep, value = text.rpartition("=")
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not sep or not model or not math.isfinite(number):
-        raise argparse.ArgumentTypeError(f"expected MODEL=VALUE, got {text!r}")
-    return model, number
-
-
-def _weight(text: str) -> tuple[str, float]:
+def _name_number(text: str, what: str, *, minimum: float | None = None) -> tuple[str, float]:
+    """``NAME=NUMBER`` (the last ``=`` splits), the number finite and at least ``minimum``."""
     name, sep, value = text.rpartition("=")
     try:
         number = float(value)
     except ValueError:
         number = math.nan
-    if not sep or not name or not math.isfinite(number) or number < 0:
-        raise argparse.ArgumentTypeError(f"expected SOURCE=WEIGHT with a weight >= 0, got {text!r}")
+    if not sep or not name or not math.isfinite(number) or (minimum is not None and number < minimum):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return name, number
+
+
+def _anchor(text: str) -> tuple[str, float]:
+    return _name_number(text, "MODEL=VALUE")
+
+
+def _weight(text: str) -> tuple[str, float]:
+    return _name_number(text, "SOURCE=WEIGHT with a weight >= 0", minimum=0.0)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -80,32 +80,23 @@ def checked_items(items: Sequence[ReplayItem]) -> tuple[dict[str, Scenario], lis
     return scenarios, followed, len(items) - len(followed)
 
 
-def _items(settings: Settings, request: ReplayRequest) -> list[ReplayItem]:
-    if request.source is not None:
-        try:
+def _items(settings: Settings, request: ReplayRequest, engine: Any) -> list[ReplayItem]:
+    """The request's items: its file's, else the database's (``engine``) public ones; ``--since`` applied."""
+    try:
+        if request.source is not None:
             items = read_replay_file(request.source)
-        except ReplayFileError as exc:
-            raise RunInputError(str(exc)) from None
-    else:
-        items = _stored_items(settings)
+        else:
+            from scenarios.storage import stored_replay_items
+
+            delay = settings.public_export_delay_hours
+            cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(hours=delay) if delay else None
+            items = stored_replay_items(engine, closed_before=cutoff)
+    except ReplayFileError as exc:
+        raise RunInputError(str(exc)) from None
     if request.since is not None:
         since = request.since
         items = [i for i in items if i.created_at is None or i.created_at >= since]
     return items
-
-
-def _stored_items(settings: Settings) -> list[ReplayItem]:
-    from scenarios.storage import stored_replay_items
-
-    delay = settings.public_export_delay_hours
-    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(hours=delay) if delay else None
-    engine = database(database_url(settings))
-    try:
-        return stored_replay_items(engine, closed_before=cutoff)
-    except ReplayFileError as exc:
-        raise RunInputError(str(exc)) from None
-    finally:
-        engine.dispose()
 
 
 def summary(model: str, answers: Sequence[ReplayAnswer], *, source: str, items: int, skipped: int,
@@ -155,10 +146,15 @@ def run_replay_command(*, settings: Settings, request: ReplayRequest, as_json: b
         entries = select_entries(load_catalogue(settings.catalogue_path), request.slugs)
     except CatalogueError as exc:
         raise RunInputError(str(exc)) from exc
-    items = _items(settings, request)
-    scenarios, followed, skipped = checked_items(items)
-    source = str(request.source) if request.source is not None else "database"
     engine = database(database_url(settings)) if request.source is None else None
+    try:
+        items = _items(settings, request, engine)
+        scenarios, followed, skipped = checked_items(items)
+    except RunInputError:
+        if engine is not None:
+            engine.dispose()
+        raise
+    source = str(request.source) if request.source is not None else "database"
     if engine is not None:
         from scenarios.storage import ensure_contestant
 

@@ -121,13 +121,19 @@ def weighted_pairs(sources: Sequence[Source], weights: Mapping[str, float], n: i
                     t=t[keep])  # type: ignore[arg-type]
 
 
+def _played(pairs: PairData, n: int) -> tuple[FloatArray, np.ndarray]:
+    """Weighted battles per model (not whole numbers: ``PairData.per_model_battles`` would round them
+    down) and the models that have any."""
+    battles = np.zeros(n)
+    np.add.at(battles, pairs.i, pairs.battles)
+    np.add.at(battles, pairs.j, pairs.battles)
+    return battles, np.flatnonzero(battles > 0)
+
+
 def _fit_column(name: str, pairs_of: list[PairData], n: int) -> Column:
     """Ratings on the full data (``pairs_of[0]``) and percentile intervals over the rounds (the rest)."""
     pairs = pairs_of[0]
-    battles = np.zeros(n)  # weighted, so not whole numbers (PairData.per_model_battles rounds them down)
-    np.add.at(battles, pairs.i, pairs.battles)
-    np.add.at(battles, pairs.j, pairs.battles)
-    played = np.flatnonzero(battles > 0)
+    battles, played = _played(pairs, n)
     ratings = np.full(n, np.nan)
     low, high, ranks = ratings.copy(), ratings.copy(), np.zeros(n, dtype=np.int64)
     rounds = np.full((len(pairs_of) - 1, n), np.nan)
@@ -152,10 +158,7 @@ def _sandwich_column(name: str, sources: Sequence[Source], weights: Mapping[str,
     its interval as it was. ``rounds`` draws from the normal approximation stand in for bootstrap rounds
     (Kendall's τ's interval)."""
     pairs = weighted_pairs(sources, weights, n)
-    battles = np.zeros(n)
-    np.add.at(battles, pairs.i, pairs.battles)
-    np.add.at(battles, pairs.j, pairs.battles)
-    played = np.flatnonzero(battles > 0)
+    battles, played = _played(pairs, n)
     ratings = np.full(n, np.nan)
     low, high, ranks = ratings.copy(), ratings.copy(), np.zeros(n, dtype=np.int64)
     drawn = np.full((rounds, n), np.nan)

@@ -7,6 +7,7 @@ intervals, which are cheap) and stops when the widest interval is at most ``targ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -100,28 +101,58 @@ def _votes_to_target(
     tie_share: float,
 ) -> int:
     n = theta.size
+    enabled = np.ones(n, dtype=bool)
+
+    def choose(counts: npt.NDArray[np.int64], board: Leaderboard | None) -> tuple[int, int]:
+        if strategy == "uniform":
+            a, b = (int(x) for x in rng.choice(n, size=2, replace=False))
+            return a, b
+        return draw_pair(counts, enabled, rng, ratings=None if board is None else _ratings(board))
+
+    return _arena(theta, choose, target_width=target_width, rng=rng, batch=batch, max_votes=max_votes,
+                  tie_share=tie_share)
+
+
+def _ratings(board: Leaderboard) -> FloatArray:
+    """The fitted Elo ratings in model order (``m0``, ``m1``, …)."""
+    by_name = {r.model: r.rating for r in board.rows}
+    return np.array([by_name[f"m{k}"] for k in range(len(by_name))])
+
+
+def _arena(
+    theta: FloatArray,
+    choose: Callable[[npt.NDArray[np.int64], Leaderboard | None], tuple[int, int]],
+    *,
+    target_width: float,
+    rng: np.random.Generator,
+    batch: int,
+    max_votes: int,
+    tie_share: float,
+    seen: Callable[[int, int], None] | None = None,
+) -> int:
+    """Play battles ``batch`` at a time, each pair from ``choose(counts so far, latest usable fit)``, and
+    refit after each batch; the votes played when the widest interval is at most ``target_width`` (or
+    ``max_votes``). ``seen`` is told every pair played."""
+    n = theta.size
     names = tuple(f"m{k}" for k in range(n))
     wins = np.zeros((n, n), dtype=np.int64)
     ties = np.zeros((n, n), dtype=np.int64)
-    enabled = np.ones(n, dtype=bool)
-    ratings: FloatArray | None = None
+    board: Leaderboard | None = None
     votes = 0
     while votes < max_votes:
         counts = wins + wins.T + ties
         for _ in range(batch):
-            if strategy == "uniform":
-                a, b = (int(x) for x in rng.choice(n, size=2, replace=False))
-            else:
-                a, b = draw_pair(counts, enabled, rng, ratings=ratings)
+            a, b = choose(counts, board)
+            if seen is not None:
+                seen(a, b)
             _record(wins, ties, counts, a, b, _play(theta, a, b, tie_share, rng))
         votes += batch
-        board = _fit(names, wins, ties)
-        if board is None:
+        fitted = _fit(names, wins, ties)
+        if fitted is None:
             continue
-        if _widest(board) <= target_width:
+        if _widest(fitted) <= target_width:
             return votes
-        by_name = {r.model: r.rating for r in board.rows}
-        ratings = np.array([by_name[m] for m in names])
+        board = fitted
     return max_votes
 
 
@@ -195,31 +226,27 @@ def pairing_run(
     sampler starts from the prior (what the suites and replay said) and, once the votes have a fit, uses
     the fitted ratings and their sandwich uncertainty; whether a model can play stays the prior's."""
     n = theta.size
-    names = tuple(f"m{k}" for k in range(n))
-    wins, ties = np.zeros((n, n), dtype=np.int64), np.zeros((n, n), dtype=np.int64)
     enabled = np.ones(n, dtype=bool)
-    ratings, sd = prior_ratings, prior_sd
-    votes = useful = 0
+    useful = 0
+
+    def choose(counts: npt.NDArray[np.int64], board: Leaderboard | None) -> tuple[int, int]:
+        if strategy == "uniform":
+            a, b = (int(x) for x in rng.choice(n, size=2, replace=False))
+            return a, b
+        ratings, sd = prior_ratings, prior_sd
+        if board is not None:
+            rows = {r.model: r for r in board.rows}
+            ratings = _ratings(board)
+            sd = np.array([(rows[f"m{k}"].ci_high - rows[f"m{k}"].ci_low) / (2 * 1.96) for k in range(n)])
+        return draw_prior_pair(counts, enabled, rng, ratings=ratings, sd=sd, playable=prior_playable)
+
+    def seen(a: int, b: int) -> None:
+        nonlocal useful
+        useful += int(playable[a] or playable[b])
+
     with single_threaded_blas():
-        while votes < max_votes:
-            counts = wins + wins.T + ties
-            for _ in range(batch):
-                if strategy == "uniform":
-                    a, b = (int(x) for x in rng.choice(n, size=2, replace=False))
-                else:
-                    a, b = draw_prior_pair(counts, enabled, rng, ratings=ratings, sd=sd,
-                                           playable=prior_playable)
-                useful += int(playable[a] or playable[b])
-                _record(wins, ties, counts, a, b, _play(theta, a, b, tie_share, rng))
-            votes += batch
-            board = _fit(names, wins, ties)
-            if board is None:
-                continue
-            if _widest(board) <= target_width:
-                break
-            by_name = {r.model: r for r in board.rows}
-            ratings = np.array([by_name[m].rating for m in names])
-            sd = np.array([(by_name[m].ci_high - by_name[m].ci_low) / (2 * 1.96) for m in names])
+        votes = _arena(theta, choose, target_width=target_width, rng=rng, batch=batch, max_votes=max_votes,
+                       tie_share=tie_share, seen=seen)
     return votes, useful / max(votes, 1)
 
 
