@@ -117,7 +117,8 @@ def board_breakdown(url: str) -> dict[str, float]:
 
 
 def fixing_breakdown(url: str) -> dict[str, float]:
-    """The Fixing board's two queries, then the whole board per judge."""
+    """The Fixing board's two queries, then the whole board per judge, then the per-kind and replay-pair
+    reads of the roll-ups kept on write (``side_kinds``, ``replay_tallies``, ``replay_pair_tallies``)."""
     from db import HUMAN_MODES, VoteFilters, make_engine
     from db import boards as db_boards
     from webapp.leaderboard_data import build_fixing_board
@@ -128,6 +129,9 @@ def fixing_breakdown(url: str) -> dict[str, float]:
         "first_try_counts_s": lambda: db_boards.first_try_counts(engine, modes=HUMAN_MODES),
         "board_people_s": lambda: build_fixing_board(engine, VoteFilters(), "people"),
         "board_grader_s": lambda: build_fixing_board(engine, VoteFilters(), "grader"),
+        **{f"kinds_{source}_s": (lambda source=source: db_boards.fix_counts_by_kind(engine, source=source))
+           for source in db_boards.KIND_SOURCES},
+        "replay_pair_counts_s": lambda: db_boards.replay_pair_counts(engine),
     }
     report: dict[str, float] = {}
     for name, step in steps.items():

@@ -421,3 +421,58 @@ class SideStats(Base):
     grader_turns_2: Mapped[int] = mapped_column(Integer, default=0)
     grader_turns_3: Mapped[int] = mapped_column(Integer, default=0)
     grader_never: Mapped[int] = mapped_column(Integer, default=0)
+
+
+KIND_CHARS = 64  # a mistake kind's longest name in the roll-ups (longer names are cut)
+KIND_COUNTS: tuple[str, ...] = (
+    "judged", "judged_fixed", "person_judged", "person_fixed", "grader_judged", "grader_fixed",
+)
+
+
+class SideKind(Base):
+    """One side's corrections of one mistake kind, rolled up beside its ``side_stats`` row (rewritten by
+    the same writes): a correction's kinds are the grader's mistakes of the reply it corrects (``garbage``
+    for a reply with no recognisable call). Counts per judge as in ``SIDE_COUNTS``: any stored outcome,
+    the person's, the grader's (the next reply's label). The per-kind board joins ``side_stats`` on the
+    key for the battle facts it filters on, so moderation and closing touch one table."""
+
+    __tablename__ = "side_kinds"
+
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("side_stats.conversation_id"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(KIND_CHARS), primary_key=True)
+    judged: Mapped[int] = mapped_column(Integer, default=0)
+    judged_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    person_judged: Mapped[int] = mapped_column(Integer, default=0)
+    person_fixed: Mapped[int] = mapped_column(Integer, default=0)
+    grader_judged: Mapped[int] = mapped_column(Integer, default=0)
+    grader_fixed: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class ReplayTally(Base):
+    """Replay's answers counted per scenario, contestant and the corrected reply's mistake kind: how many
+    it answered and fixed. :func:`db.actions.replay.record_replay_result` adds to it in the transaction
+    that stores the answer (an answer is stored once, so it is counted once)."""
+
+    __tablename__ = "replay_tallies"
+
+    scenario: Mapped[str] = mapped_column(String(100), primary_key=True)
+    contestant_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(KIND_CHARS), primary_key=True)
+    answered: Mapped[int] = mapped_column(Integer, default=0)
+    fixed: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class ReplayPairTally(Base):
+    """Replay's pairwise outcomes kept on write: two contestants' answers to one correction, counted per
+    scenario, pair (``first_id`` < ``second_id``) and whether each fixed it. Storing an answer adds one to
+    the cell of its pair with every earlier answer to the same correction (the correction's row is locked
+    first, so two answers stored at once still meet)."""
+
+    __tablename__ = "replay_pair_tallies"
+
+    scenario: Mapped[str] = mapped_column(String(100), primary_key=True)
+    first_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"), primary_key=True)
+    second_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"), primary_key=True)
+    first_fixed: Mapped[bool] = mapped_column(Boolean, primary_key=True)
+    second_fixed: Mapped[bool] = mapped_column(Boolean, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0)

@@ -12,7 +12,8 @@ executemany; PostgreSQL ``COPY`` in :func:`load_rows`). Never call these on a da
   roll-up is then computed by :func:`db.boards.reply_stats.refill_side_stats`, exactly as migration 0005
   does (SQLite: the web app's benchmark file).
 - :func:`seed_corrected_battles`: voted battles shaped like real ones for the export benchmark.
-- :func:`seed_replay_results`: replay answers (``replay_results``) to the stored corrections.
+- :func:`seed_replay_results`: replay answers (``replay_results``) to the stored corrections, then their
+  per-kind roll-up (:func:`db.boards.replay.refill_replay_tallies`, as migration 0010 does).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, func, insert, select
 from sqlalchemy.exc import DBAPIError
 
+from db.boards.replay import refill_replay_tallies
 from db.boards.reply_stats import refill_side_stats
 from db.models import Base, Battle, Contestant, Conversation, Correction, Message, Vote, utcnow
 
@@ -261,7 +263,7 @@ def seed_graded_replies(
         if progress is not None:
             progress(f"replies: {written:,} of {replies:,} loaded")
     if progress is not None:
-        progress("replies: rolling up side_stats (db.boards.reply_stats.refill_side_stats)")
+        progress("replies: rolling up side_stats and side_kinds (db.boards.reply_stats.refill_side_stats)")
     with engine.begin() as conn:
         refill_side_stats(conn)
         conn.exec_driver_sql("ANALYZE")
@@ -396,5 +398,6 @@ def seed_replay_results(engine: Engine, *, results: int, models_per_item: int = 
     if rows:
         load_rows(engine, "replay_results", _REPLAY_COLS, rows)
     with engine.begin() as conn:
+        refill_replay_tallies(conn)
         conn.exec_driver_sql("ANALYZE")
     return written

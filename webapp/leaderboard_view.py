@@ -111,11 +111,8 @@ def compute_kinds(url: str, chosen: VoteFilters, source: str) -> pd.DataFrame:
 
 
 def _kinds(url: str, chosen: VoteFilters, source: str) -> None:
-    """The source's fix rates per mistake kind, under its table, when asked for: it reads every judged
-    correction's mistakes (seconds at a million replies), so the board does not pay for it by default."""
-    if not st.toggle("Fix rate per mistake kind", value=False, key=f"lb_kinds_on_{source}",
-                     help="Which mistakes each model fixes: year, date, time, title, prose around the call…"):
-        return
+    """The source's fix rates per mistake kind, under its table: a read of the per-kind roll-ups kept on
+    write (``side_kinds``, ``replay_tallies``), so it costs the board about what the side totals do."""
     table = compute_kinds(url, chosen, source)
     if table.empty:
         st.info("No judged correction of a reply with a named mistake matches these filters yet.")

@@ -14,8 +14,9 @@ export's ``recurrence`` column uses it too) and :func:`fix_chains` / :func:`turn
 counts the automatic arena's chains with them; ``ranking.fixing`` takes the counts only).
 
 :func:`refresh_side_stats` recomputes a side from its few rows in the transaction of every write that
-changes them (``db.actions.battles``); moderation updates the ``flagged`` copy; :func:`refill_side_stats`
-recomputes every side (migration 0005, bulk loaders).
+changes them (``db.actions.battles``), with its per-kind rows (``side_kinds``, :mod:`db.boards.side_kinds`);
+moderation updates the ``flagged`` copy; :func:`refill_side_stats` recomputes every side (migrations 0005
+and 0010, bulk loaders).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, inspect, select
 from sqlalchemy.orm import Session
 
-from db.models import SIDE_COUNTS, Battle, Conversation, Correction, Message, SideStats
+from db.boards.side_kinds import clear_side_kinds, kind_rows, side_kind_records, write_side_kinds
+from db.models import SIDE_COUNTS, Battle, Conversation, Correction, Message, SideKind, SideStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,14 +205,19 @@ def refresh_side_stats(session: Session, conversation_id: int) -> None:
         for name, value in values.items():
             setattr(existing, name, value)
     session.flush()
+    write_side_kinds(session, conversation_id, kind_rows(replies, corrections))
 
 
 def refill_side_stats(conn: Connection, *, chunk: int = 5_000) -> int:
-    """Recompute every side's row (the table is emptied first), ``chunk`` conversations at a time.
-    Returns the rows written."""
+    """Recompute every side's row and its per-kind rows (both tables are emptied first), ``chunk``
+    conversations at a time. Returns the ``side_stats`` rows written."""
+    # What the schema has now: migration 0005 runs this before 0006 adds ``closed_at`` (0006 fills it)
+    # and before 0010 adds ``side_kinds`` (0010 runs it again).
+    with_kinds = inspect(conn).has_table(SideKind.__tablename__)
+    if with_kinds:
+        clear_side_kinds(conn)
     conn.execute(delete(SideStats))
     table = SideStats.__table__
-    # The columns the table has now: migration 0005 runs this before 0006 adds ``closed_at`` (0006 fills it).
     present = {column["name"] for column in inspect(conn).get_columns(SideStats.__tablename__)}
     last = -1
     written = 0
@@ -237,4 +244,15 @@ def refill_side_stats(conn: Connection, *, chunk: int = 5_000) -> int:
         if rows:
             conn.execute(insert(table), rows)  # type: ignore[arg-type]
             written += len(rows)
+        if with_kinds:
+            _insert_kinds(conn, [side[0] for side in sides], replies, corrections)
         last = high
+
+
+def _insert_kinds(conn: Connection, sides: Sequence[int], replies: dict[int, list[ReplyRow]],
+                  corrections: dict[int, list[CorrectionRow]]) -> None:
+    """The ``side_kinds`` rows of a chunk of sides (those with corrections)."""
+    records = [record for side in sides if side in corrections
+               for record in side_kind_records(side, kind_rows(replies.get(side, []), corrections[side]))]
+    if records:
+        conn.execute(insert(SideKind), records)

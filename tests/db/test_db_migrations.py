@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
@@ -131,15 +132,20 @@ def test_every_cli_command_is_documented_in_the_cli_reference() -> None:
         assert f"python -m db {name}" in section, f"`python -m db {name}` is not documented in docs/CLI.md"
 
 
+def _battle_of_two(engine: Any) -> Any:
+    """An open anonymous calendar battle of m1 and m2 (both added)."""
+    for slug in ("m1", "m2"):
+        actions.upsert_contestant(engine, slug=slug, display_name=slug, family="test")
+    return actions.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
+                               contestant_b="m2")
+
+
 def test_0005_fills_side_stats_from_stored_rows(db_url: str) -> None:
     """Downgraded to 0004 and upgraded again, each side's roll-up is recomputed from its rows."""
     upgrade_to_head(db_url)
     engine = make_engine(db_url)
     try:
-        for slug in ("m1", "m2"):
-            actions.upsert_contestant(engine, slug=slug, display_name=slug, family="test")
-        battle = actions.open_battle(engine, mode="anonymous", scenario="calendar", contestant_a="m1",
-                                     contestant_b="m2")
+        battle = _battle_of_two(engine)
         script: dict[str, list[tuple[str, list[str]]]] = {
             "a": [("partial", ["chatty"]), ("partial", ["wrong_time"]), ("correct", [])],
             "b": [("correct", [])],
@@ -183,5 +189,41 @@ def test_0005_fills_side_stats_from_stored_rows(db_url: str) -> None:
     try:
         with engine.connect() as conn:
             assert [dict(row._mapping) for row in conn.execute(read)] == before
+    finally:
+        engine.dispose()
+
+
+def test_0010_fills_the_kind_roll_ups_from_stored_rows(db_url: str) -> None:
+    """Downgraded to 0009 and upgraded again, ``side_kinds`` and ``replay_tallies`` are rebuilt from the
+    replies, corrections and replay answers, equal to what the writes kept."""
+    upgrade_to_head(db_url)
+    engine = make_engine(db_url)
+    try:
+        battle = _battle_of_two(engine)
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="request", content="Add")
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
+                               grader_label="partial", grader_mistakes=["wrong_year", "chatty"])
+        correction = actions.record_correction(engine, battle_id=battle.id, side="a", content="2024.")
+        actions.append_message(engine, battle_id=battle.id, side="a", kind="reply", content="call",
+                               grader_label="correct", grader_mistakes=[])
+        actions.set_correction_outcome(engine, correction_id=correction.id, outcome="fixed",
+                                       judged_by="person")
+        actions.record_replay_result(engine, correction_id=correction.id, contestant="m2",
+                                     outcome="not_fixed", content="call")
+        reads = [text("SELECT * FROM side_kinds ORDER BY conversation_id, kind"),
+                 text("SELECT * FROM replay_tallies ORDER BY scenario, contestant_id, kind")]
+        with engine.connect() as conn:
+            before = [[dict(row._mapping) for row in conn.execute(read)] for read in reads]
+        assert [len(rows) for rows in before] == [2, 2]
+        assert before[0][0]["kind"] == "chatty" and before[0][0]["person_fixed"] == 1
+    finally:
+        engine.dispose()
+    command.downgrade(alembic_config(db_url), "0009")
+    assert not {"side_kinds", "replay_tallies"} & _tables(db_url)
+    upgrade_to_head(db_url)
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            assert [[dict(row._mapping) for row in conn.execute(read)] for read in reads] == before
     finally:
         engine.dispose()

@@ -206,7 +206,6 @@ def _check_boards(page, names: set[str]) -> None:  # noqa: ANN001
     expect(page.get_by_role("heading", name="Turns to fix")).to_be_visible()
     expect(page.locator(".vega-embed")).to_have_count(2)  # fix rates and turns to fix
     page.wait_for_timeout(1000)
-    page.get_by_test_id("stCheckbox").get_by_text("Fix rate per mistake kind").click()  # a toggle
     expect(page.get_by_role("heading", name="Fix rate per mistake kind")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "leaderboard_fixing.png"), full_page=True)
 

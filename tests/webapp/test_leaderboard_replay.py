@@ -67,8 +67,7 @@ def test_replay_shows_each_models_fix_rate_on_others_and_its_own_mistakes(replay
     regression = table.loc["Crumb", "Regression"]
     assert regression.startswith("8% (") and regression.endswith("n=12)")
     assert any("Wilson" in c.value for c in at.caption)
-    assert not any(h.value == "Fix rate per mistake kind" for h in at.subheader), "only when asked for"
-    at.toggle(key="lb_kinds_on_replay").set_value(True).run()
+    assert any(h.value == "Fix rate per mistake kind" for h in at.subheader), "shown with the source"
     kinds = _frame_with(at, "prose around the call").set_index("Model")  # replay, per mistake kind
     assert kinds.loc["Ace", "time"].startswith("100% (") and kinds.loc["Ace", "time"].endswith("n=9)")
     assert kinds.loc["Crumb", "prose around the call"].startswith("0% (")
@@ -77,7 +76,6 @@ def test_replay_shows_each_models_fix_rate_on_others_and_its_own_mistakes(replay
 def test_the_grader_source_shows_fix_rates_per_mistake_kind(replayed: Engine) -> None:
     at = _board(_open(), "fixing")
     at.radio(key="lb_fix_source").set_value("grader").run()
-    at.toggle(key="lb_kinds_on_grader").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(h.value == "Fix rate per mistake kind" for h in at.subheader)
     kinds = _frame_with(at, "prose around the call").set_index("Model")
