@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "ours, and print both and the ratios")
     p.add_argument("--anchor-python", default=None,
                    help="interpreter with llama-cpp-python (default: $ARENA_ANCHOR_PYTHON, else this one)")
+    p.add_argument("--serve", action="store_true",
+                   help="with --concurrency: the same streams in process, through `inference serve` over "
+                        "HTTP and (with --anchor) through llama.cpp's server; figures and ratios as JSON")
     p.set_defaults(handler=cmd_bench)
 
     p = sub.add_parser("kernels", help="build the native CPU kernels for this machine if need be; report")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 
 from commands.inference_models import (
     UsageError,
@@ -35,6 +36,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         entry = _bench_entry(args.model, None)
         return _bench_fidelity(entry, new_tokens=args.new_tokens, weights=args.weights)
     entry = _bench_entry(args.model, args.weights)
+    if args.serve:
+        return _bench_serve(args, entry, levels)
     if args.concurrency is None and not args.json:
         out = run_bench(entry, cache_dir=cache_dir(), new_tokens=args.new_tokens, runs=args.runs,
                         progress=stderr_progress(entry.slug))
@@ -74,6 +77,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
               f"ttft {a['ttft_ms']} ms, decode {a['decode_tok_s']} tok/s, "
               f"one stream end to end {a['end_to_end_tok_s']} tok/s")
         print("ours / llama.cpp: " + ", ".join(f"{k} {v}" for k, v in out["ratios"].items()))
+    return 0
+
+
+def _bench_serve(args: argparse.Namespace, entry: CatalogueEntry, levels: list[int]) -> int:
+    """``--serve``: in process, through ``inference serve``, through llama.cpp's server (``--anchor``)."""
+    from bench.serve import run_serve_bench
+    from inference.builder import entry_file
+
+    if args.concurrency is None:
+        raise UsageError("--serve needs --concurrency, e.g. --concurrency 1,8,32")
+    anchor = None
+    if args.anchor:
+        from bench.inference_anchor import AnchorUnavailable, anchor_python
+
+        try:
+            anchor = anchor_python(args.anchor_python)
+        except AnchorUnavailable as exc:
+            raise UsageError(str(exc)) from exc
+    setup_compilation_cache()
+    gguf = entry_file(entry, cache_dir=cache_dir()) if anchor else None
+    out = run_serve_bench(entry, gguf, levels, runs=args.runs,
+                          new_tokens=args.new_tokens, anchor_python=anchor,
+                          progress=lambda line: print(f"[bench {entry.slug}] {line}", file=sys.stderr))
+    print(json.dumps(out))
     return 0
 
 
