@@ -91,8 +91,8 @@ def measure(model: ChatModel, levels: Sequence[int], *, runs: int, new_tokens: i
     return rows
 
 
-def _wait_ready(url: str, slug: str | None, process: subprocess.Popen[bytes], timeout: float) -> None:
-    """Poll ``/v1/models`` until it answers (and lists ``slug`` as ready, when given)."""
+def _wait_ready(url: str, slugs: Sequence[str], process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Poll ``/v1/models`` until it answers and lists every one of ``slugs`` as ready."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -100,7 +100,8 @@ def _wait_ready(url: str, slug: str | None, process: subprocess.Popen[bytes], ti
         try:
             with urllib.request.urlopen(f"{url}/v1/models", timeout=5) as answer:
                 listed = json.load(answer)["data"]
-            if slug is None or any(m["id"] == slug and m.get("ready", True) for m in listed):
+            ready = {m["id"] for m in listed if m.get("ready", True)}
+            if set(slugs) <= ready:
                 return
         except (OSError, ValueError, KeyError):
             pass
@@ -109,16 +110,17 @@ def _wait_ready(url: str, slug: str | None, process: subprocess.Popen[bytes], ti
 
 
 @contextmanager
-def server(command: Sequence[str], *, slug: str | None, env: dict[str, str] | None = None,
+def server(command: Sequence[str], *, slugs: Sequence[str] = (), env: dict[str, str] | None = None,
            log: Path | None = None) -> Iterator[str]:
-    """A server process on a free loopback port (``{port}`` in ``command``), ready; its base URL."""
+    """An OpenAI-compatible server process on a free loopback port (``{port}`` in ``command``), ready
+    (every one of ``slugs`` listed as ready); its base URL."""
     port = free_port()
     argv = [part.replace("{port}", str(port)) for part in command]
     sink = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115 (closed below)
     process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, slug, process, READY_TIMEOUT_S)
+        _wait_ready(url, slugs, process, READY_TIMEOUT_S)
         yield url
     finally:
         process.terminate()
@@ -168,7 +170,7 @@ def run_serve_bench(entry: Any, gguf: Path | None, levels: Sequence[int], *, run
     report["in_process"] = _in_process(entry, levels, runs=runs, new_tokens=new_tokens, progress=progress)
     progress("through python -m inference serve")
     ours = [sys.executable, "-m", "inference", "serve", "--models", entry.slug, "--port", "{port}"]
-    with server(ours, slug=entry.slug, env=dict(os.environ)) as url:
+    with server(ours, slugs=[entry.slug], env=dict(os.environ)) as url:
         report["serve"] = measure(_remote(entry.slug, url, entry.slug), levels, runs=runs,
                                   new_tokens=new_tokens, progress=progress)
     report["serve_over_in_process"] = _ratios(report["serve"], report["in_process"])
@@ -177,7 +179,7 @@ def run_serve_bench(entry: Any, gguf: Path | None, levels: Sequence[int], *, run
         theirs = [anchor_python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
                   "--port", "{port}", "--n_ctx", "4096", "--n_threads", str(os.cpu_count() or 1),
                   "--model_alias", entry.slug]
-        with server(theirs, slug=None) as url:
+        with server(theirs) as url:
             report["llama_cpp_server"] = measure(_remote(entry.slug, url, entry.slug), levels, runs=runs,
                                                  new_tokens=new_tokens, progress=progress)
         report["serve_over_llama_cpp_server"] = _ratios(report["serve"], report["llama_cpp_server"])

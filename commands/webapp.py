@@ -57,6 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead: a load test with this many simulated visitors on the catalogue's models",
     )
     bench.add_argument("--seconds", type=_positive, default=60, help="load test duration (default 60)")
+    bench.add_argument(
+        "--servers", type=_positive, default=None,
+        help="with --visitors: that many real app servers on one fresh PostgreSQL database, the models "
+             "behind `inference serve`, each visitor a headless browser (bench/webapp_servers.py)",
+    )
+    bench.add_argument("--concurrency", type=_positive, default=16,
+                       help="with --servers: browsers at once (default 16)")
+    bench.add_argument("--postgres-url", default=None,
+                       help="with --servers: a PostgreSQL server to create the run's database on (default: "
+                            "$ARENA_TEST_POSTGRES_URL, else postgres on 127.0.0.1:5432)")
     return parser
 
 
@@ -69,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("python -m webapp bench: error: --models must be >= 2", file=sys.stderr)
         return 2
     os.environ.setdefault("KERAS_BACKEND", "jax")
+    if args.servers is not None:
+        return _bench_servers(args)
     if args.visitors is not None:
         from bench.webapp_load import run_visitors
 
@@ -94,3 +106,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(json.dumps(report, indent=2))
     return 0
+
+
+def _bench_servers(args: argparse.Namespace) -> int:
+    """``--servers N --visitors V``: the multi-process load run; exit 1 when a row was lost or doubled."""
+    import shutil
+
+    from bench.webapp_servers import DEFAULT_POSTGRES_URL, run_servers
+
+    chromium = shutil.which("chromium")
+    if args.visitors is None:
+        print("python -m webapp bench: error: --servers needs --visitors", file=sys.stderr)
+        return 2
+    if chromium is None:
+        print("python -m webapp bench: error: --servers needs Debian's chromium on PATH", file=sys.stderr)
+        return 2
+    postgres = args.postgres_url or os.environ.get("ARENA_TEST_POSTGRES_URL") or DEFAULT_POSTGRES_URL
+    report = run_servers(servers=args.servers, visitors=args.visitors, concurrency=args.concurrency,
+                         postgres_url=postgres, chromium=chromium,
+                         **({"catalogue": args.catalogue} if args.catalogue is not None else {}))
+    print(json.dumps(report, indent=2))
+    return 0 if report["rows"]["lost"] == 0 and report["rows"]["duplicated"] == 0 else 1
