@@ -7,23 +7,30 @@ clear message on that side only, the reply is stored with finish reason ``error`
 other side's reply is stored as usual, and the model's line recovers: once the engine behaves, a Retry
 of that side streams a good reply. The remote limits are short (``ARENA_REMOTE_IDLE_TIMEOUT_S``,
 ``ARENA_REMOTE_REPLY_DEADLINE_S``), so each drill ends in seconds.
+
+The circuit breaker, with three models: two failures in a row rest the faulty model (the pickers leave
+it out, the Arena pairs the other two), the cool-down passes (the stored times are moved back, not
+slept through), and its trial closes the breaker again.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
+from streamlit.testing.v1 import AppTest
 
 from db import actions as db_actions
+from tests.db.conftest import back_date
 from tests.fake_openai import FakeServer, Handler, Script, serve
-from tests.webapp.conftest import open_app
+from tests.webapp.conftest import open_app, warm_pool
 from tests.webapp.test_arena_app import ARENA, TURN_1, _send, _texts
 
-FAULTY, STEADY = "faulty-served", "steady-served"  # catalogue slugs (engine names: "faulty", "steady")
+FAULTY, STEADY, SPARE = "faulty-served", "steady-served", "spare-served"  # engine: "faulty", "steady"
 IDLE_S, DEADLINE_S = "0.3", "6"
 RETRY_AFTER_S = 1.5  # longer than the client's own first backoffs (0.5 s, 1 s): the gaps show it obeyed
 SERVER_GIVES_UP_S = 5.0  # a stalled script stops after this: an unbounded client fails, not hangs
@@ -113,15 +120,20 @@ def server(engine: Engine) -> Iterator[FakeServer]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def catalogue(tmp_path_factory: pytest.TempPathFactory, server: FakeServer) -> Path:
-    path = tmp_path_factory.mktemp("faults") / "faults.toml"
+def _catalogue(path: Path, server: FakeServer, *entries: tuple[str, str, str]) -> Path:
+    """A catalogue of remote models (slug, name, the engine's model name) behind ``server``."""
     path.write_text("".join(
         f'[[model]]\nslug = "{slug}"\nname = "{name}"\nfamily = "remote"\n'
         f'source = "remote:{server.base_url}"\nremote_model = "{model}"\n\n'
-        for slug, name, model in ((FAULTY, "Faulty Served", "faulty"), (STEADY, "Steady Served", "steady"))
+        for slug, name, model in entries
     ))
     return path
+
+
+@pytest.fixture(scope="module")
+def catalogue(tmp_path_factory: pytest.TempPathFactory, server: FakeServer) -> Path:
+    return _catalogue(tmp_path_factory.mktemp("faults") / "faults.toml", server,
+                      (FAULTY, "Faulty Served", "faulty"), (STEADY, "Steady Served", "steady"))
 
 
 @pytest.fixture
@@ -183,3 +195,63 @@ def test_a_fault_fails_one_side_clearly_and_the_model_recovers(
     assert (standing.finish_reason, standing.error, standing.content) == ("stop", None, FIXED_REPLY)
     assert any(m.superseded and m.finish_reason == "error" for m in battle.sides[failed].messages)
     assert not at.button(key=f"anonymous:vote_{failed}").disabled
+
+
+# --- the circuit breaker ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_models(tmp_path_factory: pytest.TempPathFactory, server: FakeServer) -> Path:
+    """The faulty model and two steady ones: the Arena can still pair while the faulty one rests."""
+    return _catalogue(tmp_path_factory.mktemp("breaker") / "breaker.toml", server,
+                      (FAULTY, "Faulty Served", "faulty"), (STEADY, "Steady Served", "steady"),
+                      (SPARE, "Spare Served", "steady"))
+
+
+def _chat_with_faulty(at: AppTest) -> None:
+    at.selectbox(key="direct:model_0").set_value(FAULTY).run()
+    at.chat_input(key="direct:input").set_value(TURN_1).run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _offered(page: str) -> list[str]:
+    return list(open_app(page).selectbox(key="direct:model_0").options)
+
+
+def test_the_breaker_rests_a_failing_model_then_gives_it_a_trial(
+    arena_env: Callable[..., str], three_models: Path, faulty: Engine, data_dir: Path
+) -> None:
+    url = arena_env(catalogue=three_models, breaker_failures="2", breaker_cooldown_s="120",
+                    remote_idle_timeout_s=IDLE_S, remote_reply_deadline_s=DEADLINE_S)
+    warm_pool(three_models, data_dir, count=3)
+    db = create_engine(url)
+    faulty.fault = "a server that goes away mid-reply"
+    chat = open_app("pages/chat.py")
+    _chat_with_faulty(chat)
+    assert _texts(chat.error) == [HEADLINE]
+    assert "Faulty Served" in _offered("pages/chat.py"), "one failure is not a pattern"
+
+    chat.button(key="direct:retry_a").click().run()  # the second failure in a row opens the breaker
+    assert _texts(chat.error) == [HEADLINE]
+    assert db_actions.open_breakers(db, now=dt.datetime.now(dt.UTC)) == {FAULTY}
+    assert _offered("pages/chat.py") == ["Steady Served", "Spare Served"], "the pickers leave it out"
+    arena = open_app(ARENA)
+    for _ in range(3):  # drawn from three ready models, the faulty one would show up soon
+        _send(arena, TURN_1)
+        battle = db_actions.get_battle(db, battle_id=arena.session_state["battle_id:anonymous"])
+        assert {side.contestant.slug for side in battle.sides.values()} == {STEADY, SPARE}
+        arena.button(key="anonymous:skip").click().run()
+
+    faulty.fault = None
+    back_date(db, dt.timedelta(seconds=121))  # the cool-down passed: half-open, offered again
+    assert db_actions.open_breakers(db, now=dt.datetime.now(dt.UTC)) == frozenset()
+    trial = open_app("pages/chat.py")
+    assert "Faulty Served" in list(trial.selectbox(key="direct:model_0").options)
+    _chat_with_faulty(trial)  # the trial: a good reply closes the breaker
+    assert not trial.error and db_actions.open_breakers(db, now=dt.datetime.now(dt.UTC)) == frozenset()
+
+    faulty.fault = "a server that goes away mid-reply"
+    again = open_app("pages/chat.py")
+    _chat_with_faulty(again)
+    assert _texts(again.error) == [HEADLINE]
+    assert "Faulty Served" in _offered("pages/chat.py"), "closed: one failure starts a new streak"
