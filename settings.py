@@ -108,6 +108,11 @@ class Settings(BaseSettings):
     # A remote engine's whole reply, and the longest silence within it (keep-alive comments do not count).
     remote_reply_deadline_s: float = Field(default=120.0, gt=0, le=3_600, allow_inf_nan=False)
     remote_idle_timeout_s: float = Field(default=30.0, gt=0, le=3_600, allow_inf_nan=False)
+    # The circuit breaker (db.actions.breakers): this many failed replies in a row, the first within the
+    # window of the last, take a model out of the pairing for the cool-down (0 failures: no breaker).
+    breaker_failures: int = Field(default=3, ge=0, le=1_000)
+    breaker_window_s: float = Field(default=300.0, gt=0, le=86_400, allow_inf_nan=False)
+    breaker_cooldown_s: float = Field(default=120.0, gt=0, le=86_400, allow_inf_nan=False)
     compilation_cache: bool = True
 
     @field_validator("trusted_proxies")

@@ -364,6 +364,22 @@ class AdminLoginFailure(Base):
     failed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 
+class ModelBreaker(Base):
+    """A contestant's circuit breaker (``db.actions.breakers``), kept in the database so that every server
+    process on it takes a failing engine out of the pairing at once. ``failures`` counts the failed
+    replies in a row of the streak that began at ``streak_started_at``; ``open_until`` set means open
+    until then (out of the pairing) and, once passed, half-open: the next battle's reply is its trial.
+    A contestant without a row has never failed: closed."""
+
+    __tablename__ = "model_breakers"
+
+    contestant_id: Mapped[int] = mapped_column(ForeignKey("contestants.id"), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    streak_started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    open_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 SIDE_COUNTS: tuple[str, ...] = (
     "graded_replies", "regression_replies", "recurrence_replies", "chatty_replies",
     "judged", "judged_fixed", "person_fixed", "person_judged", "grader_fixed", "grader_judged",

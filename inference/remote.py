@@ -36,8 +36,8 @@ see :class:`RemoteChatModel`):
 * Text: every delta, the result's text and the error are passed through
   :func:`inference.protocol.clean_text` (lone surrogates and NUL become U+FFFD).
 
-A reply that breaks one of these ends with ``finish_reason="error"`` (time, oversized lines) or
-``"length"`` (tokens, characters), keeping the text streamed so far, and its connection is closed.
+A reply that breaks one of these ends with ``finish_reason="error"`` (time, oversized lines, bytes that
+are not UTF-8) or ``"length"`` (tokens, characters), keeping the text so far; its connection is closed.
 
 Layout: this module holds the model -- the request body (:func:`request_body`), connections (kept alive
 between requests, at most eight idle), the attempt loop with its retries and backoff, and the final

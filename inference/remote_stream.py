@@ -8,6 +8,7 @@ events, gathering the reply in a :class:`Reply`.
   :class:`RemoteError` (429 and 5xx retryable, with the server's ``Retry-After``).
 * :func:`read_events` / :func:`read_line`: ``data:`` lines read with a bounded ``readline``
   (``Limits.max_line_bytes``), events capped at ``Limits.max_event_bytes``; neither is ever buffered whole.
+  A line that is not UTF-8 ends the reply (:func:`decode_line`).
 * :func:`apply_event`: one payload -- ``[DONE]``, an error object or a chat-completion chunk -- applied to
   the reply; the token and character caps (:func:`take_text`), usage figures clamped to what is plausible
   (:func:`plausible_count`, :func:`plausible_prompt_tokens`), every delta passed through
@@ -213,7 +214,7 @@ def read_events(
             if data_lines:
                 yield from apply_event("\n".join(data_lines), reply, clock, limits)
             break
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        line = decode_line(raw)
         if not line:
             if data_lines:
                 yield from apply_event("\n".join(data_lines), reply, clock, limits)
@@ -250,6 +251,17 @@ def read_line(response: http.client.HTTPResponse, cancel: CancelToken, max_bytes
         raise RemoteError(f"malformed event from server: a line longer than {max_bytes} bytes",
                           retryable=False)
     return raw
+
+
+def decode_line(raw: bytes) -> str:
+    """A line as text, without its line break. Bytes that are not UTF-8 are a broken stream, not text to
+    patch with U+FFFD: JSON between systems is UTF-8 (RFC 8259), so an engine that sends anything else
+    is corrupting its reply, and a reply with holes punched in it must not be graded or voted on."""
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise RemoteError(f"malformed event from server: bytes that are not UTF-8 at offset {exc.start}",
+                          retryable=False) from exc
 
 
 def apply_event(data: str, reply: Reply, clock: Clock, limits: Limits) -> Iterator[TextDelta]:

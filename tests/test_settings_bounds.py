@@ -56,6 +56,12 @@ PER_VISITOR_LIMITS = (
         ("remote_reply_deadline_s", math.nan),
         ("remote_reply_deadline_s", 3601),
         ("remote_idle_timeout_s", 1e9),
+        ("breaker_failures", -1),
+        ("breaker_failures", 1001),
+        ("breaker_window_s", 0),
+        ("breaker_window_s", math.inf),
+        ("breaker_cooldown_s", 86_401),
+        ("breaker_cooldown_s", math.nan),
         ("admin_failures_per_hour", 0),
         ("admin_failures_per_hour", 100_001),
         ("trusted_proxies", ["nope"]),
@@ -106,6 +112,8 @@ def test_the_new_settings_and_their_defaults() -> None:
     assert settings.remote_reply_deadline_s == 120.0
     assert settings.remote_idle_timeout_s == 30.0
     assert settings.admin_failures_per_hour == 50
+    breaker = (settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
+    assert breaker == (3, 300.0, 120.0)
     assert Settings(environment="test", trusted_proxies=[" 10.0.0.0/8", "::1"]).trusted_proxies == [
         "10.0.0.0/8", "::1"
     ]
@@ -127,6 +135,7 @@ def test_the_new_settings_and_their_defaults() -> None:
         ("ARENA_REMOTE_API_KEYS", "sk-not-json", "not valid JSON"),
         ("ARENA_REMOTE_API_KEYS", '["sk-1"]', "dictionary"),
         ("ARENA_MAX_MESSAGE_CHARS", "lots", "integer"),
+        ("ARENA_BREAKER_COOLDOWN_S", "-5", "greater than 0"),
         ("ARENA_ENVIRONMENT", "staging", "development"),
     ],
 )

@@ -23,7 +23,7 @@ from inference.pool import ModelStatus
 from inference.protocol import ChatModel, GenerationParams
 from ranking.sampler import draw_prior_pair
 from settings import Settings
-from webapp import resources
+from webapp import breaker, resources
 from webapp.visitor import current_address_key, current_visitor_id
 
 
@@ -87,9 +87,10 @@ def ensure_contestants(ctx: Context) -> None:
 
 
 def ready_contestants(ctx: Context) -> list[ContestantView]:
-    """Enabled contestants (admin's choice, in the database) whose model is loaded and compiled."""
+    """Enabled contestants (admin's choice, in the database) whose model is loaded and compiled and is
+    not resting (its circuit breaker is open: ``webapp.breaker``)."""
     ensure_contestants(ctx)
-    ready = set(ctx.pool.ready_slugs())
+    ready = set(ctx.pool.ready_slugs()) - breaker.resting(ctx.settings, ctx.engine)
     return [c for c in db_actions.list_contestants(ctx.engine, enabled_only=True) if c.slug in ready]
 
 

@@ -7,7 +7,7 @@ votes and messages since a moment: the rate limits), ``admin_logins`` (the admin
 ``moderation`` (flag, unflag, its log, when the next closed battle is published), ``reading`` (a
 battle back as a frozen view, resuming one) and ``shown`` (which battle a page shows after a reload:
 the open one, or the one just voted on until *New battle*) and ``replay`` (a model's answer to a stored
-correction, once per model).
+correction, once per model) and ``breakers`` (a failing engine out of the pairing for a while).
 
 Conventions: the first argument is the :class:`~sqlalchemy.Engine`, everything else is keyword-only; each
 action is ONE transaction, committed (durable) before the function returns; refusals raise a typed error
@@ -35,6 +35,7 @@ from db.actions.battles import (
     set_correction_outcome,
     set_grader_label,
 )
+from db.actions.breakers import BreakerRules, BreakerState, claim_trials, open_breakers, record_reply
 from db.actions.generations import (
     GenerationLimits,
     GenerationRefused,
@@ -67,6 +68,11 @@ from db.actions.shown import dismiss_battle, resume_battle
 from db.actions.votes import record_vote, utc_day_start
 
 __all__ = [
+    "BreakerRules",
+    "BreakerState",
+    "claim_trials",
+    "open_breakers",
+    "record_reply",
     "record_replay_result",
     "replayed_corrections",
     "AdminFailureState",

@@ -38,6 +38,7 @@ _LEADING: tuple[tuple[str, str], ...] = (
     ("timeouterror", TIMEOUT),
     ("cancellederror", CANCELLED),
     ("no complete reply within", TIMEOUT),
+    ("no progress from the server", TIMEOUT),  # a stalled stream (inference.remote_stream's idle limit)
     ("cannot connect to", UNAVAILABLE),
     ("connectionrefusederror", UNAVAILABLE),
 )

@@ -198,6 +198,7 @@ def test_counts_match_what_the_public_download_holds(trust: Trust, engine: Engin
     ("remote returned HTTP 502: bad gateway at https://x.example", "engine_error"),
     ("HTTP 503 from server: overloaded", "unavailable"),
     ("no complete reply within the 60 s limit (last attempt: HTTP 500 from server: x)", "timeout"),
+    ("no progress from the server for 30 s", "timeout"),
     ("no response from https://api.example/v1: timed out", "timeout"),
     ("cannot connect to https://api.example/v1: [Errno 111] Connection refused", "unavailable"),
     ("malformed event from server: b'{oops'", "engine_error"),

@@ -296,7 +296,7 @@ def test_the_pools_remote_timeouts_bound_its_remote_models(tmp_path: Path) -> No
     import time
 
     from inference.catalogue import parse_catalogue
-    from tests.inference.test_remote import Handler, serve
+    from tests.fake_openai import Handler, serve
 
     def endless(h: Handler, attempt: int) -> None:
         h.start_sse()

@@ -16,7 +16,8 @@ import pytest
 
 from inference.protocol import ChatMessage, GenerationParams, clean_text
 from inference.remote import RemoteChatModel
-from tests.inference.test_remote import Handler, chunk, model_for, run, say, serve
+from tests.fake_openai import Handler, chunk, serve
+from tests.inference.test_remote import model_for, run, say
 
 SERVER_GIVES_UP_S = 5.0  # a hostile script stops after this: an unbounded client fails, not hangs
 
@@ -266,6 +267,21 @@ def test_lone_surrogates_and_nul_in_deltas_become_replacement_characters() -> No
     assert result.text == "a\ufffdb\ufffd\ufffdc\U0001F600 ok"
     result.text.encode("utf-8")  # drawable and storable
     assert "\x00" not in result.text
+
+
+def test_bytes_that_are_not_utf8_end_the_reply_and_keep_the_text_so_far() -> None:
+    def script(h: Handler, attempt: int) -> None:
+        h.start_sse()
+        h.raw(b'data: {"choices": [{"index": 0, "delta": {"content": "caf\xc3\xa9 \xf0\x9f\x98\x80"}}]}\n\n')
+        h.raw(b'data: {"choices": [{"index": 0, "delta": {"content": "caf\xe9"}}]}\n\n')  # Latin-1
+        h.done()
+
+    with serve(script) as server:
+        deltas, result = run(model_for(server))
+    assert deltas == ["caf\u00e9 \U0001F600"], "raw UTF-8 (not only JSON escapes) is text"
+    assert result.text == "caf\u00e9 \U0001F600" and result.finish_reason == "error"
+    assert "not UTF-8" in (result.error or "")
+    assert len(server.recorded.requests) == 1  # text was shown: no second attempt
 
 
 def test_a_surrogate_in_the_servers_error_text_is_cleaned() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from tests.fake_openai import running
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "webapp" / "app.py")
@@ -131,14 +132,8 @@ class ScriptedEngine(ThreadingHTTPServer):
     @contextlib.contextmanager
     def running(cls) -> Iterator[ScriptedEngine]:
         """A scripted engine serving on a free loopback port for the block."""
-        server = cls()
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        thread.start()
-        try:
+        with running(cls()) as server:
             yield server
-        finally:
-            server.shutdown()
-            server.server_close()
 
     @contextlib.contextmanager
     def scripted(self, replies: dict[str, str | None], *, word_delay_s: float = 0.0) -> Iterator[None]:

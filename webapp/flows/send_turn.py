@@ -31,8 +31,8 @@ from scenarios import DialogueMessage
 from scenarios.explain import explain
 from scenarios.generate import battle_script
 from settings import Settings
+from webapp import breaker, limits, render
 from webapp import context as run
-from webapp import limits, render
 from webapp.context import Context
 from webapp.flows import Feedback, Refused
 from webapp.identity import identity_terms, reveals_identity
@@ -155,6 +155,7 @@ def generate(
         held = start_ledger(ctx, battle_id=battle.id, sides=tuple(requests))
     except Refused as refused:
         return [Feedback("error", str(refused))]
+    breaker.claim_trials(ctx.settings, ctx.engine, [battle.sides[side].contestant for side in requests])
     jobs = {
         side: DESK.start(battle_id=battle.id, side=side, model=model, messages=history,
                          params=run.params_for(ctx, battle.sides[side].contestant),
@@ -189,7 +190,8 @@ def follow_replies(jobs: Mapping[str, ReplyJob], placeholders: Mapping[str, Any]
 def _finish(ctx: Context, battle: ShownBattle, retry: bool, ledger_id: int, job: ReplyJob,
             result: GenerationResult) -> None:
     """Store a reply that ended (in its job's thread, whether or not a page still follows it): made
-    public, graded and written; a model that named itself marks the battle; the ledger row is freed."""
+    public, graded and written; the model's circuit breaker counts it (``webapp.breaker``); a model that
+    named itself marks the battle; the ledger row is freed."""
     try:
         raw_error = (result.error or "unknown error") if result.finish_reason == "error" else ""
         view = battle.sides[job.side]
@@ -198,8 +200,10 @@ def _finish(ctx: Context, battle: ShownBattle, retry: bool, ledger_id: int, job:
         unstored = add_reply(ctx, battle=battle, side=job.side, result=result, retry=retry)
         if unstored is not None:
             job.notes.append(("error", f"Model {job.side.upper()}: {unstored}"))
-        if raw_error.startswith(BUSY_ERROR):
+        busy = raw_error.startswith(BUSY_ERROR)
+        if busy:
             job.notes.append(("busy", ""))
+        breaker.record(ctx.settings, ctx.engine, slug=view.contestant, result=result, busy=busy)
         named = _names_itself(view, result.text) or _names_itself(view, raw_error)
         if named and battle.mode == "anonymous" and mark_revealed(ctx, battle_id=battle.id):
             job.notes.append(("warning", REVEALED_WARNING))
