@@ -162,7 +162,8 @@ async def _visit(browser: Any, url: str, visit: Visit) -> None:
         await expect(page.get_by_text("Your vote: Model A")).to_be_visible(timeout=VISITOR_TIMEOUT_MS)
         visit.voted = True
     except Exception as exc:  # noqa: BLE001 - a visitor's failure is a figure, not the end of the run
-        visit.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        said = " ".join((await page.inner_text("body")).split())[-400:]
+        visit.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]} (the page said: …{said})"
     finally:
         cookies = {c["name"]: c["value"] for c in await context.cookies()}
         visit.cookie = cookies.get("fixit_visitor")
@@ -210,17 +211,17 @@ def count_rows(db_url: str, crowd: Crowd) -> dict[str, Any]:
         with engine.connect() as conn:
             battles = dict(conn.execute(select(Visitor.anon_id, func.count(Battle.id))
                                         .join(Battle, Battle.visitor_id == Visitor.id)
-                                        .group_by(Visitor.anon_id)).tuples().all())
+                                        .group_by(Visitor.anon_id)).all())
             votes = dict(conn.execute(select(Visitor.anon_id, func.count(Vote.id))
                                       .join(Battle, Battle.visitor_id == Visitor.id)
                                       .join(Vote, Vote.battle_id == Battle.id).group_by(Visitor.anon_id))
-                         .tuples().all())
+                         .all())
             requests = dict(conn.execute(select(Visitor.anon_id, func.count(Message.id))
                                          .join(Battle, Battle.visitor_id == Visitor.id)
                                          .join(Conversation, Conversation.battle_id == Battle.id)
                                          .join(Message, Message.conversation_id == Conversation.id)
                                          .where(Message.kind == "request").group_by(Visitor.anon_id))
-                            .tuples().all())
+                            .all())
             ttfts = [float(v) for v in conn.execute(select(Message.ttft_ms).where(
                 Message.kind == "reply", Message.ttft_ms.is_not(None))).scalars() if v is not None]
             total_votes = int(conn.scalar(select(func.count(Vote.id))) or 0)
