@@ -82,7 +82,7 @@ def fresh_database(admin_url: str) -> Iterator[str]:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    from db.migrate import upgrade_to_head
+    from db import upgrade_to_head
 
     name = f"arena_load_{uuid.uuid4().hex[:12]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
@@ -199,34 +199,34 @@ def _percentiles(values: Sequence[float], scale: float = 1.0) -> dict[str, float
     return {"p50": round(statistics.median(ordered) * scale, 1), "p99": round(p99 * scale, 1)}
 
 
+_BY_VISITOR = """SELECT v.anon_id, COUNT(*) FROM visitors v JOIN battles b ON b.visitor_id = v.id {join}
+                  {where} GROUP BY v.anon_id"""
+_COUNTS = {
+    "battles": _BY_VISITOR.format(join="", where=""),
+    "votes": _BY_VISITOR.format(join="JOIN votes vo ON vo.battle_id = b.id", where=""),
+    "requests": _BY_VISITOR.format(join="JOIN conversations c ON c.battle_id = b.id "
+                                        "JOIN messages m ON m.conversation_id = c.id",
+                                   where="WHERE m.kind = 'request'"),
+}
+
+
 def count_rows(db_url: str, crowd: Crowd) -> dict[str, Any]:
     """The database against what the visitors were told (see the module docstring)."""
-    from sqlalchemy import func, select
+    from sqlalchemy import text
 
-    from db.engine import make_engine
-    from db.models import Battle, Conversation, Message, Visitor, Vote
+    from db import make_engine
 
     engine = make_engine(db_url)
     try:
         with engine.connect() as conn:
-            battles = dict(conn.execute(select(Visitor.anon_id, func.count(Battle.id))
-                                        .join(Battle, Battle.visitor_id == Visitor.id)
-                                        .group_by(Visitor.anon_id)).all())
-            votes = dict(conn.execute(select(Visitor.anon_id, func.count(Vote.id))
-                                      .join(Battle, Battle.visitor_id == Visitor.id)
-                                      .join(Vote, Vote.battle_id == Battle.id).group_by(Visitor.anon_id))
-                         .all())
-            requests = dict(conn.execute(select(Visitor.anon_id, func.count(Message.id))
-                                         .join(Battle, Battle.visitor_id == Visitor.id)
-                                         .join(Conversation, Conversation.battle_id == Battle.id)
-                                         .join(Message, Message.conversation_id == Conversation.id)
-                                         .where(Message.kind == "request").group_by(Visitor.anon_id))
-                            .all())
-            ttfts = [float(v) for v in conn.execute(select(Message.ttft_ms).where(
-                Message.kind == "reply", Message.ttft_ms.is_not(None))).scalars() if v is not None]
-            total_votes = int(conn.scalar(select(func.count(Vote.id))) or 0)
+            per: dict[str, dict[str, int]] = {name: {anon: int(n) for anon, n in conn.execute(text(query))}
+                                              for name, query in _COUNTS.items()}
+            ttfts = [float(v) for v in conn.execute(text(
+                "SELECT ttft_ms FROM messages WHERE kind = 'reply' AND ttft_ms IS NOT NULL")).scalars()]
+            total_votes = int(conn.execute(text("SELECT COUNT(*) FROM votes")).scalar_one())
     finally:
         engine.dispose()
+    battles, votes, requests = per["battles"], per["votes"], per["requests"]
     lost = duplicated = 0
     for visit in crowd.visits:
         anon = visit.cookie.split(".", 1)[0] if visit.cookie else None
@@ -242,10 +242,9 @@ def count_rows(db_url: str, crowd: Crowd) -> dict[str, Any]:
 def run_servers(*, servers: int, visitors: int, concurrency: int, catalogue: Path = TINY_CATALOGUE,
                 postgres_url: str = DEFAULT_POSTGRES_URL, chromium: str = "chromium") -> dict[str, Any]:
     """Start everything, let the crowd in, count; one report (see the module docstring)."""
-    from commands.scenarios_arena import select_entries
-    from inference.catalogue import load_catalogue
+    from inference.catalogue import enabled, load_catalogue
 
-    slugs = [entry.slug for entry in select_entries(load_catalogue(catalogue), ["all"])][:2]
+    slugs = [entry.slug for entry in enabled(load_catalogue(catalogue))][:2]
     if len(slugs) < 2:
         raise ValueError(f"{catalogue} has fewer than two enabled models")
     with ExitStack() as stack:
