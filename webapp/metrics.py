@@ -14,6 +14,8 @@ from prometheus_client import Counter
 
 from db import HUMAN_MODES
 from db import actions as db_actions
+from settings import Settings
+from webapp import breaker
 from webapp.limits import LIMITS, Refusal
 from wiring import Readiness
 
@@ -41,13 +43,19 @@ def counted(problem: str | None) -> str | None:
     return problem
 
 
-def readiness(engine: Any, pool: Any) -> Readiness:
-    """Ready when the database answers and at least two enabled contestants' models can serve."""
+def readiness(settings: Settings, engine: Any, pool: Any) -> Readiness:
+    """Ready when the database answers and at least two enabled contestants' models are loaded.
+
+    Models whose circuit breaker is open are reported (``resting``) but still count: the breaker is
+    the database's, shared by every app server, so counting it would take all of them out of the load
+    balancer at once, and a visitor would meet no page instead of the Arena's own words."""
     try:
         enabled = {c.slug for c in db_actions.list_contestants(engine, enabled_only=True)}
+        resting = breaker.resting(settings, engine)
     except Exception as exc:  # any failure to read is "not reachable"; its words may hold the URL
         return Readiness(False, {"database": False, "database_error": type(exc).__name__,
                                  "contestants_ready": 0, "needed": NEEDED_CONTESTANTS})
-    serving = sorted(enabled & set(pool.ready_slugs()))
+    serving = enabled & set(pool.ready_slugs())
     return Readiness(len(serving) >= NEEDED_CONTESTANTS,
-                     {"database": True, "contestants_ready": len(serving), "needed": NEEDED_CONTESTANTS})
+                     {"database": True, "contestants_ready": len(serving), "needed": NEEDED_CONTESTANTS,
+                      "resting": len(serving & resting)})

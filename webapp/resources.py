@@ -91,7 +91,7 @@ def observability(log_format: str, metrics_host: str, metrics_port: int, url: st
         from webapp.metrics import readiness
 
         models = pool(catalogue_path, memory_budget_mb, data_dir, mesh)
-        start_metrics_server(current, functools.partial(readiness, engine(url), models))
+        start_metrics_server(current, functools.partial(readiness, current, engine(url), models))
     return True
 
 

@@ -3,6 +3,7 @@ HTTP on loopback from the process's metrics server (``ARENA_METRICS_PORT``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import logging
@@ -123,7 +124,7 @@ def test_metrics_show_a_battle_and_ready_turns_200(
 
     status, body = _get(metrics_port, "/ready")
     assert status == 200 and json.loads(body) == {"ready": True, "database": True, "contestants_ready": 2,
-                                                  "needed": 2}
+                                                  "needed": 2, "resting": 0}
 
     # A failing engine is an error of its kind; the visitor's words never reach the log.
     at.button(key="anonymous:new").click().run()
@@ -154,23 +155,33 @@ def test_metrics_show_a_battle_and_ready_turns_200(
 def test_ready_is_503_until_two_contestants_serve_and_while_the_database_is_unreachable(
     arena_env: Callable[..., str], mixed_catalogue: Path, data_dir: Path, metrics_port: int, tmp_path: Path,
 ) -> None:
-    from webapp import resources
+    from settings import Settings
+    from webapp import breaker, resources
     from webapp.metrics import readiness
 
     url = arena_env(mixed_catalogue)
     engine = resources.engine(url)  # upgraded and registered like the app's
     resources.sync_contestants(engine, resources.catalogue(str(mixed_catalogue)))
     pool = resources.pool(str(mixed_catalogue), BUDGET_MB, str(data_dir), "off")
-    server = start_metrics_server(host="127.0.0.1", port=metrics_port, ready=lambda: readiness(engine, pool))
+    settings = Settings()
+    server = start_metrics_server(host="127.0.0.1", port=metrics_port,
+                                  ready=lambda: readiness(settings, engine, pool))
     assert server is not None and server.port == metrics_port
     assert _get(metrics_port, "/ready")[0] == 200
+
+    rules = breaker.rules(settings)  # a failing engine rests its model in every app server at once
+    assert rules is not None
+    for _ in range(rules.failures):
+        db_actions.record_reply(engine, slug=SLUGS[1], failed=True, rules=rules, now=dt.datetime.now(dt.UTC))
+    status, body = _get(metrics_port, "/ready")
+    assert status == 200 and json.loads(body)["resting"] == 1, "reported, but no server leaves the pool"
 
     db_actions.set_contestant_enabled(engine, slug=SLUGS[0], enabled=False)  # the admin disables one
     status, body = _get(metrics_port, "/ready")
     assert status == 503 and json.loads(body)["contestants_ready"] == 1
 
     gone = create_engine(f"sqlite:///{(tmp_path / 'no-such-folder' / 'arena.db').as_posix()}")
-    server.ready = lambda: readiness(gone, pool)
+    server.ready = lambda: readiness(settings, gone, pool)
     status, body = _get(metrics_port, "/ready")
     assert status == 503 and json.loads(body) == {
         "ready": False, "database": False, "database_error": "OperationalError", "contestants_ready": 0,
