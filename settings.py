@@ -115,6 +115,12 @@ class Settings(BaseSettings):
     breaker_cooldown_s: float = Field(default=120.0, gt=0, le=86_400, allow_inf_nan=False)
     compilation_cache: bool = True
 
+    # Prometheus metrics and the readiness answer (``/metrics``, ``/ready``) on a port of their own, one
+    # per process (0: off); the address it listens on; the log lines' format.
+    metrics_port: int = Field(default=0, ge=0, le=65_535)
+    metrics_host: str = Field(default="127.0.0.1", max_length=64)
+    log_format: Literal["text", "json"] = "text"
+
     @field_validator("trusted_proxies")
     @classmethod
     def _proxies_are_addresses(cls, proxies: list[str]) -> list[str]:
@@ -127,6 +133,14 @@ class Settings(BaseSettings):
                     '(write e.g. ["127.0.0.1", "10.0.0.0/8"])'
                 ) from None
         return [proxy.strip() for proxy in proxies]
+
+    @field_validator("metrics_host")
+    @classmethod
+    def _host_is_an_address(cls, host: str) -> str:
+        try:
+            return str(ipaddress.ip_address(host.strip()))
+        except ValueError:
+            raise ValueError("must be an IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0") from None
 
     @model_validator(mode="after")
     def _refuse_placeholders(self) -> Settings:

@@ -4,16 +4,22 @@ on uvicorn), so app servers hold no model: their catalogues point at it with ``f
 The pool loads every named model in the background; ``/v1/models`` lists them with ``ready``, and a
 request to one still loading is answered 503 with ``Retry-After``. Each model's line is bounded by
 ``ARENA_MODEL_QUEUE_LIMIT`` (one more: 429) and ``ARENA_MODEL_QUEUE_DEADLINE_S``; ``ARENA_SERVE_TOKEN``,
-when set, is the bearer token clients must send.
+when set, is the bearer token clients must send. With ``ARENA_METRICS_PORT`` the process also serves
+``/metrics`` (the pool's per-model series) and ``/ready`` (every named model loaded) on that port;
+``ARENA_LOG_FORMAT=json`` makes its log lines, uvicorn's included, JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.inference_models import UsageError
+
+if TYPE_CHECKING:
+    from wiring import Readiness
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -38,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from inference.catalogue import CatalogueError, load_catalogue
     from inference.serve import create_app
     from settings import get_settings_without_secrets
-    from wiring import enable_compilation_cache, model_pool
+    from wiring import configure_logging, enable_compilation_cache, model_pool, start_metrics_server
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be between 1 and 65535, got {args.port}")
@@ -50,8 +56,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         entries = select_entries(load_catalogue(settings.catalogue_path), slugs or ["?"])
     except (CatalogueError, RunInputError) as exc:
         raise UsageError(str(exc)) from exc
+    configure_logging(settings)
     enable_compilation_cache(settings)
     pool = model_pool(settings, entries, visitor_queue=True)
+    start_metrics_server(settings, functools.partial(readiness, pool))
     ready_models = serving(pool)
     token = settings.serve_token.get_secret_value() if settings.serve_token is not None else None
     app = create_app(ready_models, token=token, max_body_bytes=args.max_body_bytes,
@@ -59,10 +67,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"serving {', '.join(e.slug for e in entries)} on http://{args.host}:{args.port}/v1 "
           f"(models load in the background)", file=sys.stderr)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        # JSON logs: uvicorn's loggers hand their lines to the root logger's JSON handler
+        log_config = None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info", log_config=log_config)
     finally:
         pool.close()
     return 0
+
+
+def readiness(pool: Any) -> Readiness:
+    """The model server's ``/ready``: ready once every model it serves is loaded."""
+    from wiring import Readiness
+
+    ready, named = len(pool.ready_slugs()), len(pool.slugs())
+    return Readiness(ready == named, {"models_ready": ready, "models": named})
 
 
 def serving(pool: Any) -> Any:

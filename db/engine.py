@@ -57,6 +57,8 @@ def make_engine(
 
     A SQLite file's parent folder is created if missing, so the default ``./var/arena.db`` just works.
     ``durability="none"`` (no syncing at all) is for bulk-loading throw-away benchmark data only.
+    A failed statement's error never shows its parameters (``hide_parameters``): a logged database
+    error carries no visitor's message and no reply.
     """
     if durability not in _SQLITE_SYNC:
         raise ValueError(f"durability must be one of {', '.join(_SQLITE_SYNC)}")
@@ -68,7 +70,8 @@ def make_engine(
             raise ValueError("use a SQLite file URL (sqlite:///path/to/arena.db); in-memory is not shared")
         path = Path(database).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, echo=echo, pool_size=pool_size, max_overflow=pool_size)
+        engine = create_engine(url, echo=echo, pool_size=pool_size, max_overflow=pool_size,
+                               hide_parameters=True)
         _configure_sqlite(engine, synchronous=_SQLITE_SYNC[durability], busy_timeout_ms=busy_timeout_ms)
         _GATES[engine] = _WriterGate(path.with_name(path.name + ".writers"))
         return engine
@@ -87,6 +90,7 @@ def make_engine(
             max_overflow=pool_size,
             pool_pre_ping=True,
             pool_recycle=1800,
+            hide_parameters=True,
         )
         event.listen(pg_engine, "handle_error", _typed_data_error)
         return pg_engine

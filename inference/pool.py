@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from inference import metrics
 from inference.catalogue import CatalogueEntry
 from inference.protocol import (
     BatchingChatModel,
@@ -32,6 +33,7 @@ from inference.protocol import (
     GenerationResult,
     StreamEvent,
     error_result,
+    error_text,
 )
 
 State = Literal["queued", "loading", "compiling", "ready", "failed", "refused"]
@@ -79,6 +81,7 @@ class _Serving:
     batch_window_s: float
     max_outstanding: int | None
     queue_deadline_s: float | None
+    error_kind: metrics.ErrorKind
 
 
 @dataclass
@@ -196,6 +199,11 @@ class _Worker:
             request.events.put(_error_result(request, RuntimeError("stream ended without a result")))
 
 
+def _any_error(error: str) -> str:
+    """The error kind when the pool's owner names none: every failure is one kind."""
+    return "error"
+
+
 def _error_result(request: _Request, exc: BaseException) -> GenerationResult:
     return error_result(exc, started=request.submitted_at)
 
@@ -231,9 +239,15 @@ class PooledChatModel:
         worker = self._worker
         limit = worker.serving.max_outstanding
         with worker.line_lock:
-            if limit is not None and worker.outstanding >= limit:
-                raise ModelBusyError(f"model {self.slug!r} has {worker.outstanding} requests in line")
-            worker.outstanding += 1
+            in_line = worker.outstanding
+            busy = limit is not None and in_line >= limit
+            if not busy:
+                worker.outstanding += 1
+        if busy:
+            refusal = ModelBusyError(f"model {self.slug!r} has {in_line} requests in line")
+            metrics.record_refused(self.slug, error_text(refusal), error_kind=worker.serving.error_kind)
+            raise refusal
+        meter = metrics.RequestMeter(self.slug, error_kind=worker.serving.error_kind)
         request = _Request(list(messages), params, cancel, queue.Queue(), time.perf_counter())
         worker.requests.put(request)
         done = False
@@ -256,12 +270,14 @@ class PooledChatModel:
                     else:  # the worker is gone (pool closed): answer instead of waiting forever
                         event = _error_result(request, RuntimeError(f"model {self.slug!r} was shut down"))
                 started = True
+                meter.event(event)
                 if isinstance(event, GenerationResult):
                     done = True
                 yield event
                 if done:
                     return
         finally:
+            meter.close()
             with worker.line_lock:
                 worker.outstanding -= 1
             if not done:
@@ -293,6 +309,9 @@ class ModelPool:
     ``max_outstanding`` bounds each model's line (requests submitted and not finished): one more and
     ``stream`` raises :class:`ModelBusyError` without queueing. ``queue_deadline_s``: a request that
     has produced no event after that long is cancelled and answered with an ``error`` result.
+    Every request is recorded in :mod:`inference.metrics` (queue, in flight, time to first token, reply
+    time, tokens per second, errors by the kind ``error_kind`` names from a failure's text; default
+    ``error``).
     """
 
     def __init__(
@@ -314,6 +333,7 @@ class ModelPool:
         max_outstanding: int | None = None,
         queue_deadline_s: float | None = None,
         remote_timeouts: tuple[float, float] | None = None,
+        error_kind: metrics.ErrorKind | None = None,
         start: bool = True,
     ) -> None:
         if memory_budget_mb < 1:
@@ -334,7 +354,8 @@ class ModelPool:
             raise ValueError("queue_deadline_s must be > 0")
         self._serving = _Serving(warm_up_prompts=tuple(warm_up_prompts), batching=batching,
                                  batch_window_s=batch_window_s, max_outstanding=max_outstanding,
-                                 queue_deadline_s=queue_deadline_s)
+                                 queue_deadline_s=queue_deadline_s,
+                                 error_kind=error_kind or _any_error)
         self._lock = threading.Lock()
         self._reserved: dict[str, int] = {}
         self._changed = threading.Condition()
@@ -475,6 +496,7 @@ class ModelPool:
     # ---- worker callbacks -----------------------------------------------------------------------
 
     def _report(self, status: ModelStatus) -> None:
+        metrics.set_ready(status.slug, status.state == "ready")
         with self._changed:
             self._changed.notify_all()
         if self._on_progress is not None:

@@ -69,6 +69,10 @@ PER_VISITOR_LIMITS = (
         ("trusted_proxies", "127.0.0.1"),
         ("remote_api_keys", ["sk-1"]),
         ("mesh", "x" * 1000),
+        ("metrics_port", -1),
+        ("metrics_port", 65_536),
+        ("metrics_host", "metrics.internal"),
+        ("log_format", "xml"),
     ],
 )
 def test_out_of_bounds_values_are_refused(field: str, value: Any) -> None:
@@ -114,6 +118,7 @@ def test_the_new_settings_and_their_defaults() -> None:
     assert settings.admin_failures_per_hour == 50
     breaker = (settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
     assert breaker == (3, 300.0, 120.0)
+    assert (settings.metrics_port, settings.metrics_host, settings.log_format) == (0, "127.0.0.1", "text")
     assert Settings(environment="test", trusted_proxies=[" 10.0.0.0/8", "::1"]).trusted_proxies == [
         "10.0.0.0/8", "::1"
     ]
@@ -137,6 +142,9 @@ def test_the_new_settings_and_their_defaults() -> None:
         ("ARENA_MAX_MESSAGE_CHARS", "lots", "integer"),
         ("ARENA_BREAKER_COOLDOWN_S", "-5", "greater than 0"),
         ("ARENA_ENVIRONMENT", "staging", "development"),
+        ("ARENA_METRICS_PORT", "70000", "less than or equal to 65535"),
+        ("ARENA_METRICS_HOST", "localhost", "must be an IP address"),
+        ("ARENA_LOG_FORMAT", "yaml", "'text' or 'json'"),
     ],
 )
 def test_the_start_up_check_names_every_bad_variable_in_one_line(

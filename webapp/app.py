@@ -20,6 +20,7 @@ _problem = startup_problem()  # secrets fail closed: no page is served with weak
 if _problem:
     st.error(_problem)
     st.stop()
+resources.start_observability(resources.settings())  # logs' format; metrics and /ready (once per process)
 # The visitor comes from a signed cookie (written on first sight), so a reload resumes the open battle.
 current_visitor_id(salt=resources.settings().hash_salt.get_secret_value())
 

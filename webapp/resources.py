@@ -8,6 +8,7 @@ the schema to head and registers the catalogue's contestants, so a fresh ``make 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import threading
 import time
@@ -22,7 +23,7 @@ from db import actions as db_actions
 from db import boards as db_boards
 from inference.catalogue import CatalogueEntry, load_catalogue, play_order
 from settings import Settings
-from wiring import database, model_pool
+from wiring import configure_logging, database, model_pool, start_metrics_server
 
 _LOG = logging.getLogger(__name__)
 
@@ -76,6 +77,28 @@ def pool(catalogue_path: str, memory_budget_mb: int, data_dir: str, mesh: str = 
     models last, so the Arena opens with a pair worth voting on."""
     return model_pool(settings(), play_order(catalogue(catalogue_path)), memory_budget_mb=memory_budget_mb,
                       data_dir=data_dir, mesh=mesh, visitor_queue=True)
+
+
+@st.cache_resource(show_spinner=False)
+def observability(log_format: str, metrics_host: str, metrics_port: int, url: str, catalogue_path: str,
+                  memory_budget_mb: int, data_dir: str, mesh: str) -> bool:
+    """Once per process (and per settings that matter): ``ARENA_LOG_FORMAT``'s logging, and with
+    ``ARENA_METRICS_PORT`` the metrics server, whose ``/ready`` asks this database and this pool (created
+    now, so its models start loading with the first script run)."""
+    current = settings()
+    configure_logging(current)
+    if metrics_port:
+        from webapp.metrics import readiness
+
+        models = pool(catalogue_path, memory_budget_mb, data_dir, mesh)
+        start_metrics_server(current, functools.partial(readiness, current, engine(url), models))
+    return True
+
+
+def start_observability(s: Settings) -> None:
+    """:func:`observability` for these settings (cheap on every run after the first)."""
+    observability(s.log_format, s.metrics_host, s.metrics_port, s.resolved_database_url,
+                  str(s.catalogue_path), s.memory_budget_mb, str(s.data_dir), s.mesh)
 
 
 def serving_devices(mesh: str) -> str:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from settings import Settings
+from wiring import observability  # small (prometheus_client and the standard library)
+from wiring.observability import MetricsServer, Readiness
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -24,14 +26,18 @@ if TYPE_CHECKING:
     from scenarios import Scenario
 
 __all__ = [
+    "MetricsServer",
+    "Readiness",
     "ScenarioRegistry",
     "api_keys",
+    "configure_logging",
     "database",
     "database_url",
     "enable_compilation_cache",
     "model_pool",
     "models_dir",
     "scenario_registry",
+    "start_metrics_server",
 ]
 
 
@@ -83,6 +89,7 @@ def model_pool(
     its cache keys). ``visitor_queue``: bound each model's waiting line as the web app does
     (``ARENA_MODEL_QUEUE_LIMIT``, ``ARENA_MODEL_QUEUE_DEADLINE_S``); a command line leaves it unbounded.
     """
+    from db.export import error_category
     from inference.pool import ModelPool
     from inference.sharding import mesh_from_setting
 
@@ -97,7 +104,26 @@ def model_pool(
         # the hard bound; pages refuse earlier, in words
         max_outstanding=settings.model_queue_limit if visitor_queue else None,
         queue_deadline_s=settings.model_queue_deadline_s if visitor_queue else None,
+        error_kind=error_category,  # the metrics' error kinds: the closed set a visitor and the export see
     )
+
+
+def configure_logging(settings: Settings) -> None:
+    """``ARENA_LOG_FORMAT``: JSON lines with the settings' secrets redacted, or logging left as it is."""
+    secrets = [settings.admin_password.get_secret_value(), settings.hash_salt.get_secret_value(),
+               *api_keys(settings).values()]
+    if settings.serve_token is not None:
+        secrets.append(settings.serve_token.get_secret_value())
+    observability.configure_logging(log_format=settings.log_format, secrets=secrets)
+
+
+def start_metrics_server(settings: Settings, ready: Callable[[], Readiness]) -> MetricsServer | None:
+    """The process's ``/metrics`` and ``/ready`` on ``ARENA_METRICS_HOST:ARENA_METRICS_PORT`` (None when
+    the port is 0, off, or cannot be bound); see :mod:`wiring.observability`."""
+    if not settings.metrics_port:
+        return None
+    return observability.start_metrics_server(host=settings.metrics_host, port=settings.metrics_port,
+                                              ready=ready)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from db import DBError, InvalidInput, NotFound
 from db import actions as db_actions
 from scenarios.generate import battle_script, draw_dialogue, next_turn, stored_form
 from webapp import context as run
+from webapp import metrics
 from webapp.context import Context
 from webapp.flows import Feedback, Refused
 from webapp.views import ShownBattle, shown_battle
@@ -125,6 +126,7 @@ def start_battle(
         raise Refused(f"Your message was not recorded: {exc}") from exc
     except (DBError, run.NotEnoughModels) as exc:
         raise Refused(f"Could not start the battle: {exc}") from exc
+    metrics.BATTLES.labels(mode).inc()
     st.session_state[_BATTLE_KEY.format(mode=mode)] = battle.id
     st.session_state.pop(_DIALOGUE_KEY.format(mode=mode), None)  # played: the next battle draws another
     return shown_battle(battle)

@@ -31,7 +31,7 @@ from scenarios import DialogueMessage
 from scenarios.explain import explain
 from scenarios.generate import battle_script
 from settings import Settings
-from webapp import breaker, limits, render
+from webapp import breaker, limits, metrics, render
 from webapp import context as run
 from webapp.context import Context
 from webapp.flows import Feedback, Refused
@@ -58,7 +58,15 @@ REVEALED_WARNING = (
 def send_problem(
     ctx: Context, *, battle: ShownBattle | None, text: str, targets: tuple[str, ...], correction: bool
 ) -> str | None:
-    """Why this message cannot be sent now (limits, closed battle, nothing to correct), or None."""
+    """Why this message cannot be sent now (limits, closed battle, nothing to correct), or None; a
+    limit's refusal is counted (``webapp.metrics``)."""
+    problem = _send_problem(ctx, battle=battle, text=text, targets=targets, correction=correction)
+    return metrics.counted(problem)
+
+
+def _send_problem(
+    ctx: Context, *, battle: ShownBattle | None, text: str, targets: tuple[str, ...], correction: bool
+) -> str | None:
     settings = ctx.settings
     problem = limits.message_problem(text, settings=settings)
     # A new battle's models are not drawn yet: any full line may be the one it gets.
@@ -117,18 +125,20 @@ def start_ledger(ctx: Context, *, battle_id: str, sides: tuple[str, ...]) -> tup
             sides=sides, limits=ledger_limits(ctx.settings),
         )
     except db_actions.GenerationRefused as refused:
-        words = limits.ledger_refusal(refused.reason, refused.count, settings=ctx.settings)
+        words = metrics.counted(limits.ledger_refusal(refused.reason, refused.count, settings=ctx.settings))
         raise Refused(words) from refused
 
 
 def retry_problem(ctx: Context, *, battle: ShownBattle, side: str) -> str | None:
-    """Why this side cannot regenerate now: a retry is a generation like any other."""
+    """Why this side cannot regenerate now (a retry is a generation like any other), or None; a limit's
+    refusal is counted."""
     if not battle.is_open:
         return "This battle is closed. Start a new battle."
     view = battle.sides[side]
     problem = _generation_problem(ctx, planned=1, slugs=[view.contestant])
     started = db_actions.count_side_generations(ctx.engine, battle_id=battle.id, side=side)
-    return problem or limits.retries_problem(max(view.generated, started), settings=ctx.settings)
+    problem = problem or limits.retries_problem(max(view.generated, started), settings=ctx.settings)
+    return metrics.counted(problem)
 
 
 def generate(
@@ -277,6 +287,8 @@ def add_visitor_message(
         raise Refused("This battle is closed (voted in another tab?). Start a new battle.") from exc
     except DBError as exc:
         raise Refused(f"Your message was not recorded: {exc}") from exc
+    if kind == "correction":
+        metrics.CORRECTIONS.labels(battle.mode).inc()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import datetime as dt
 
 from db import VoteRefused, VoteView
 from db import actions as db_actions
+from webapp import metrics
 from webapp.context import Context
 from webapp.flows import Feedback
 from webapp.flows.open_battle import load_battle
@@ -60,19 +61,20 @@ def cast_vote(ctx: Context, *, battle_id: str, choice: str) -> VoteView | str:
             words = votes_problem(cap, 0, settings=ctx.settings)
         elif refused.reason == "address_cap":
             words = votes_problem(0, cap * ctx.settings.address_limit_factor, settings=ctx.settings)
-        return words or _REFUSALS.get(refused.reason, str(refused))
+        return metrics.counted(words) or _REFUSALS.get(refused.reason, str(refused))
 
 
 def vote(ctx: Context, *, battle_id: str, choice: str) -> Feedback:
     """Record the vote if the battle allows one; the database refuses a second vote in any case. The
     stored vote says whether a model revealed its identity first (read in the vote's own transaction)."""
     battle = load_battle(ctx, battle_id=battle_id)
-    problem = vote_problem(battle) or cap_problem(ctx)
+    problem = vote_problem(battle) or metrics.counted(cap_problem(ctx))
     if problem:
         return Feedback("error", problem)
     outcome = cast_vote(ctx, battle_id=battle_id, choice=choice)
     if isinstance(outcome, str):
         return Feedback("error", outcome)
+    metrics.VOTES.labels(battle.mode).inc()
     if outcome.revealed:
         return Feedback("warning", "Vote recorded, but not counted: a model revealed its identity.")
     return Feedback("success", "Thanks! Your vote is recorded.")
