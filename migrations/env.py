@@ -3,18 +3,24 @@
 ``db.migrate`` passes an open connection (``config.attributes["connection"]``) or a URL
 (``config.attributes["url"]``); the plain ``alembic`` command line falls back to ``settings.py``.
 SQLite needs ``render_as_batch``: it cannot ALTER most things, so Alembic copies the table instead.
+
+Several app servers started at once on one fresh PostgreSQL database each upgrade it on their first page:
+on PostgreSQL the upgrade first takes a transaction-level advisory lock, so they migrate one after the
+other and the later ones find the schema at head (unlocked, the losers failed creating
+``alembic_version``: a duplicate key in the catalogue).
 """
 
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from db.engine import make_engine
 from db.models import Base
 
 config = context.config
 target_metadata = Base.metadata
+MIGRATION_LOCK = 0x66697869_74000001  # the advisory-lock key every process upgrading a database waits on
 
 
 def _url() -> str:
@@ -34,6 +40,8 @@ def _run(connection: Connection) -> None:
         compare_type=True,
     )
     with context.begin_transaction():
+        if connection.dialect.name == "postgresql":  # one upgrade at a time (see the module docstring)
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         context.run_migrations()
 
 

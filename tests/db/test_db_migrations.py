@@ -60,6 +60,19 @@ def test_upgrade_matches_models_then_downgrade_to_base(db_url: str) -> None:
     assert _diff(db_url) == []
 
 
+@pytest.mark.postgres
+def test_servers_upgrading_one_fresh_database_at_once_all_reach_head(pg_schema_url: str) -> None:
+    """App servers started together on a fresh PostgreSQL database each upgrade it on their first page:
+    they take turns (an advisory lock in ``migrations/env.py``) and every one ends at head."""
+    code = f"from db.migrate import upgrade_to_head; upgrade_to_head({pg_schema_url!r})"
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stderr=subprocess.PIPE)
+             for _ in range(3)]
+    errors = [proc.communicate(timeout=120)[1].decode()[-400:] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0], errors
+    assert current_revision(pg_schema_url) == head_revision()
+    assert _diff(pg_schema_url) == []
+
+
 def test_migrated_schema_keeps_named_constraints(db_url: str) -> None:
     upgrade_to_head(db_url)
     engine = make_engine(db_url)
