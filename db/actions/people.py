@@ -44,11 +44,27 @@ def upsert_contestant(
     params: dict[str, Any] | None = None,
     enabled: bool | None = None,
 ) -> ContestantView:
-    """Create a contestant or update its descriptive fields (``enabled`` kept unless given)."""
+    """Create a contestant or update its descriptive fields (``enabled`` kept unless given).
+
+    App servers started together on a fresh database register the same catalogue at once: the loser of
+    the unique-slug race updates the winner's row instead.
+    """
     require_text(slug, what="slug", max_chars=100)
     require_text(display_name, what="display name", max_chars=200)
     require_text(family, what="family", max_chars=100, allow_empty=True)
     require_text(source, what="source", max_chars=500, allow_empty=True)
+    fields = {"display_name": display_name, "family": family, "source": source, "params": dict(params or {})}
+    for _attempt in range(2):
+        try:
+            return _upsert_contestant(engine, slug=slug, enabled=enabled, fields=fields)
+        except IntegrityError:
+            continue
+    raise InvalidInput(f"could not register contestant {slug!r}")  # pragma: no cover - needs a third racer
+
+
+def _upsert_contestant(
+    engine: Engine, *, slug: str, enabled: bool | None, fields: dict[str, Any]
+) -> ContestantView:
     with write_session(engine) as session:
         row = session.scalar(select(Contestant).where(Contestant.slug == slug))
         if row is None:
@@ -56,10 +72,8 @@ def upsert_contestant(
             session.add(row)
         elif enabled is not None:
             row.enabled = enabled
-        row.display_name = display_name
-        row.family = family
-        row.source = source
-        row.params = dict(params or {})
+        for name, value in fields.items():
+            setattr(row, name, value)
         row.updated_at = utcnow()
         session.flush()
         return contestant_view(row)

@@ -255,3 +255,18 @@ def test_racing_tabs_of_a_new_visitor_get_one_visitor(engine: Engine) -> None:
 
     _run_threads([tab for _ in range(6)])
     assert len(seen) == 6 and len(set(seen)) == 1
+
+
+def test_servers_registering_one_catalogue_at_once_get_one_contestant(engine: Engine) -> None:
+    """App servers started together on a fresh database register the same catalogue entry at once."""
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def server() -> None:
+        contestant = actions.upsert_contestant(engine, slug="shared", display_name="Shared", family="f")
+        with lock:
+            seen.append(contestant.id)
+
+    _run_threads([server for _ in range(6)])
+    assert len(seen) == 6 and len(set(seen)) == 1
+    assert [c.slug for c in actions.list_contestants(engine)] == ["shared"]
