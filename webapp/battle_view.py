@@ -316,19 +316,20 @@ def _composer(
         st.error("Pick two different models.")
         return
     kind = "correction" if correction else "request"
+    held: tuple[int, ...] | None = None  # a new battle's generations start in _run
     try:
         if battle is None:
             battle = open_battle.start_battle(
                 ctx, mode=mode, setup=setup, first_request=text, targets=targets
             )
         else:
-            send_turn.add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
+            held = send_turn.add_turn(ctx, battle=battle, targets=targets, text=text, kind=kind)
     except Refused as refused:
         st.error(str(refused))
         return
     st.session_state[_key(mode, "reset_correction")] = True
     battle = open_battle.load_battle(ctx, battle_id=battle.id)
-    _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False)
+    _run(ctx, battle=battle, targets=targets, placeholders=placeholders, retry=False, held=held)
 
 
 SEND_LABELS = {"request": "Send this request", "correction": "Send this correction",
@@ -359,9 +360,12 @@ def _run(
     targets: tuple[str, ...],
     placeholders: dict[str, Any],
     retry: bool,
+    held: tuple[int, ...] | None = None,
 ) -> None:
     slots = {side: _live_slot(placeholders[side], battle.sides[side]) for side in targets}
-    for item in send_turn.generate(ctx, battle=battle, targets=targets, placeholders=slots, retry=retry):
+    feedback = send_turn.generate(ctx, battle=battle, targets=targets, placeholders=slots, retry=retry,
+                                  held=held)
+    for item in feedback:
         _flash(item)
     st.rerun()
 

@@ -7,6 +7,7 @@ written and never read; one visitor could run generations from several tabs at o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -111,6 +112,26 @@ def test_one_generation_in_flight_per_visitor(arena_env: Callable[..., str]) -> 
     assert send_turn.send_problem(other, battle=None, text="hi", targets=("a",), correction=False) is None
     db_actions.finish_generations(ctx.engine, ids=held)
     assert send_turn.send_problem(ctx, battle=None, text="hi", targets=("a",), correction=False) is None
+
+
+def test_a_turn_the_ledger_refuses_writes_nothing(arena_env: Callable[..., str]) -> None:
+    """The same turn sent from two servers at once passes both early checks (nothing in flight yet);
+    the ledger lets one through, and the other must not store the visitor's message a second time."""
+    from webapp import limits
+    from webapp.flows import Refused, send_turn
+    from webapp.flows.open_battle import load_battle
+
+    url = arena_env()
+    ctx = _context(url, "two-servers", None)
+    opened = db_actions.open_battle(ctx.engine, mode="named", scenario="calendar", contestant_a="tiny-llama",
+                                    contestant_b="tiny-gemma3", visitor_id=ctx.visitor_id, first_request="hi")
+    battle = load_battle(ctx, battle_id=opened.id)
+    held = send_turn.add_turn(ctx, battle=battle, targets=("a", "b"), text="again", kind="request")
+    with pytest.raises(Refused, match=re.escape(limits.BUSY)):  # the other server, a moment later
+        send_turn.add_turn(ctx, battle=battle, targets=("a", "b"), text="again", kind="request")
+    stored = db_actions.get_battle(ctx.engine, battle_id=opened.id)
+    assert [m.content for m in stored.sides["a"].messages] == ["hi", "again"], "the turn is stored once"
+    assert db_actions.generations_in_flight(ctx.engine, visitor_id=ctx.visitor_id) == len(held) == 2
 
 
 def test_an_address_has_a_cap_on_generations_in_flight(arena_env: Callable[..., str]) -> None:

@@ -148,10 +148,12 @@ def generate(
     targets: tuple[str, ...],
     placeholders: Mapping[str, Any],
     retry: bool = False,
+    held: tuple[int, ...] | None = None,
 ) -> list[Feedback]:
     """Generate replies for ``targets`` concurrently, each in a job of its own (:mod:`webapp.replies`)
     that stores it when it ends, and follow them on the page. A rerun or a closed tab stops the
-    following only: the replies are still generated, stored, and shown when the visitor comes back."""
+    following only: the replies are still generated, stored, and shown when the visitor comes back.
+    ``held``: the turn's ledger rows when :func:`add_turn` already took them (one per target)."""
     lengths = run.line_lengths(ctx)
     requests: dict[str, tuple[ChatModel, list[ChatMessage]]] = {}
     for side in targets:
@@ -161,10 +163,11 @@ def generate(
         view = battle.sides[side]
         history = history_for_retry(view) if retry else model_history(view)
         requests[side] = (run.model_for(ctx, view.contestant), history)
-    try:
-        held = start_ledger(ctx, battle_id=battle.id, sides=tuple(requests))
-    except Refused as refused:
-        return [Feedback("error", str(refused))]
+    if held is None:
+        try:
+            held = start_ledger(ctx, battle_id=battle.id, sides=tuple(requests))
+        except Refused as refused:
+            return [Feedback("error", str(refused))]
     breaker.claim_trials(ctx.settings, ctx.engine, [battle.sides[side].contestant for side in requests])
     jobs = {
         side: DESK.start(battle_id=battle.id, side=side, model=model, messages=history,
@@ -268,6 +271,22 @@ def _plausible_ms(value: float | None) -> float | None:
 def _names_itself(view: ShownSide, text: str) -> bool:
     terms = identity_terms(slug=view.contestant, display_name=view.display_name, family=view.family)
     return reveals_identity(text, terms)
+
+
+def add_turn(
+    ctx: Context, *, battle: ShownBattle, targets: tuple[str, ...], text: str, kind: str
+) -> tuple[int, ...]:
+    """The visitor's next turn in an open battle: its generations enter the ledger first, then the
+    message is written; the ledger rows (for :func:`generate`). A turn the ledger refuses
+    (:class:`Refused`) writes nothing, so the same turn sent from two servers at once is stored once:
+    the early check (:func:`send_problem`) cannot see a turn that another process is starting."""
+    held = start_ledger(ctx, battle_id=battle.id, sides=targets)
+    try:
+        add_visitor_message(ctx, battle=battle, targets=targets, text=text, kind=kind)
+    except BaseException:
+        db_actions.finish_generations(ctx.engine, ids=held)
+        raise
+    return held
 
 
 def add_visitor_message(
