@@ -11,13 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,90 +19,19 @@ import pytest
 
 from db.export import export_bytes
 from db.vote_filters import VoteFilters
+from tests.e2e.serving import ARTIFACTS, CHROMIUM_ARGS, REPO, app_env, chromium, send, serve, wait_for_models
 from tests.webapp.conftest import ScriptedEngine
 
 pytestmark = pytest.mark.browser
 
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "var" / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError("streamlit did not become healthy")
-
 
 @contextlib.contextmanager
 def _serve(tmp_path: Path, catalogue: Path) -> Iterator[tuple[str, str]]:
-    """``streamlit run webapp/app.py`` headless on a free port, on a fresh SQLite database, serving the
-    models of ``catalogue``; yields the page's URL and the database URL."""
+    """One app server on a fresh SQLite database, serving the models of ``catalogue``; yields the page's
+    URL and the database URL."""
     db_url = f"sqlite:///{(tmp_path / 'arena.db').as_posix()}"
-    env = {
-        **os.environ,
-        "KERAS_BACKEND": "jax",
-        "ARENA_ENVIRONMENT": "test",
-        "ARENA_DATABASE_URL": db_url,
-        "ARENA_DATA_DIR": str(tmp_path),
-        "ARENA_CATALOGUE_PATH": str(catalogue),
-        # Boards count closed battles past the publication delay: 0 here, so the battle just voted on
-        # shows (tests/webapp/test_leaderboard_unmasking.py tests the delay itself).
-        "ARENA_PUBLIC_EXPORT_DELAY_HOURS": "0",
-    }
-    env.pop("XLA_FLAGS", None)  # one CPU device is enough for the app
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(REPO / "webapp" / "app.py"),
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-    ]
-    log = (tmp_path / "streamlit.log").open("wb")
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc)
+    with serve(tmp_path, app_env(tmp_path, catalogue, db_url)) as (url,):
         yield url, db_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture
@@ -123,37 +45,10 @@ def app_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
 def slow_engine_app(tmp_path: Path) -> Iterator[tuple[str, str, ScriptedEngine]]:
     """The app on two models behind a scripted OpenAI-compatible engine on loopback (the edge of the
     world), which the test makes stream slowly."""
-    catalogue = tmp_path / "served.toml"
     with ScriptedEngine.running() as engine:
-        catalogue.write_text("".join(
-            f'[[model]]\nslug = "{slug}"\nname = "{slug.title()}"\nfamily = "remote"\n'
-            f'source = "remote:{engine.url}"\nremote_model = "{slug}"\n\n'
-            for slug in ("north", "south")
-        ))
+        catalogue = engine.catalogue(tmp_path / "served.toml", ("north", "south"))
         with _serve(tmp_path, catalogue) as (url, db_url):
             yield url, db_url, engine
-
-
-def _wait_for_models(page, timeout_s: float = 480.0) -> None:  # noqa: ANN001
-    """The start-up screen shows loading progress and re-renders itself until the battle screen is up.
-
-    On a timeout, the page's text (each model's loading state) and a screenshot are kept, so a start-up
-    that never finishes says where it stopped.
-    """
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    try:
-        page.get_by_test_id("stChatInputTextArea").wait_for(state="visible", timeout=timeout_s * 1000)
-    except PlaywrightTimeout:
-        page.screenshot(path=str(ARTIFACTS / "startup_timeout.png"), full_page=True)
-        text = page.inner_text("body")[-2000:]
-        raise AssertionError(f"the battle screen never opened; the page said:\n{text}") from None
-
-
-def _send(page, text: str) -> None:  # noqa: ANN001
-    box = page.get_by_test_id("stChatInputTextArea")
-    box.fill(text)
-    box.press("Enter")
 
 
 def _store_automatic_run(db_url: str) -> int:
@@ -230,17 +125,14 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
     from db import boards as db_boards
     from db.engine import make_engine
 
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("Debian's chromium is not on PATH (apt-get install chromium)")
     url, db_url = app_server
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium(), headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         page.set_default_timeout(120_000)
         page.goto(url)
-        _wait_for_models(page)
+        wait_for_models(page)
 
         # The battle plays a generated dialogue: its first request is hinted, and one click sends it.
         page.get_by_role("button", name="Send this request").click()
@@ -254,13 +146,13 @@ def test_full_battle_in_chromium(app_server: tuple[str, str]) -> None:
         assert cookies["fixit_visitor"]["sameSite"] == "Strict"
 
         page.reload()  # a reload resumes the open battle
-        _wait_for_models(page)
+        wait_for_models(page)
         expect(page.get_by_text(first_request, exact=True).first).to_be_visible()
         expect(page.get_by_role("button", name="👈 A is better")).to_be_enabled()
 
         page.get_by_test_id("stRadio").get_by_text("Model A", exact=True).click()  # route to A only
         page.get_by_test_id("stCheckbox").get_by_text("This message corrects the last reply").click()
-        _send(page, "The current year is 2024.")
+        send(page, "The current year is 2024.")
         fixed = page.get_by_role("button", name="Fixed ✓")
         expect(fixed).to_be_visible(timeout=120_000)
         fixed.click()
@@ -311,20 +203,17 @@ def test_reload_mid_stream_keeps_both_replies(slow_engine_app: tuple[str, str, S
     and both replies end whole, stored once, with the vote open."""
     from playwright.sync_api import expect, sync_playwright
 
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("Debian's chromium is not on PATH (apt-get install chromium)")
     url, db_url, engine = slow_engine_app
     tags = {"north": "Ember", "south": "Frost"}  # not the models' names, which would unmask the battle
     replies = {slug: " ".join([f"{tag}-start", *(f"{tag.lower()}{i}" for i in range(24)), f"{tag}-end."])
                for slug, tag in tags.items()}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with engine.scripted(dict(replies), word_delay_s=0.3), sync_playwright() as playwright:  # ~8 s a reply
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium(), headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         page.set_default_timeout(60_000)
         page.goto(url)
-        _wait_for_models(page, timeout_s=120)
+        wait_for_models(page, timeout_s=120)
         page.get_by_role("button", name="Send this request").click()
         for tag in tags.values():  # both sides have begun to stream
             expect(page.get_by_text(f"{tag}-start", exact=False).first).to_be_visible(timeout=30_000)

@@ -135,6 +135,16 @@ class ScriptedEngine(ThreadingHTTPServer):
         with running(cls()) as server:
             yield server
 
+    def catalogue(self, path: Path, slugs: tuple[str, ...]) -> Path:
+        """Write a catalogue at ``path`` of one remote model per slug, each served by this engine under
+        its slug (so ``replies[slug]`` scripts it); returns ``path``."""
+        path.write_text("".join(
+            f'[[model]]\nslug = "{slug}"\nname = "{slug.title()}"\nfamily = "remote"\n'
+            f'source = "remote:{self.url}"\nremote_model = "{slug}"\n\n'
+            for slug in slugs
+        ))
+        return path
+
     @contextlib.contextmanager
     def scripted(self, replies: dict[str, str | None], *, word_delay_s: float = 0.0) -> Iterator[None]:
         """Answer with ``replies`` (and ``word_delay_s`` between words) inside the block; defaults after."""
