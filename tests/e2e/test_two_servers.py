@@ -116,10 +116,10 @@ def test_one_visitor_on_two_servers(servers: Servers) -> None:
         # flight), the ledger's own check lets exactly one through, and the other writes nothing.
         race = _replies("race", words=3)
         engine.replies.update(race)
-        with _visitor_held(servers.db_url):
+        with _visitor_held(servers.db_url) as keys:
             for page in (on_first, on_second):  # the dialogue's next turn (a request or a correction)
                 page.get_by_role("button", name=re.compile("^Send this ")).click()
-            _wait_for_lock_waiters(servers.db_url, count=2)
+            _wait_for_lock_waiters(servers.db_url, keys=keys, count=2)
         busy = _busy_pages((on_first, on_second))
         assert len(busy) == 1, "exactly one server generates the raced turn"
         on_first.reload()  # both pages now show the battle as the database holds it
@@ -162,21 +162,23 @@ def test_one_visitor_on_two_servers(servers: Servers) -> None:
 
 
 @contextlib.contextmanager
-def _visitor_held(db_url: str) -> Iterator[None]:
+def _visitor_held(db_url: str) -> Iterator[set[int]]:
     """Hold the ledger's advisory lock on the (only) visitor with battles: every process starting this
-    visitor's generations waits inside :func:`db.actions.start_generations` until the block ends."""
+    visitor's generations waits inside :func:`db.actions.start_generations` until the block ends. Yields
+    the ledger's lock keys of this visitor and of its address (a start takes both)."""
     from db.actions.generations import _lock_key
     from db.engine import make_engine
-    from db.models import Battle
+    from db.models import Battle, Generation
 
     engine = make_engine(db_url)
     try:
         with engine.connect() as conn:
             visitor = conn.scalar(select(Battle.visitor_id).limit(1))
+            address = conn.scalar(select(Generation.address_hash).limit(1))
             key = _lock_key(f"generation-visitor:{visitor}")
             conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
             try:
-                yield
+                yield {key, _lock_key(f"generation-address:{address}")}
             finally:
                 conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
                 conn.commit()
@@ -184,23 +186,30 @@ def _visitor_held(db_url: str) -> Iterator[None]:
         engine.dispose()
 
 
-def _wait_for_lock_waiters(db_url: str, *, count: int, timeout_s: float = 60.0) -> None:
-    """Until ``count`` sessions wait for an advisory lock (both servers are inside the ledger's start)."""
+def _wait_for_lock_waiters(db_url: str, *, keys: set[int], count: int, timeout_s: float = 60.0) -> None:
+    """Until ``count`` sessions wait for one of the advisory locks ``keys`` in this database (both servers
+    are inside the ledger's start; other tests on the same server take advisory locks of their own)."""
     from db.engine import make_engine
 
+    query = text("SELECT classid, objid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
     engine = make_engine(db_url)
     deadline = time.monotonic() + timeout_s
     try:
         while True:
             with engine.connect() as conn:
-                waiting = conn.scalar(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                                           "AND NOT granted"))
+                waiting = sum(_signed(high << 32 | low) in keys for high, low in conn.execute(query))
             if waiting == count:
                 return
             assert time.monotonic() < deadline, f"{waiting} sessions wait for the ledger, not {count}"
             time.sleep(0.2)
     finally:
         engine.dispose()
+
+
+def _signed(key: int) -> int:
+    """A bigint advisory-lock key from ``pg_locks``' two unsigned 32-bit halves."""
+    return key - 2**64 if key >= 2**63 else key
 
 
 def _busy_pages(pages: tuple[Page, ...], timeout_s: float = 60.0) -> list[Page]:
