@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -31,17 +29,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench.processes import free_port, started, wait_for
 from inference.protocol import ChatMessage, ChatModel, GenerationParams, GenerationResult
 
 PROMPT = (ChatMessage(role="user",
                       content="Write the numbers from one to three hundred in words, one per line."),)
 READY_TIMEOUT_S = 900.0  # a cold start converts and compiles the model
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def stream_round(model: ChatModel, concurrency: int, params: GenerationParams) -> dict[str, Any]:
@@ -91,22 +84,11 @@ def measure(model: ChatModel, levels: Sequence[int], *, runs: int, new_tokens: i
     return rows
 
 
-def _wait_ready(url: str, slugs: Sequence[str], process: subprocess.Popen[bytes], timeout: float) -> None:
-    """Poll ``/v1/models`` until it answers and lists every one of ``slugs`` as ready."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited with status {process.returncode} before it was ready")
-        try:
-            with urllib.request.urlopen(f"{url}/v1/models", timeout=5) as answer:
-                listed = json.load(answer)["data"]
-            ready = {m["id"] for m in listed if m.get("ready", True)}
-            if set(slugs) <= ready:
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(1.0)
-    raise RuntimeError(f"the server at {url} was not ready after {timeout:.0f} s")
+def _models_ready(url: str, slugs: Sequence[str]) -> bool:
+    """``/v1/models`` answers and lists every one of ``slugs`` as ready."""
+    with urllib.request.urlopen(f"{url}/v1/models", timeout=5) as answer:
+        listed = json.load(answer)["data"]
+    return set(slugs) <= {m["id"] for m in listed if m.get("ready", True)}
 
 
 @contextmanager
@@ -115,21 +97,11 @@ def server(command: Sequence[str], *, slugs: Sequence[str] = (), env: dict[str, 
     """An OpenAI-compatible server process on a free loopback port (``{port}`` in ``command``), ready
     (every one of ``slugs`` listed as ready); its base URL."""
     port = free_port()
-    argv = [part.replace("{port}", str(port)) for part in command]
-    sink = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115 (closed below)
-    process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(url, slugs, process, READY_TIMEOUT_S)
+    with started([part.replace("{port}", str(port)) for part in command], env=env, log=log) as process:
+        wait_for(lambda: _models_ready(url, slugs), process, timeout=READY_TIMEOUT_S, what=command[0],
+                 every=1.0)
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        if log is not None:
-            sink.close()  # type: ignore[union-attr]
 
 
 def _remote(slug: str, url: str, model: str) -> ChatModel:

@@ -28,11 +28,9 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -40,13 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.serve import free_port, server
+from bench.processes import CHROMIUM_ARGS, free_port, healthy, started, streamlit_command, wait_for
+from bench.serve import server
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_CATALOGUE = REPO / "tests" / "data" / "tiny_catalogue.toml"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 VISITOR_TIMEOUT_MS = 300_000
 # Every visitor comes from 127.0.0.1: the per-address limits would refuse the crowd, so they are opened
 # wide here (the limits themselves are the two-server test's subject, tests/e2e/test_two_servers.py).
@@ -106,39 +103,14 @@ def remote_catalogue(path: Path, base_url: str, slugs: Sequence[str]) -> Path:
     return path
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"an app server exited with status {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise RuntimeError(f"the app server at {url} was not healthy after {timeout:.0f} s")
-
-
 @contextmanager
 def app_server(env: dict[str, str], log: Path) -> Iterator[str]:
     """``streamlit run webapp/app.py`` headless on a free loopback port; its URL once healthy."""
     port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", str(REPO / "webapp" / "app.py"),
-               "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    with log.open("wb") as sink:
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_healthy(url, process)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    url = f"http://127.0.0.1:{port}"
+    with started(streamlit_command(port), env=env, log=log) as process:
+        wait_for(lambda: healthy(url), process, timeout=180.0, what="an app server")
+        yield url
 
 
 async def _visit(browser: Any, url: str, visit: Visit) -> None:

@@ -6,54 +6,21 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
+from bench.processes import free_port, healthy, started, streamlit_command, wait_for
+
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "var" / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def chromium() -> str:
     """Debian's chromium, or a visible skip when it is not installed."""
     path = shutil.which("chromium")
     if path is None:
         pytest.skip("Debian's chromium is not on PATH (apt-get install chromium)")
     return path
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError("streamlit did not become healthy")
 
 
 def app_env(tmp_path: Path, catalogue: Path, database_url: str, **settings: str) -> dict[str, str]:
@@ -81,31 +48,14 @@ def serve(tmp_path: Path, env: Mapping[str, str], *, count: int = 1) -> Iterator
     all with ``env``), started together; yields their URLs once every one answers its health check.
     Each server's log is ``<tmp_path>/streamlit-<i>.log``."""
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(_process(tmp_path / f"streamlit-{i}.log", env)) for i in range(count)]
+        ports = [free_port() for _ in range(count)]
+        servers = [(f"http://127.0.0.1:{port}",
+                    stack.enter_context(started(streamlit_command(port), env=env,
+                                                log=tmp_path / f"streamlit-{i}.log", stop_timeout=10)))
+                   for i, port in enumerate(ports)]
         for url, proc in servers:
-            _wait_healthy(url, proc)
+            wait_for(lambda url=url: healthy(url), proc, timeout=90.0, what="streamlit")
         yield [url for url, _ in servers]
-
-
-@contextlib.contextmanager
-def _process(log_path: Path, env: Mapping[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
-    command = [
-        sys.executable, "-m", "streamlit", "run", str(REPO / "webapp" / "app.py"),
-        "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-    ]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command, cwd=REPO, env=dict(env), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            yield f"http://127.0.0.1:{port}", proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def wait_for_models(page, timeout_s: float = 480.0) -> None:  # noqa: ANN001

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from bench.processes import CHROMIUM_ARGS
 from db.export import export_bytes
 from db.vote_filters import VoteFilters
-from tests.e2e.serving import ARTIFACTS, CHROMIUM_ARGS, REPO, app_env, chromium, send, serve, wait_for_models
+from tests.e2e.serving import ARTIFACTS, REPO, app_env, chromium, send, serve, wait_for_models
 from tests.webapp.conftest import ScriptedEngine
 
 pytestmark = pytest.mark.browser

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy import func, select, text
 
-from tests.e2e.serving import ARTIFACTS, CHROMIUM_ARGS, app_env, chromium, send, serve, wait_for_models
+from bench.processes import CHROMIUM_ARGS
+from tests.e2e.serving import ARTIFACTS, app_env, chromium, send, serve, wait_for_models
 from tests.webapp.conftest import ScriptedEngine
 from webapp.limits import BUSY
 
