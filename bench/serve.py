@@ -62,6 +62,7 @@ def stream_round(model: ChatModel, concurrency: int, params: GenerationParams) -
         "concurrency": concurrency,
         "aggregate_tok_s": round(tokens / wall, 1),
         "new_tokens": tokens,
+        "fewest_tokens": min((r.new_tokens for r in results), default=0),  # a reply cut short shows here
         "wall_s": round(wall, 2),
         "ttft_ms_p50": round(statistics.median(ttfts), 1) if ttfts else None,
         "ttft_ms_max": round(ttfts[-1], 1) if ttfts else None,
@@ -150,7 +151,10 @@ def run_serve_bench(entry: Any, gguf: Path | None, levels: Sequence[int], *, run
         progress("through llama.cpp's server (python -m llama_cpp.server)")
         theirs = [anchor_python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
                   "--port", "{port}", "--n_ctx", "4096", "--n_threads", str(os.cpu_count() or 1),
-                  "--model_alias", entry.slug]
+                  "--model_alias", entry.slug,
+                  # Its default lets a new request interrupt the one running: concurrent streams would cut
+                  # each other short. Queued instead, each reply runs to its end, as ours do.
+                  "--interrupt_requests", "False"]
         with server(theirs) as url:
             report["llama_cpp_server"] = measure(_remote(entry.slug, url, entry.slug), levels, runs=runs,
                                                  new_tokens=new_tokens, progress=progress)

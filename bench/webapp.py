@@ -4,12 +4,13 @@ at the same time.
 1. Leaderboard: a SQLite file seeded with ``votes`` votes over ``models`` contestants (db's bulk seeder),
    then the Leaderboard page rendered by Streamlit's AppTest (the real page script: SQL counts,
    Bradley-Terry fit, table, three Altair charts) with the data cache cleared (cold) and warm.
-   Target: cold render <= 1.5 s at 1M votes over 100 contestants. The same page showing the Fixing
-   board (people, then grader; each with its per-kind table), and that board's queries one by one, then
-   the Automatic arena board; the publication delay is 0 here (the seeded battles closed just now); ``replies`` graded replies
-   (db.seed) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies). ``replay`` replay
-   answers (four models per correction) are seeded to the corrections, and the Fixing board's *Replay*
-   and *Ratings* sources are rendered cold too (target: <= 1.5 s with 200k replay answers, issue 44).
+   Target: cold render <= 1.5 s at 1M votes over 100 contestants. The same page showing the Fixing board
+   (people, then grader; each with its per-kind table), and that board's queries one by one, then the
+   Automatic arena board; the publication delay is 0 here (the seeded battles closed just now); ``replies``
+   graded replies (db.seed) are seeded with the votes (target: <= 1.5 s at 1M votes and 1M replies).
+   ``replay`` replay answers (four models per correction) are seeded to the corrections, and the Fixing
+   board's *Replay* and *Ratings* sources are rendered cold too (target: <= 1.5 s with 200k replay answers,
+   issue 44).
 2. Streaming: two tiny random keras models from the real pool answer the same prompt, first one after
    the other, then as the page runs them (:mod:`webapp.replies`, a job per side); overlap and the
    wall-time ratio show that the two sides generate concurrently.

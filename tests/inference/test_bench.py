@@ -223,6 +223,7 @@ def test_serve_bench_runs_the_same_streams_in_process_and_over_http(
         for row in out[engine]:
             assert row["errors"] == 0 and row["first_error"] is None, row
             assert 0 < row["new_tokens"] <= 8 * row["concurrency"] and row["aggregate_tok_s"] > 0
+            assert 0 <= row["fewest_tokens"] <= 8
             assert row["ttft_ms_p50"] is not None and row["ttft_ms_p50"] <= row["ttft_ms_max"]
     assert set(out["serve_over_in_process"]) == {"2"}
 
