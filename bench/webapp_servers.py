@@ -147,10 +147,16 @@ async def _crowd(urls: Sequence[str], visitors: int, concurrency: int, chromium:
 
     crowd = Crowd(visits=[Visit(server=i % len(urls)) for i in range(visitors)])
     gate = asyncio.Semaphore(concurrency)
+    done: list[Visit] = []
 
     async def one(visit: Visit, browser: Any) -> None:
         async with gate:
             await _visit(browser, urls[visit.server], visit)
+        done.append(visit)
+        if len(done) % 10 == 0 or len(done) == visitors:
+            failed = sum(v.error is not None for v in done)
+            print(f"[webapp bench] visitors: {len(done)} of {visitors} done ({failed} failed)",
+                  file=sys.stderr)
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=chromium, headless=True,
@@ -226,6 +232,8 @@ def run_servers(*, servers: int, visitors: int, concurrency: int, catalogue: Pat
         base.pop("XLA_FLAGS", None)
         model_env = {**base, **OPEN_LIMITS, "ARENA_CATALOGUE_PATH": str(catalogue)}
         serve = [sys.executable, "-m", "inference", "serve", "--models", ",".join(slugs), "--port", "{port}"]
+        print(f"[webapp bench] starting inference serve ({', '.join(slugs)}) and {servers} app servers",
+              file=sys.stderr)
         models_url = stack.enter_context(server(serve, slugs=slugs, env=model_env, log=tmp / "serve.log"))
         app_env = {**base, **OPEN_LIMITS, "ARENA_DATABASE_URL": db_url,
                    "ARENA_CATALOGUE_PATH": str(remote_catalogue(tmp / "remote.toml", models_url, slugs))}
