@@ -143,9 +143,9 @@ def _tiny_backbone(family: str, *, dtype: str, seed: int, config: dict[str, Any]
 
     from inference.families import family as family_record
 
+    config = config or {"vocabulary_size": TINY_VOCABULARY_SIZE, **_tiny_config(family).backbone}
     keras.utils.set_random_seed(seed)
     backbone_class = family_record(family).backbones[0][0]
-    config = config or {"vocabulary_size": TINY_VOCABULARY_SIZE, **_tiny_config(family).backbone}
     return getattr(keras_hub.models, backbone_class)(**config, dtype=dtype)
 
 
