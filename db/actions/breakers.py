@@ -81,9 +81,12 @@ def _locked_row(session: Session, slug: str) -> ModelBreaker:
 def record_reply(
     engine: Engine, *, slug: str, failed: bool, rules: BreakerRules, now: dt.datetime
 ) -> BreakerState:
-    """Count one reply of ``slug`` that ended (``failed``: with an error); the breaker's state after it."""
+    """Count one reply of ``slug`` that ended (``failed``: with an error); the breaker's state after it.
+    A good reply to a breaker with nothing to clear (the usual case) writes nothing."""
     require_text(slug, what="slug", max_chars=100)
     require_aware(now, what="now")
+    if not failed and _already_clear(engine, slug):
+        return "closed"
     with write_session(engine) as session:
         row = _locked_row(session, slug)
         row.updated_at = now
@@ -98,6 +101,21 @@ def record_reply(
             if row.failures >= rules.failures:
                 row.failures, row.streak_started_at, row.open_until = 0, None, now + rules.cooldown
         return _state(row, now)
+
+
+@retry_read
+def _already_clear(engine: Engine, slug: str) -> bool:
+    """Whether ``slug`` is a known contestant whose breaker is closed with no streak (no row counts)."""
+    query = (select(ModelBreaker.failures, ModelBreaker.streak_started_at, ModelBreaker.open_until)
+             .select_from(Contestant)
+             .outerjoin(ModelBreaker, ModelBreaker.contestant_id == Contestant.id)
+             .where(Contestant.slug == slug))
+    with read_session(engine) as session:
+        found = session.execute(query).first()
+    if found is None:
+        return False  # unknown: the write path says so
+    failures, streak, open_until = found
+    return not failures and streak is None and open_until is None
 
 
 def claim_trials(
