@@ -25,7 +25,7 @@ from scenarios.generate import generate_dialogues
 from scenarios.records import RunRecord
 from scenarios.runner import Progress
 from scenarios.suite import SuiteConfig, SuiteOutcome, run_suite
-from scenarios.suite_counts import MEANS, METRICS, sample_count, suite_units
+from scenarios.suite_counts import MEANS, METRICS, SuiteKey, sample_count, split_suites, suite_units
 from settings import Settings
 from wiring import database, database_url, enable_compilation_cache, model_pool
 
@@ -48,8 +48,9 @@ class SuiteRequest:
 
 
 def figures(records: Sequence[RunRecord], *, k: int) -> dict[str, dict[str, SuiteEstimate]]:
-    """Per model, every suite figure with its interval over dialogues."""
-    return {model: suite_figures(units, means=MEANS) for model, units in suite_units(records, k=k).items()}
+    """Per model, every suite figure with its interval over dialogues: the runs of one invocation, which
+    plays one suite a model (stored runs may hold several: :func:`stored_suites`)."""
+    return {key.model: suite_figures(units, means=MEANS) for key, units in suite_units(records, k=k).items()}
 
 
 def suite_line(outcome: SuiteOutcome, request: SuiteRequest,
@@ -147,28 +148,31 @@ def run_suite_command(*, settings: Settings, request: SuiteRequest, as_json: boo
 
 def stored_suites(records: Sequence[RunRecord], *, scenario: Scenario) -> tuple[list[dict[str, Any]], str]:
     """The suite lines of stored runs (as ``run --dialogues --json`` prints them, with the time figure
-    left out: a stored run has no wall clock) and their Markdown table; empty when none is stored."""
-    suites = [r for r in records if r.protocol in ("suite", "first_try") and r.dialogue is not None]
-    if not suites:
-        return [], ""
-    k = sample_count(suites) or 1
+    left out: a stored run has no wall clock, and with ``temperature`` and ``style`` added: one line per
+    model and setting, so a greedy suite and a sampled one are never pooled) and their Markdown table;
+    empty when none is stored."""
     lines = []
-    for model, estimates in figures(suites, k=k).items():
-        played = [r for r in suites if r.model == model and r.protocol == "suite" and r.dialogue is not None]
+    for key, runs in split_suites(records).items():
+        k = sample_count(runs) or 1
+        (units,) = suite_units(runs, k=k).values()
+        estimates = suite_figures(units, means=MEANS)
+        played = [r for r in runs if r.protocol == "suite" and r.dialogue is not None]
         seeds = sorted({r.dialogue.seed for r in played
                         if r.dialogue is not None and r.dialogue.seed is not None})
         metrics: dict[str, Any] = {name: estimates[name].as_json() for name in METRICS}
         metrics["pass_hat_k"]["k"] = k
-        lines.append({"model": model, "scenario": scenario.slug, "dialogues": len(played),
+        lines.append({"model": key.model, "scenario": scenario.slug, "temperature": key.temperature,
+                      "style": key.style, "dialogues": len(played),
                       "seed": seeds[0] if len(seeds) == 1 else seeds, "metrics": metrics})
-    return lines, _markdown(lines)
+    return lines, _markdown(lines) if lines else ""
 
 
 def _markdown(lines: list[dict[str, Any]]) -> str:
-    header = ["Model", "Dialogues", *METRICS]
+    header = ["Model", "Sampling", "Dialogues", *METRICS]
     rows = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for line in lines:
-        cells = [line["model"], str(line["dialogues"])]
+        setting = SuiteKey(line["model"], line["temperature"], line["style"]).sampling
+        cells = [line["model"], setting, str(line["dialogues"])]
         for name in METRICS:
             m = line["metrics"][name]
             if m["value"] is None:

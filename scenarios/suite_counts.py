@@ -14,12 +14,18 @@ records (live, or re-read from the database by ``scenarios.storage.load_runs``).
 * ``regression_rate`` / ``recurrence_rate`` — graded replies with a regression (a recurrence), of graded
   replies.
 * ``maintenance_rate`` — replies to a false correction that held (``maintained``), of such replies.
+
+A *suite* is a model's runs at one sampling temperature with one correction style (:class:`SuiteKey`):
+a greedy suite and a sampled one of the same model, or two styles, are counted and reported apart, and a
+dialogue's first-turn samples count only towards the suite of their temperature. Several invocations at
+the same settings (another ``--seed``, more dialogues) are one suite.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from scenarios.records import RunMessage, RunRecord
 
@@ -27,22 +33,66 @@ MEANS: frozenset[str] = frozenset({"turns_to_fix"})  # a mean per fixed mistake,
 METRICS: tuple[str, ...] = ("pass_at_1", "pass_hat_k", "fix_within_1", "fix_within_2", "turns_to_fix",
                             "regression_rate", "recurrence_rate", "maintenance_rate")
 Units = dict[str, list[tuple[float, float]]]
+DEFAULT_STYLE = "fix"  # what a run without a stored style was played with
 
 
-def suite_units(records: Sequence[RunRecord], *, k: int) -> dict[str, Units]:
-    """Per model (in the order models first appear), per figure, one pair per dialogue played."""
-    samples: dict[tuple[str, str], list[RunRecord]] = {}
+@dataclass(frozen=True, slots=True, order=True)
+class SuiteKey:
+    """What makes stored runs one suite: the model, the sampling temperature and the correction style."""
+
+    model: str
+    temperature: float
+    style: str = DEFAULT_STYLE
+
+    @property
+    def sampling(self) -> str:
+        """``greedy`` or ``temperature 0.7``, with the style when it is not the default: a table's label."""
+        label = "greedy" if self.temperature == 0 else f"temperature {self.temperature:g}"
+        return label if self.style == DEFAULT_STYLE else f"{label}, {self.style} corrections"
+
+
+def suite_key(record: RunRecord) -> SuiteKey:
+    """The suite a ``suite`` run belongs to."""
+    return SuiteKey(record.model, float(record.params.temperature), record.style or DEFAULT_STYLE)
+
+
+def _sample_key(record: RunRecord) -> tuple[str, float, str]:
+    """Whose first-turn samples a run's are: model, temperature and dialogue (the style does not reach a
+    first turn, and a ``first_try`` run stores none)."""
+    assert record.dialogue is not None
+    return record.model, float(record.params.temperature), record.dialogue.id
+
+
+def split_suites(records: Sequence[RunRecord]) -> dict[SuiteKey, list[RunRecord]]:
+    """Each suite's runs (in the order its first ``suite`` run appears): its ``suite`` runs and the
+    ``first_try`` samples of its model at its temperature."""
+    samples: dict[tuple[str, float], list[RunRecord]] = {}
+    out: dict[SuiteKey, list[RunRecord]] = {}
+    for record in records:
+        if record.dialogue is None:
+            continue
+        if record.protocol == "first_try":
+            samples.setdefault((record.model, float(record.params.temperature)), []).append(record)
+        elif record.protocol == "suite":
+            out.setdefault(suite_key(record), []).append(record)
+    for key, runs in out.items():
+        runs += samples.get((key.model, key.temperature), [])
+    return out
+
+
+def suite_units(records: Sequence[RunRecord], *, k: int) -> dict[SuiteKey, Units]:
+    """Per suite (in the order suites first appear), per figure, one pair per dialogue played."""
+    samples: dict[tuple[str, float, str], list[RunRecord]] = {}
     for record in records:
         if record.protocol == "first_try" and record.dialogue is not None:
-            samples.setdefault((record.model, record.dialogue.id), []).append(record)
-    out: dict[str, Units] = {}
+            samples.setdefault(_sample_key(record), []).append(record)
+    out: dict[SuiteKey, Units] = {}
     played = [r for r in records if r.protocol == "suite" and r.dialogue is not None]
     # Dialogue order, not the order runs finished or were stored: the intervals' resampling sees the same
     # sequence live and re-read.
     for record in sorted(played, key=lambda r: r.dialogue.id if r.dialogue is not None else ""):
-        assert record.dialogue is not None
-        units = out.setdefault(record.model, {name: [] for name in METRICS})
-        counts = dialogue_counts(record, samples.get((record.model, record.dialogue.id), []), k=k)
+        units = out.setdefault(suite_key(record), {name: [] for name in METRICS})
+        counts = dialogue_counts(record, samples.get(_sample_key(record), []), k=k)
         for name in METRICS:
             units[name].append(counts[name])
     return out
@@ -99,14 +149,16 @@ def _chains(record: RunRecord) -> list[tuple[int, bool]]:
 
 
 def sample_count(records: Sequence[RunRecord]) -> int:
-    """The k of stored suites: the most samples of a first turn any dialogue got, its ``suite`` run's
-    first reply and its ``first_try`` runs (0 when no suite is stored)."""
-    counts: dict[tuple[str, str], int] = {}
+    """The k of stored suites: the most samples of a first turn any dialogue of a suite got, its ``suite``
+    run's first reply and the ``first_try`` runs at its temperature (0 when no suite is stored)."""
+    counts: dict[tuple[str, float, str, str], int] = {}
     for record in records:
         if record.protocol in ("suite", "first_try") and record.dialogue is not None:
-            key = (record.model, record.dialogue.id)
+            style = (record.style or DEFAULT_STYLE) if record.protocol == "suite" else ""
+            key = (*_sample_key(record), style)
             counts[key] = counts.get(key, 0) + 1
-    return max(counts.values(), default=0)
+    firsts = {k[:3]: n for k, n in counts.items() if k[3] == ""}  # first_try runs of a dialogue
+    return max((n + firsts.get(k[:3], 0) for k, n in counts.items() if k[3]), default=0)
 
 
 def dialogue_fixed(suite: RunRecord) -> bool:
@@ -116,16 +168,19 @@ def dialogue_fixed(suite: RunRecord) -> bool:
 
 
 def suite_pairs(records: Sequence[RunRecord]) -> list[tuple[str, str, str, str]]:
-    """Pairwise outcomes of the suites: for each generated dialogue two models both played, one row
+    """Pairwise outcomes of the suites: for each generated dialogue two models both played at the same
+    temperature with the same correction style, one row
     ``(model_a, model_b, winner, dialogue id)`` with ``winner`` ``a`` (a fixed every mistake within two
     corrections and b did not), ``b``, or ``tie`` (both did, or neither); models in sorted order."""
-    played: dict[str, dict[str, bool]] = {}
+    played: dict[tuple[str, float, str], dict[str, bool]] = {}  # per dialogue, temperature and style
     for record in records:
         if record.protocol == "suite" and record.dialogue is not None:
-            played.setdefault(record.dialogue.id, {})[record.model] = dialogue_fixed(record)
+            key = suite_key(record)
+            played.setdefault((record.dialogue.id, key.temperature, key.style), {})[record.model] = \
+                dialogue_fixed(record)
     rows = []
-    for dialogue_id in sorted(played):
-        outcome = played[dialogue_id]
+    for setting in sorted(played):
+        dialogue_id, outcome = setting[0], played[setting]
         models = sorted(outcome)
         for i, a in enumerate(models):
             for b in models[i + 1:]:

@@ -280,6 +280,8 @@ def _suites(url: str, chosen: VoteFilters) -> None:
     st.caption(
         f"Each model played the same generated dialogues of {board.scenario!r}; intervals are 95% "
         "cluster-bootstrap intervals over dialogues, n the events counted. "
+        "Sampling: greedy or the temperature the suite ran at (and the correction style when not *fix*); "
+        "each setting's suites are ranked among themselves. "
         "Rank = 1 + the models whose *Fixed within 2* interval lies wholly above: overlapping intervals, "
         f"no real difference. pass^k: {board.k} fresh tries at each dialogue's first turn, all correct "
         "(τ-bench). Maintained: replies to a false correction that kept the right call (FB-Bench)."

@@ -213,7 +213,40 @@ def test_report_renders_the_stored_suite_figures(tmp_path: Path, capsys: pytest.
     assert printed["cells"] == {}  # suites are not the study's tables
     assert main(["report", "calendar", "--url", url]) == 0
     markdown = capsys.readouterr().out
-    assert "## Fixing suites" in markdown and "| scripted | 3 | 0% (0–0, n=3) |" in markdown
+    assert "## Fixing suites" in markdown and "| scripted | greedy | 3 | 0% (0–0, n=3) |" in markdown
+    assert (line["temperature"], line["style"]) == (0.0, "fix")
+
+
+def test_a_greedy_and_a_sampled_suite_of_one_model_are_reported_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stored together, a model's greedy suite and its suite at 0.7 keep their own figures: the sampled
+    suite's first-turn samples do not count towards the greedy suite's pass^k, nor the reverse."""
+    url = f"sqlite:///{tmp_path / 'suite.db'}"
+    upgrade_to_head(url)
+    engine = make_engine(url)
+    dialogues = generate_dialogues(CALENDAR, count=4, seed=5, false_share=0.0)
+    sampled = GenerationParams(max_new_tokens=64, temperature=0.7, seed=0)
+    try:
+        ensure_contestant(engine, slug="scripted", name="Scripted")
+        settings = ((PARAMS, _responder(dialogues)), (sampled, _responder(dialogues, chatty=True)))
+        for params, respond in settings:
+            run_suite(scenario=CALENDAR, model=ScriptedModel("scripted", respond), dialogues=dialogues,
+                      config=SuiteConfig(params=params, k=3, concurrency=2),
+                      sink=lambda record: store_run(engine, record))
+    finally:
+        engine.dispose()
+    assert main(["report", "calendar", "--url", url, "--json"]) == 0
+    lines = {line["temperature"]: line for line in json.loads(capsys.readouterr().out)["suites"]}
+    assert set(lines) == {0.0, 0.7} and {line["dialogues"] for line in lines.values()} == {4}
+    greedy, hot = lines[0.0]["metrics"], lines[0.7]["metrics"]
+    assert greedy["pass_at_1"]["value"] == 1.0 and hot["pass_at_1"]["value"] == 0.0
+    assert greedy["pass_hat_k"]["value"] == 1.0 and hot["pass_hat_k"]["value"] == 0.0
+    assert greedy["pass_hat_k"]["k"] == hot["pass_hat_k"]["k"] == 3  # not 6 samples pooled
+    assert greedy["fix_within_1"]["n"] == 0 and hot["fix_within_1"]["value"] == 1.0
+    assert main(["report", "calendar", "--url", url]) == 0
+    markdown = capsys.readouterr().out
+    assert "| scripted | greedy | 4 | 100% " in markdown
+    assert "| scripted | temperature 0.7 | 4 | 0% " in markdown
 
 
 def test_a_false_claim_is_only_made_after_a_right_reply() -> None:
