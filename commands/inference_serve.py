@@ -40,7 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Load the models and serve until interrupted."""
     import uvicorn
 
-    from commands.scenarios_arena import RunInputError, select_entries
+    from commands.run_models import RunInputError, select_entries
     from inference.catalogue import CatalogueError, load_catalogue
     from inference.serve import create_app
     from settings import get_settings_without_secrets

@@ -159,7 +159,7 @@ def _replay_bench(model: str, items: int, concurrency: int) -> dict[str, Any]:
     import tempfile
 
     from bench.replay import replay_figures, seed_battles
-    from commands.scenarios_arena import RunInputError
+    from commands.run_models import RunInputError
     from commands.scenarios_replay import ReplayRequest, run_replay_command
     from settings import get_settings_without_secrets as get_settings
 
@@ -235,7 +235,7 @@ def _write_pairs(path: Path, records: Any, scenario: str) -> None:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from commands.scenarios_arena import RunInputError
+    from commands.run_models import RunInputError
     from commands.scenarios_replay import ReplayRequest, run_replay_command
     from db import InvalidInput
     from db.export import ExportError, parse_date
@@ -262,7 +262,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from commands.scenarios_arena import RunInputError, run_command
+    from commands.run_models import RunInputError
+    from commands.scenarios_arena import run_command
     from settings import get_settings_without_secrets as get_settings
 
     scenario = gradable(args.scenario)
@@ -304,7 +305,7 @@ def _models_and_overrides(args: argparse.Namespace) -> tuple[list[str], dict[str
 
 
 def _run_suite(args: argparse.Namespace, scenario: Scenario) -> int:
-    from commands.scenarios_arena import RunInputError
+    from commands.run_models import RunInputError
     from commands.scenarios_suite import SuiteRequest, run_suite_command
     from settings import get_settings_without_secrets as get_settings
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from commands.run_models import RunInputError, progress_bar, sampling_params, select_entries, wait_ready
 from scenarios import Scenario
 from scenarios.corrections import Style
 from scenarios.records import ProtocolName, RunRecord
@@ -25,12 +25,6 @@ from scenarios.runner import Progress, RunnerConfig, planned_runs, run_arena
 from settings import Settings
 from wiring import database, database_url, enable_compilation_cache, model_pool
 
-LOAD_TIMEOUT_S = 3600.0
-
-
-class RunInputError(ValueError):
-    """A problem with what the command was asked to do (unknown model, bad catalogue): exit 2."""
-
 
 @dataclass
 class ArenaOutcome:
@@ -38,21 +32,6 @@ class ArenaOutcome:
     battle_ids: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # slug -> why it did not run
     markdown: str = ""
-
-
-def select_entries(entries: Sequence[Any], slugs: Sequence[str]) -> list[Any]:
-    """``['all']``: the enabled entries; else the named ones in the order given (disabled ones too:
-    naming a model is asking for it)."""
-    if list(slugs) == ["all"]:
-        chosen = [e for e in entries if e.enabled]
-        if not chosen:
-            raise RunInputError("the catalogue has no enabled models")
-        return chosen
-    by_slug = {e.slug: e for e in entries}
-    unknown = [s for s in slugs if s not in by_slug]
-    if unknown:
-        raise RunInputError(f"unknown model(s) {', '.join(unknown)}; catalogue: {', '.join(by_slug)}")
-    return [dataclasses.replace(by_slug[s], enabled=True) for s in dict.fromkeys(slugs)]
 
 
 def run_and_store(
@@ -90,13 +69,13 @@ def run_and_store(
     enable_compilation_cache(settings)
     sizes = RunnerConfig(repeats=repeats, fixing_attempts=fixing_attempts, correction_styles=tuple(styles))
     per_model = planned_runs(protocols=protocols, config=sizes, n_cases=len(cases))
-    bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
+    bar = progress_bar(total=per_model * len(entries), enabled=show_progress)
     pool = model_pool(settings, entries,
                       on_progress=lambda s: bar.set_description(f"{s.slug}: {s.state} {s.message}".strip()))
     try:
         for entry in entries:
             bar.set_description(f"loading {entry.slug}")
-            problem = _wait_ready(pool, entry.slug)
+            problem = wait_ready(pool, entry.slug)
             if problem:
                 outcome.skipped[entry.slug] = problem
                 print(f"warning: {entry.slug} skipped: {problem}", file=sys.stderr)
@@ -109,7 +88,7 @@ def run_and_store(
                 continue
             config = RunnerConfig(repeats=repeats, max_fix_attempts=max_fix_attempts,
                                   fixing_attempts=fixing_attempts, correction_styles=tuple(styles),
-                                  params=_params(entry.sampling, overrides or {}))
+                                  params=sampling_params(entry.sampling, overrides or {}))
 
             def sink(record: RunRecord) -> None:
                 if engine is not None:
@@ -129,30 +108,6 @@ def run_and_store(
     report = build_report(outcome.records, scenario=scenario)
     outcome.markdown = render_markdown(report, scenario=scenario, cases=cases)
     return outcome
-
-
-def _params(sampling: Any, overrides: dict[str, Any]) -> Any:
-    params = dataclasses.replace(sampling, **overrides)
-    return params if params.seed is not None else dataclasses.replace(params, seed=0)
-
-
-def _wait_ready(pool: Any, slug: str) -> str | None:
-    """Block until ``slug`` is ready (None) or failed/refused (the reason)."""
-    deadline = time.monotonic() + LOAD_TIMEOUT_S
-    while time.monotonic() < deadline:
-        status = pool.status()[slug]
-        if status.state == "ready":
-            return None
-        if status.state in ("failed", "refused"):
-            return status.message or status.state
-        time.sleep(0.2)
-    return f"not ready after {LOAD_TIMEOUT_S:.0f} s"
-
-
-def _progress_bar(*, total: int, enabled: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, file=sys.stderr, unit="run", disable=not enabled, dynamic_ncols=True)
 
 
 def run_command(

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from commands.scenarios_arena import RunInputError, _params, _progress_bar, _wait_ready, select_entries
+from commands.run_models import RunInputError, progress_bar, sampling_params, select_entries, wait_ready
 from scenarios import Scenario, ScenarioError
 from scenarios.replay import (
     ReplayAnswer,
@@ -162,7 +162,7 @@ def run_replay_command(*, settings: Settings, request: ReplayRequest, as_json: b
             ensure_contestant(engine, slug=entry.slug, name=entry.name, family=entry.family,
                               source=entry.source)
     enable_compilation_cache(settings)
-    bar = _progress_bar(total=0, enabled=show_progress)
+    bar = progress_bar(total=0, enabled=show_progress)
     pool = model_pool(settings, entries,
                       on_progress=lambda s: bar.set_description(f"{s.slug}: {s.state} {s.message}".strip()))
     ran = 0
@@ -180,7 +180,7 @@ def run_replay_command(*, settings: Settings, request: ReplayRequest, as_json: b
                 started = time.perf_counter()
                 storer = Storer(engine) if engine is not None else None
                 answers = run_replay(items=todo, scenarios=scenarios, model=model,
-                                     params=_params(entry.sampling, request.overrides),
+                                     params=sampling_params(entry.sampling, request.overrides),
                                      concurrency=request.concurrency, sink=storer,
                                      progress=lambda done, total: bar.update(1))
                 seconds = time.perf_counter() - started
@@ -216,7 +216,7 @@ def _ready_model(pool: Any, slug: str) -> tuple[Any, str | None]:
     """The pool's model once loaded, or None and why not."""
     from inference.pool import ModelNotReadyError
 
-    problem = _wait_ready(pool, slug)
+    problem = wait_ready(pool, slug)
     if problem is not None:
         return None, problem
     try:

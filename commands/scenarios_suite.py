@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from commands.scenarios_arena import RunInputError, _params, _progress_bar, _wait_ready, select_entries
+from commands.run_models import RunInputError, progress_bar, sampling_params, select_entries, wait_ready
 from ranking.suites import SuiteEstimate, suite_figures
 from scenarios import Scenario
 from scenarios.corrections import Style
@@ -99,13 +99,13 @@ def run_suite_command(*, settings: Settings, request: SuiteRequest, as_json: boo
                               source=entry.source)
     enable_compilation_cache(settings)
     per_model = len(dialogues) * request.k
-    bar = _progress_bar(total=per_model * len(entries), enabled=show_progress)
+    bar = progress_bar(total=per_model * len(entries), enabled=show_progress)
     pool = model_pool(settings, entries,
                       on_progress=lambda s: bar.set_description(f"{s.slug}: {s.state} {s.message}".strip()))
     ran = stored = 0
     try:
         for entry in entries:
-            problem = _wait_ready(pool, entry.slug)
+            problem = wait_ready(pool, entry.slug)
             try:
                 model = pool.get(entry.slug) if problem is None else None
             except ModelNotReadyError as exc:
@@ -114,7 +114,7 @@ def run_suite_command(*, settings: Settings, request: SuiteRequest, as_json: boo
                 print(f"warning: {entry.slug} skipped: {problem}", file=sys.stderr)
                 bar.update(per_model)
                 continue
-            config = SuiteConfig(params=_params(entry.sampling, request.overrides), k=request.k,
+            config = SuiteConfig(params=sampling_params(entry.sampling, request.overrides), k=request.k,
                                  concurrency=request.concurrency, max_fix_attempts=request.max_fix_attempts,
                                  style=request.style)
 

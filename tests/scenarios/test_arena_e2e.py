@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from commands.scenarios_arena import RunInputError, run_and_store
+from commands.run_models import RunInputError
+from commands.scenarios_arena import run_and_store
 from db.actions import get_battle
 from db.engine import make_engine
 from scenarios import get_scenario
