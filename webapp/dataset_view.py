@@ -22,6 +22,10 @@ DOWNLOADS = (
     ("Battles, one row per vote (CSV, for ranking fit)", "csv", "battles", "fixit-arena-battles.csv"),
     ("Preference pairs (JSONL)", "jsonl", "preferences", "fixit-arena-preferences.jsonl"),
     ("Correction triples (JSONL)", "jsonl", "corrections", "fixit-arena-corrections.jsonl"),
+    ("Replay items: every correction as a test for any model (JSONL, for `scenarios replay --from`)", "jsonl",
+     "replay", "fixit-arena-replay.jsonl"),
+    ("Replay pairs: two models on the same correction (CSV)", "csv", "replay_pairs",
+     "fixit-arena-replay-pairs.csv"),
 )
 
 

@@ -73,7 +73,7 @@ def _message(at: AppTest) -> str:
 
 def _downloads(at: AppTest) -> list[Any]:
     buttons = list(at.get("download_button"))
-    assert len(buttons) == 6
+    assert len(buttons) == 8
     return buttons
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -96,16 +97,17 @@ ENGINE_ERROR = ("HTTP 500 from server: model gpt-secret-7b at https://api.secret
                 "failed for org-abc123")
 
 
-def _battles_for_the_public(ctx) -> tuple[str, str]:  # noqa: ANN001 -- the page's Context
+def _battles_for_the_public(ctx, corrections: tuple[str, str] | None = None) -> tuple[str, str]:  # noqa: ANN001
     """A voted battle with formula text and two failed replies (an old row with the engine's own words,
-    a new one in the public form), and a voted battle the admin then flags. Returns (public, flagged)."""
+    a new one in the public form), and a voted battle the admin then flags. Returns (public, flagged).
+    ``corrections``: each battle's side b is corrected with that text before the vote."""
     from db import actions as db_actions
     from webapp import gateway_data
 
     for slug in ("m1", "m2"):
         db_actions.upsert_contestant(ctx.engine, slug=slug, display_name=slug.upper(), family="test")
     ids = []
-    for _ in range(2):
+    for i in range(2):
         battle = db_actions.open_battle(ctx.engine, mode="anonymous", scenario="calendar", contestant_a="m1",
                                         contestant_b="m2")
         for side in ("a", "b"):
@@ -115,6 +117,8 @@ def _battles_for_the_public(ctx) -> tuple[str, str]:  # noqa: ANN001 -- the page
                                   finish_reason="error", error=ENGINE_ERROR)
         db_actions.append_message(ctx.engine, battle_id=battle.id, side="b", kind="reply", content="@b",
                                   finish_reason="error", error="engine_error (error 1a2b3c4d)")
+        if corrections is not None:
+            db_actions.record_correction(ctx.engine, battle_id=battle.id, side="b", content=corrections[i])
         db_actions.record_vote(ctx.engine, battle_id=battle.id, choice="a")
         ids.append(battle.id)
     said = gateway_data.flag(ctx, battle_id=ids[1], reason="abuse", undo=False, admin_session="admin-1")
@@ -164,3 +168,25 @@ def test_the_public_download_is_safe_to_open_and_holds_what_the_page_counts(
     assert public in battles_csv and flagged not in battles_csv
     jsonl = gateway_data.dataset_bytes(ctx, filters, fmt="jsonl", view="dialogues").decode()
     assert FORMULA.replace('"', '\\"') in jsonl and flagged not in jsonl and "org-abc123" not in jsonl
+
+
+def test_the_replay_download_is_a_file_replay_reads(arena_env: Callable[..., str], tmp_path: Path) -> None:
+    """The Dataset page's replay items are what `scenarios replay --from` reads: the correction a person
+    wrote, with the conversation up to the reply it corrects; a flagged battle's correction is not there."""
+    from scenarios.replay import read_replay_file
+    from webapp import gateway_data
+
+    arena_env(public_export_delay_hours="0")
+    ctx = _ctx()
+    public, _ = _battles_for_the_public(ctx, corrections=("Just the API call please.", "Flagged words."))
+    filters = gateway_data.public_filters(ctx.settings, scenario=None, since=None, until=None,
+                                          corrections_only=False)
+    path = tmp_path / "replay.jsonl"
+    path.write_bytes(gateway_data.dataset_bytes(ctx, filters, fmt="jsonl", view="replay"))
+    (item,) = read_replay_file(path)
+    assert item.correction == "Just the API call please." and item.scenario == "calendar"
+    assert [m.content for m in item.history[-2:]] == ["@b", "Just the API call please."]
+    assert item.model == "m2" and item.battle_id == public
+    page = open_app("pages/dataset.py")
+    labels = [b.proto.label for b in page.get("download_button")]
+    assert any(label.startswith("Replay items") for label in labels), labels
