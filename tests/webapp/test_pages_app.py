@@ -123,6 +123,8 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
         "Battles, one row per vote (CSV, for ranking fit)",
         "Preference pairs (JSONL)",
         "Correction triples (JSONL)",
+        "Replay items: every correction as a test for any model (JSONL, for `scenarios replay --from`)",
+        "Replay pairs: two models on the same correction (CSV)",
     }
     from webapp import context, gateway_data  # the lazily-called export behind the buttons
     from webapp.resources import engine, settings
@@ -143,6 +145,8 @@ def test_dataset_page_downloads(arena_env: Callable[..., str]) -> None:
         ctx, _public(ctx, scenario="free-chat"), fmt="jsonl", view="dialogues"
     )
     assert none == b""
+    pairs = gateway_data.dataset_bytes(ctx, _public(ctx), fmt="csv", view="replay_pairs").decode()
+    assert len(pairs.splitlines()) <= 1, "no model was replayed: at most the header"
 
 
 def test_admin_gate_and_actions(arena_env: Callable[..., str]) -> None:
