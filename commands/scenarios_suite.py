@@ -25,7 +25,7 @@ from scenarios.generate import generate_dialogues
 from scenarios.records import RunRecord
 from scenarios.runner import Progress
 from scenarios.suite import SuiteConfig, SuiteOutcome, run_suite
-from scenarios.suite_counts import MEANS, METRICS, SuiteKey, sample_count, split_suites, suite_units
+from scenarios.suite_counts import MEANS, METRICS, SuiteKey, split_suites, stored_suite_figures, suite_units
 from settings import Settings
 from wiring import database, database_url, enable_compilation_cache, model_pool
 
@@ -152,11 +152,9 @@ def stored_suites(records: Sequence[RunRecord], *, scenario: Scenario) -> tuple[
     model and setting, so a greedy suite and a sampled one are never pooled) and their Markdown table;
     empty when none is stored."""
     lines = []
-    for key, runs in split_suites(records).items():
-        k = sample_count(runs) or 1
-        (units,) = suite_units(runs, k=k).values()
-        estimates = suite_figures(units, means=MEANS)
-        played = [r for r in runs if r.protocol == "suite" and r.dialogue is not None]
+    suites = split_suites(records)
+    for key, (k, estimates) in stored_suite_figures(records).items():
+        played = [r for r in suites[key] if r.protocol == "suite" and r.dialogue is not None]
         seeds = sorted({r.dialogue.seed for r in played
                         if r.dialogue is not None and r.dialogue.seed is not None})
         metrics: dict[str, Any] = {name: estimates[name].as_json() for name in METRICS}

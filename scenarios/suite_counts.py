@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ranking.suites import SuiteEstimate, suite_figures
 from scenarios.records import RunMessage, RunRecord
 
 MEANS: frozenset[str] = frozenset({"turns_to_fix"})  # a mean per fixed mistake, not a rate in [0, 1]
@@ -77,6 +78,20 @@ def split_suites(records: Sequence[RunRecord]) -> dict[SuiteKey, list[RunRecord]
             out.setdefault(suite_key(record), []).append(record)
     for key, runs in out.items():
         runs += samples.get((key.model, key.temperature), [])
+    return out
+
+
+Figures = dict[str, SuiteEstimate]
+
+
+def stored_suite_figures(records: Sequence[RunRecord]) -> dict[SuiteKey, tuple[int, Figures]]:
+    """Per stored suite (:func:`split_suites`): its k (:func:`sample_count` of its own runs, at least 1) and
+    every figure with its interval over dialogues: what ``scenarios report`` and the Fixing board show."""
+    out: dict[SuiteKey, tuple[int, Figures]] = {}
+    for key, runs in split_suites(records).items():
+        k = sample_count(runs) or 1
+        (units,) = suite_units(runs, k=k).values()
+        out[key] = (k, suite_figures(units, means=MEANS))
     return out
 
 

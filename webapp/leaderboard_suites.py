@@ -19,8 +19,8 @@ import scenarios
 from db import VoteFilters
 from db import actions as db_actions
 from ranking.intervals import interval_ranks
-from ranking.suites import SuiteEstimate, suite_figures
-from scenarios.suite_counts import MEANS, METRICS, SuiteKey, sample_count, split_suites, suite_units
+from ranking.suites import SuiteEstimate
+from scenarios.suite_counts import MEANS, METRICS, SuiteKey, sample_count, stored_suite_figures
 from webapp.leaderboard_data import auto_records
 
 RANKED_BY = "fix_within_2"
@@ -73,10 +73,7 @@ def build_suite_board(engine: Engine, filters: VoteFilters) -> SuiteBoard:
     slug = filters.scenario or "calendar"
     records = [r for r in auto_records(engine, filters) if r.protocol in ("suite", "first_try")]
     k = sample_count(records)
-    per_suite: dict[SuiteKey, dict[str, SuiteEstimate]] = {}
-    for key, runs in split_suites(records).items():
-        (units,) = suite_units(runs, k=max(sample_count(runs), 1)).values()
-        per_suite[key] = suite_figures(units, means=MEANS)
+    per_suite = {key: figures for key, (_, figures) in stored_suite_figures(records).items()}
     now = dt.datetime.now(dt.UTC)
     if not per_suite:
         return SuiteBoard(slug, pd.DataFrame(), 0, k, now)
